@@ -1,0 +1,33 @@
+# capmatrix developer tasks. `make run` and `make test` work on a fresh clone with only python3.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+TORCH_PIN := torch==2.13.0
+
+.PHONY: venv run test lint unit docs-check bench fuzz clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test,lint]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+run: venv
+	$(VENV)/bin/capmatrix validate
+	-$(VENV)/bin/capmatrix query xqa --sm 120 --model llama --spec-dec one_model
+	-$(VENV)/bin/capmatrix query xqa --sm 120 --model deepseek_v3 --spec-dec one_model
+
+lint: venv
+	$(VENV)/bin/ruff check capmatrix tools tests
+	$(VENV)/bin/mypy
+
+unit: venv
+	$(PY) -m coverage run -m pytest -q
+	$(PY) -m coverage report
+
+test: lint unit
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage

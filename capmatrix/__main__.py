@@ -1,0 +1,7 @@
+"""``python -m capmatrix``."""
+
+import sys
+
+from capmatrix.cli import main
+
+sys.exit(main())

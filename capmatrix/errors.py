@@ -1,0 +1,133 @@
+"""Errors raised by capmatrix; each carries its data and renders itself in ``__str__``."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Sequence
+
+__all__ = [
+    "CapabilityError",
+    "CapabilityErrors",
+    "CapmatrixError",
+    "InvalidQuery",
+    "UnknownName",
+    "did_you_mean",
+]
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
+    """Return the closest of ``choices`` to ``word``, or None when nothing is close."""
+    matches = difflib.get_close_matches(str(word), sorted(set(choices)), n=1, cutoff=0.6)
+    return matches[0] if matches else None
+
+
+class CapmatrixError(Exception):
+    """Root of every error capmatrix raises on purpose."""
+
+
+class CapabilityError(CapmatrixError, ValueError):
+    """One problem in the capability data, located at ``path:line:column`` (1-based).
+
+    >>> print(CapabilityError("caps/x.yaml", 3, 7, "kernels.xqa", "bad value", hint="use 'gqa'"))
+    caps/x.yaml:3:7: kernels.xqa: bad value (use 'gqa')
+    """
+
+    def __init__(
+        self,
+        path: str,
+        line: int | None,
+        column: int | None,
+        json_path: str,
+        message: str,
+        *,
+        hint: str | None = None,
+        code: str = "E000",
+    ) -> None:
+        super().__init__(path, line, column, json_path, message)
+        self.path = path
+        self.line = line
+        self.column = column
+        self.json_path = json_path
+        self.message = message
+        self.hint = hint
+        self.code = code
+
+    @property
+    def location(self) -> str:
+        """``path:line:column`` (as much of it as is known)."""
+        parts = [self.path]
+        if self.line is not None:
+            parts.append(str(self.line))
+            if self.column is not None:
+                parts.append(str(self.column))
+        return ":".join(parts)
+
+    def sort_key(self) -> tuple[str, int, int, str]:
+        """Order problems by file, then position."""
+        return (self.path, self.line or 0, self.column or 0, self.message)
+
+    def as_dict(self) -> dict[str, object]:
+        """A JSON-ready form."""
+        return {
+            "code": self.code,
+            "path": self.path,
+            "line": self.line,
+            "column": self.column,
+            "json_path": self.json_path,
+            "message": self.message,
+            "hint": self.hint,
+        }
+
+    def __str__(self) -> str:
+        where = f"{self.json_path}: " if self.json_path else ""
+        hint = f" ({self.hint})" if self.hint else ""
+        return f"{self.location}: {where}{self.message}{hint}"
+
+
+class CapabilityErrors(CapmatrixError, ValueError):
+    """Every problem found while loading a matrix, sorted by location."""
+
+    def __init__(self, errors: Sequence[CapabilityError]) -> None:
+        self.errors = tuple(sorted(errors, key=CapabilityError.sort_key))
+        super().__init__(self.errors)
+
+    def __str__(self) -> str:
+        files = len({e.path for e in self.errors})
+        lines = [str(e) for e in self.errors]
+        noun = "problem" if len(self.errors) == 1 else "problems"
+        fnoun = "file" if files == 1 else "files"
+        lines.append(f"capmatrix: {len(self.errors)} {noun} in {files} {fnoun}")
+        return "\n".join(lines)
+
+
+class InvalidQuery(CapmatrixError, ValueError):
+    """A query names an unknown kernel, model, role, axis or value, or gives a value of the wrong type.
+
+    >>> print(InvalidQuery("unknown axis 'smm'", suggestion="sm"))
+    unknown axis 'smm' (did you mean 'sm'?)
+    """
+
+    def __init__(self, message: str, *, suggestion: str | None = None) -> None:
+        super().__init__(message, suggestion)
+        self.message = message
+        self.suggestion = suggestion
+
+    def __str__(self) -> str:
+        if self.suggestion is None:
+            return self.message
+        return f"{self.message} (did you mean {self.suggestion!r}?)"
+
+
+class UnknownName(InvalidQuery, LookupError):
+    """A query or call names a kernel, model, role or axis the matrix does not declare."""
+
+    def __init__(self, what: str, name: object, choices: Iterable[str]) -> None:
+        choices = sorted(choices)
+        self.what = what
+        self.name = name
+        self.choices = tuple(choices)
+        known = ", ".join(choices[:12]) + (", ..." if len(choices) > 12 else "")
+        super().__init__(
+            f"unknown {what} {name!r}; known: {known}",
+            suggestion=did_you_mean(str(name), choices),
+        )

@@ -1,0 +1,662 @@
+"""Load capability YAML files into a validated :class:`Matrix`: shape, then values, then references."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import jsonschema
+
+from capmatrix import _yaml
+from capmatrix.errors import CapabilityError, CapabilityErrors, did_you_mean
+from capmatrix.matrix import Matrix
+from capmatrix.model import (
+    Axis,
+    AxisType,
+    AxisValue,
+    Condition,
+    Effect,
+    Interval,
+    Kernel,
+    Location,
+    ModelFamily,
+    Role,
+    Rule,
+    Status,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+__all__ = ["EXPECT_DIR", "default_path", "discover", "iter_problems", "load", "schema"]
+
+#: Sub-directory of a matrix that holds expectation cases, not matrix data.
+EXPECT_DIR = "expect"
+#: Refuse to read matrices with more files than this (a shipped matrix has a dozen).
+MAX_FILES = 2000
+
+_CMP = re.compile(r"^\s*(>=|<=|>|<|==)\s*(-?\d+)\s*$")
+_INTERVAL = re.compile(r"^\s*([\[(])\s*(-?\d+)\s*,\s*(-?\d+)\s*([\])])\s*$")
+
+
+@cache
+def schema() -> dict[str, Any]:
+    """The JSON Schema (Draft 2020-12) of one capability file."""
+    text = resources.files("capmatrix").joinpath("schema/capabilities.schema.json").read_text()
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+@cache
+def _validator() -> jsonschema.protocols.Validator:
+    cls = jsonschema.validators.validator_for(schema())
+    return cls(schema())  # type: ignore[no-any-return]
+
+
+def default_path() -> Path:
+    """The shipped ``capabilities/``: the source tree's when running from a checkout, else the wheel's."""
+    package = Path(__file__).resolve().parent
+    checkout = package.parent / "capabilities"
+    if (checkout / "axes.yaml").is_file() and (package.parent / "pyproject.toml").is_file():
+        return checkout
+    return package / "_capabilities"
+
+
+def _display(path: Path, root: Path) -> str:
+    rel = path.relative_to(root).as_posix()
+    base = "capabilities" if root.name == "_capabilities" else None
+    if base is None:
+        try:
+            base = root.resolve().relative_to(Path.cwd().resolve()).as_posix()
+        except ValueError:
+            base = root.as_posix()
+    return rel if base == "." else f"{base}/{rel}"
+
+
+def discover(root: Path) -> list[tuple[Path, str]]:
+    """The YAML files of a matrix directory, sorted, with their display names.
+
+    :raises CapabilityErrors: for a missing directory, too many files, or a symlink loop.
+    """
+    if root.is_file():
+        return [(root, root.as_posix())]
+    if not root.is_dir():
+        raise CapabilityErrors(
+            [
+                CapabilityError(
+                    str(root), None, None, "", "matrix directory not found",
+                    hint="pass a directory of capability YAML files", code="E001",
+                )
+            ]
+        )
+    found: list[Path] = []
+    seen_dirs: set[tuple[int, int]] = set()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        here = Path(dirpath)
+        stat = here.stat()
+        if (stat.st_dev, stat.st_ino) in seen_dirs:
+            dirnames[:] = []
+            continue
+        seen_dirs.add((stat.st_dev, stat.st_ino))
+        dirnames[:] = sorted(
+            d for d in dirnames if not d.startswith(".") and not (here == root and d == EXPECT_DIR)
+        )
+        found.extend(here / f for f in filenames if f.endswith((".yaml", ".yml")))
+        if len(found) > MAX_FILES:
+            raise CapabilityErrors(
+                [
+                    CapabilityError(
+                        str(root), None, None, "", f"more than {MAX_FILES} YAML files",
+                        hint="point at the capabilities directory itself", code="E001",
+                    )
+                ]
+            )
+    return sorted(((p, _display(p, root)) for p in found), key=lambda item: item[1])
+
+
+def load(path: str | os.PathLike[str] | None = None) -> Matrix:
+    """Load, validate and compile a matrix (default: the shipped one).
+
+    :raises CapabilityErrors: with every problem found, each located at ``file:line:col``.
+    """
+    root = Path(path) if path is not None else default_path()
+    problems: list[CapabilityError] = []
+    matrix = _build(root, problems)
+    if problems or matrix is None:
+        raise CapabilityErrors(problems)
+    from capmatrix.resolver import compile_matrix  # noqa: PLC0415 - the resolver imports us
+
+    object.__setattr__(matrix, "_compiled", compile_matrix(matrix))
+    return matrix
+
+
+def iter_problems(path: str | os.PathLike[str] | None = None) -> Iterator[CapabilityError]:
+    """Yield every problem of a matrix directory, sorted by location (nothing when it is clean)."""
+    root = Path(path) if path is not None else default_path()
+    problems: list[CapabilityError] = []
+    try:
+        _build(root, problems)
+    except CapabilityErrors as exc:
+        problems.extend(exc.errors)
+    yield from sorted(problems, key=CapabilityError.sort_key)
+
+
+def _build(root: Path, problems: list[CapabilityError]) -> Matrix | None:
+    docs: list[tuple[dict[str, Any], _yaml.SourceMap]] = []
+    broken_paths: dict[str, set[tuple[str | int, ...]]] = {}
+    for file, display in discover(root):
+        try:
+            data, smap = _yaml.read(file, display)
+        except CapabilityErrors as exc:
+            problems.extend(exc.errors)
+            continue
+        problems.extend(smap.problems)
+        broken = set()
+        for problem, path in _shape_problems(data, smap):
+            problems.append(problem)
+            broken.add(path)
+        if not isinstance(data, dict) or any(len(p) < 2 for p in broken):
+            continue  # the file's outline is wrong: nothing below it can be trusted
+        docs.append((data, smap))
+        broken_paths[smap.path] = broken
+    if not docs and not problems:
+        problems.append(
+            CapabilityError(str(root), None, None, "", "no capability files found", code="E001")
+        )
+    builder = _Semantics(problems, broken_paths)
+    return builder.build(root, docs)
+
+
+def _shape_problems(
+    data: Any,  # noqa: ANN401 - plain YAML data
+    smap: _yaml.SourceMap,
+) -> Iterator[tuple[CapabilityError, tuple[str | int, ...]]]:
+    errors = sorted(_validator().iter_errors(data), key=lambda e: (list(map(str, e.absolute_path))))
+    for error in errors:
+        path = tuple(error.absolute_path)
+        if error.validator == "oneOf" and isinstance(error.instance, dict) and "id" in error.instance:
+            has_grant = "grant" in error.instance
+            has_exclude = "exclude" in error.instance
+            message = (
+                "a rule needs exactly one of 'grant' or 'exclude'"
+                if has_grant == has_exclude
+                else "invalid rule"
+            )
+            if has_grant != has_exclude:
+                # The rule has one effect but something inside it is off: report the inner error.
+                inner = jsonschema.exceptions.best_match(error.context or [])
+                if inner is not None:
+                    path = (*path, *inner.absolute_path)
+                    message = inner.message
+            yield smap.error(path, message, code="E100"), tuple(error.absolute_path)
+            continue
+        if error.validator == "oneOf" and ("grant" in path or "exclude" in path):
+            hint = "YAML reads 1.10 as the float 1.1; quote it" if path in smap.floats else None
+            yield smap.error(
+                path,
+                f"{error.instance!r} is not a condition: use a value, a list of values, a range "
+                "string such as '>=80', or {not: ...}",
+                hint=hint,
+                code="E104",
+            ), path
+            continue
+        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            allowed = set(error.schema.get("properties", {}))
+            for extra in sorted(k for k in error.instance if k not in allowed):
+                yield smap.error(
+                    (*path, extra),
+                    f"unknown key {extra!r}",
+                    key=True,
+                    hint=_suggest(extra, allowed, "allowed keys"),
+                    code="E101",
+                ), (*path, extra)
+            continue
+        if error.validator == "required":
+            yield smap.error(path, error.message, code="E102"), path
+            continue
+        hint = None
+        if path in smap.yaml11_bools:
+            hint = "YAML 1.1 reads unquoted yes/no/on/off as booleans; quote the word"
+        elif path in smap.floats:
+            hint = "YAML reads this as a float (1.10 becomes 1.1); quote it or use an int"
+        yield smap.error(path, error.message, hint=hint, code="E103"), path
+
+
+def _suggest(word: str, choices: set[str] | list[str], label: str) -> str:
+    close = did_you_mean(word, choices)
+    listed = ", ".join(sorted(choices))
+    return f"did you mean {close!r}?" if close else f"{label}: {listed}"
+
+
+class _Semantics:
+    """Layers two and three: values and cross-references, once every file has the right shape."""
+
+    def __init__(
+        self,
+        problems: list[CapabilityError],
+        broken: dict[str, set[tuple[str | int, ...]]],
+    ) -> None:
+        self.problems = problems
+        self.broken = broken
+
+    def is_broken(self, smap: _yaml.SourceMap, path: tuple[str | int, ...]) -> bool:
+        """Whether a shape error lies at or below ``path`` (or right above it)."""
+        for bad in self.broken.get(smap.path, ()):
+            if bad[: len(path)] == path or path[: len(bad)] == bad:
+                return True
+        return False
+
+    def _skip_entry(self, smap: _yaml.SourceMap, section: str, name: str) -> bool:
+        """An entry is skipped when its own fields (not only a rule of it) have shape errors."""
+        for bad in self.broken.get(smap.path, ()):
+            if bad[:2] == (section, name) and (len(bad) <= 3 or bad[2] != "rules"):
+                return True
+        return False
+
+    def fail(
+        self, smap: _yaml.SourceMap, path: tuple[str | int, ...], message: str, **kw: Any  # noqa: ANN401
+    ) -> None:
+        self.problems.append(smap.error(path, message, **kw))
+
+    def build(
+        self, root: Path, docs: list[tuple[dict[str, Any], _yaml.SourceMap]]
+    ) -> Matrix | None:
+        axes_docs = [(d, s) for d, s in docs if "axes" in d]
+        if len(axes_docs) > 1:
+            first = axes_docs[0][1].path
+            for _data, smap in axes_docs[1:]:
+                self.fail(
+                    smap, ("axes",), f"axes are declared again (first in {first})",
+                    key=True, hint="keep the universe in one file", code="E200",
+                )
+        if not axes_docs:
+            if docs:
+                self.problems.append(
+                    CapabilityError(
+                        str(root), None, None, "", "no file declares the axes",
+                        hint="add axes.yaml with an 'axes' section", code="E200",
+                    )
+                )
+            return None
+        axes = self._axes(*axes_docs[0])
+        kernels: dict[str, Kernel] = {}
+        rule_ids: dict[str, Location] = {}
+        models: dict[str, ModelFamily] = {}
+        hf_types: dict[str, str] = {}
+        roles: dict[str, Role] = {}
+        role_docs: list[tuple[str, dict[str, Any], _yaml.SourceMap]] = []
+        for data, smap in docs:
+            for name, raw in data.get("kernels", {}).items():
+                if self._skip_entry(smap, "kernels", name):
+                    continue
+                if name in kernels:
+                    self.fail(
+                        smap, ("kernels", name),
+                        f"kernel {name!r} is already defined at {kernels[name].location}",
+                        key=True, code="E201",
+                    )
+                    continue
+                kernels[name] = self._kernel(name, raw, smap, axes, rule_ids)
+            for name, raw in data.get("models", {}).items():
+                if self._skip_entry(smap, "models", name):
+                    continue
+                if name in models:
+                    self.fail(
+                        smap, ("models", name),
+                        f"model {name!r} is already defined at {models[name].location}",
+                        key=True, code="E201",
+                    )
+                    continue
+                models[name] = self._model(name, raw, smap, axes, hf_types)
+            for name, raw in data.get("roles", {}).items():
+                if not self._skip_entry(smap, "roles", name):
+                    role_docs.append((name, raw, smap))
+        for name, raw, smap in role_docs:
+            if name in roles:
+                self.fail(
+                    smap, ("roles", name),
+                    f"role {name!r} is already defined at {roles[name].location}",
+                    key=True, code="E201",
+                )
+                continue
+            roles[name] = self._role(name, raw, smap, kernels)
+        return Matrix(
+            root=str(root),
+            files=tuple(s.path for _d, s in docs),
+            axes=axes,
+            kernels=kernels,
+            models=models,
+            roles=roles,
+        )
+
+    # -- axes ---------------------------------------------------------------------------------
+
+    def _axes(self, data: dict[str, Any], smap: _yaml.SourceMap) -> dict[str, Axis]:
+        out: dict[str, Axis] = {}
+        for name, raw in data["axes"].items():
+            path: tuple[str | int, ...] = ("axes", name)
+            if self._skip_entry(smap, "axes", name):
+                continue
+            kind = AxisType(raw["type"])
+            values: list[AxisValue] = []
+            if kind is AxisType.BOOL:
+                if "values" in raw and raw["values"] != [False, True]:
+                    self.fail(
+                        smap, (*path, "values"), "a bool axis has the values [false, true]",
+                        hint="leave 'values' out", code="E210",
+                    )
+                values = [False, True]
+                if "families" in raw:
+                    self.fail(smap, (*path, "families"), "families are for int axes", code="E210")
+            else:
+                if "values" not in raw:
+                    self.fail(smap, path, f"{kind} axis {name!r} needs 'values'", code="E210")
+                    continue
+                want = str if kind is AxisType.ENUM else int
+                for i, value in enumerate(raw["values"]):
+                    if type(value) is not want:
+                        hint = None
+                        if (*path, "values", i) in smap.yaml11_bools:
+                            hint = "YAML 1.1 reads unquoted yes/no/on/off as booleans; quote it"
+                        self.fail(
+                            smap, (*path, "values", i),
+                            f"{value!r} is not a {want.__name__} (axis {name!r} is {kind})",
+                            hint=hint, code="E211",
+                        )
+                    elif value in values:
+                        self.fail(
+                            smap, (*path, "values", i), f"duplicate value {value!r}", code="E211"
+                        )
+                    else:
+                        values.append(value)
+                if kind is AxisType.ENUM and "families" in raw:
+                    self.fail(smap, (*path, "families"), "families are for int axes", code="E210")
+            families: dict[str, tuple[int, ...]] = {}
+            for fam, members in (raw.get("families") or {}).items():
+                if kind is not AxisType.INT:
+                    break
+                bad = [m for m in members if m not in values]
+                if bad:
+                    self.fail(
+                        smap, (*path, "families", fam),
+                        f"family {fam!r} names values that {name!r} does not declare: {bad}",
+                        code="E212",
+                    )
+                families[fam] = tuple(members)
+            default = raw.get("default")
+            if default is not None and not any(
+                default == v and type(default) is type(v) for v in values
+            ):
+                self.fail(
+                    smap, (*path, "default"),
+                    f"default {default!r} is not a value of axis {name!r}", code="E213",
+                )
+                default = None
+            line, col = smap.locate(path, key=True)
+            out[name] = Axis(
+                name=name,
+                type=kind,
+                values=tuple(values),
+                description=raw["description"],
+                families=families,
+                default=default,
+                location=Location(path=smap.path, line=line, column=col),
+            )
+        return out
+
+    # -- kernels and rules ---------------------------------------------------------------------
+
+    def _kernel(
+        self,
+        name: str,
+        raw: dict[str, Any],
+        smap: _yaml.SourceMap,
+        axes: dict[str, Axis],
+        rule_ids: dict[str, Location],
+    ) -> Kernel:
+        rules: list[Rule] = []
+        for i, raw_rule in enumerate(raw["rules"]):
+            path: tuple[str | int, ...] = ("kernels", name, "rules", i)
+            if self.is_broken(smap, path):
+                continue
+            line, col = smap.locate(path)
+            location = Location(path=smap.path, line=line, column=col)
+            rule_id = raw_rule["id"]
+            if rule_id in rule_ids:
+                self.fail(
+                    smap, (*path, "id"),
+                    f"rule id {rule_id!r} is already used at {rule_ids[rule_id]}",
+                    hint="rule ids are stable and unique across the matrix", code="E220",
+                )
+            rule_ids[rule_id] = location
+            effect = Effect.GRANT if "grant" in raw_rule else Effect.EXCLUDE
+            region = raw_rule[str(effect)]
+            conditions: dict[str, Condition] = {}
+            for axis_name, raw_cond in region.items():
+                cpath = (*path, str(effect), axis_name)
+                axis = axes.get(axis_name)
+                if axis is None:
+                    self.fail(
+                        smap, cpath, f"unknown axis {axis_name!r}", key=True,
+                        hint=_suggest(axis_name, list(axes), "axes"), code="E221",
+                    )
+                    continue
+                cond = self._condition(axis, raw_cond, smap, cpath)
+                if cond is not None:
+                    conditions[axis_name] = cond
+            rules.append(
+                Rule(
+                    id=rule_id,
+                    kernel=name,
+                    effect=effect,
+                    conditions={a: conditions[a] for a in axes if a in conditions},
+                    reason=raw_rule["reason"],
+                    source=raw_rule["source"],
+                    status=Status(raw_rule["status"]),
+                    location=location,
+                    verified=raw_rule.get("verified"),
+                )
+            )
+        line, col = smap.locate(("kernels", name), key=True)
+        return Kernel(
+            name=name,
+            description=raw["description"],
+            rules=tuple(rules),
+            location=Location(path=smap.path, line=line, column=col),
+            kind=raw.get("kind", "kernel"),
+            engine=raw.get("engine"),
+            source=raw.get("source"),
+        )
+
+    def _condition(
+        self, axis: Axis, raw: Any, smap: _yaml.SourceMap, path: tuple[str | int, ...]  # noqa: ANN401
+    ) -> Condition | None:
+        negated = isinstance(raw, dict)
+        items_raw = raw["not"] if negated else raw
+        item_path = (*path, "not") if negated else path
+        is_list = isinstance(items_raw, list)
+        items = items_raw if is_list else [items_raw]
+        values: set[AxisValue] = set()
+        intervals: list[Interval] = []
+        families: list[str] = []
+        ok = True
+        for i, item in enumerate(items):
+            ipath = (*item_path, i) if is_list else item_path
+            parsed = self._item(axis, item, smap, ipath)
+            if parsed is None:
+                ok = False
+            elif isinstance(parsed, Interval):
+                intervals.append(parsed)
+            elif isinstance(parsed, tuple):
+                families.append(parsed[0])
+                values.update(parsed[1])
+            else:
+                values.add(parsed)
+        if not ok:
+            return None
+        text = _render(items_raw)
+        return Condition(
+            axis=axis.name,
+            text=f"not {text}" if negated else text,
+            values=frozenset(values),
+            intervals=tuple(intervals),
+            families=tuple(families),
+            negated=negated,
+        )
+
+    def _item(
+        self, axis: Axis, item: Any, smap: _yaml.SourceMap, path: tuple[str | int, ...]  # noqa: ANN401
+    ) -> AxisValue | Interval | tuple[str, tuple[int, ...]] | None:
+        yaml11 = path in smap.yaml11_bools
+        if axis.type is AxisType.BOOL:
+            if isinstance(item, bool):
+                return item
+            self.fail(smap, path, f"axis {axis.name!r} is bool: use true or false, not {item!r}",
+                      code="E222")
+            return None
+        if axis.type is AxisType.ENUM:
+            if isinstance(item, str) and item in axis.values:
+                return item
+            known = [str(v) for v in axis.values]
+            if isinstance(item, bool) and yaml11:
+                hint = "YAML 1.1 reads unquoted yes/no/on/off as booleans; quote the word"
+            else:
+                hint = _suggest(str(item), known, "known values")
+            self.fail(
+                smap, path,
+                f"{item!r} is not one of: {', '.join(known)} (axis {axis.name!r})",
+                hint=hint, code="E222",
+            )
+            return None
+        # int axis: a known value, a family, a comparison or an interval.
+        if isinstance(item, int) and not isinstance(item, bool):
+            if item in axis.values:
+                return item
+            self.fail(
+                smap, path, f"{item} is not a known value of axis {axis.name!r}",
+                hint="add it to the axis values, or use a range such as '>=100'", code="E222",
+            )
+            return None
+        if isinstance(item, str):
+            if item in axis.families:
+                return (item, axis.families[item])
+            interval = _parse_range(item)
+            if interval is not None:
+                if interval.low is not None and interval.high is not None and not any(
+                    v in interval for v in range(interval.low, interval.high + 1)
+                ):
+                    self.fail(smap, path, f"range {item!r} is empty", code="E223")
+                    return None
+                return interval
+            choices = list(axis.families)
+            close = did_you_mean(item, choices)
+            self.fail(
+                smap, path,
+                f"{item!r} is neither a family of {axis.name!r} nor a range",
+                hint=(f"did you mean {close!r}?" if close else
+                      "ranges look like '>=80', '<120' or '[80, 120)'"
+                      + (f"; families: {', '.join(choices)}" if choices else "")),
+                code="E222",
+            )
+            return None
+        hint = "YAML reads 1.10 as the float 1.1; quote it or use an int" if path in smap.floats else None
+        self.fail(smap, path, f"{item!r} is not an int, family or range (axis {axis.name!r} is int)",
+                  hint=hint, code="E222")
+        return None
+
+    # -- models and roles ----------------------------------------------------------------------
+
+    def _model(
+        self,
+        name: str,
+        raw: dict[str, Any],
+        smap: _yaml.SourceMap,
+        axes: dict[str, Axis],
+        hf_types: dict[str, str],
+    ) -> ModelFamily:
+        values: dict[str, AxisValue] = {}
+        for axis_name, value in raw["axes"].items():
+            path = ("models", name, "axes", axis_name)
+            axis = axes.get(axis_name)
+            if axis is None:
+                self.fail(smap, path, f"unknown axis {axis_name!r}", key=True,
+                          hint=_suggest(axis_name, list(axes), "axes"), code="E230")
+                continue
+            if axis.index(value) is None:
+                known = ", ".join(map(str, axis.values))
+                self.fail(smap, path, f"{value!r} is not a value of axis {axis_name!r} ({known})",
+                          hint=_suggest(str(value), [str(v) for v in axis.values], "known values"),
+                          code="E231")
+                continue
+            values[axis_name] = value
+        for i, hf in enumerate(raw.get("hf_model_types", [])):
+            if hf in hf_types:
+                self.fail(smap, ("models", name, "hf_model_types", i),
+                          f"model_type {hf!r} already maps to model {hf_types[hf]!r}", code="E232")
+            hf_types[hf] = name
+        line, col = smap.locate(("models", name), key=True)
+        return ModelFamily(
+            name=name,
+            description=raw["description"],
+            axes={a: values[a] for a in axes if a in values},
+            source=raw["source"],
+            location=Location(path=smap.path, line=line, column=col),
+            hf_model_types=tuple(raw.get("hf_model_types", [])),
+            recognise=raw.get("recognise"),
+        )
+
+    def _role(
+        self, name: str, raw: dict[str, Any], smap: _yaml.SourceMap, kernels: dict[str, Kernel]
+    ) -> Role:
+        seen: set[str] = set()
+        for i, candidate in enumerate(raw["candidates"]):
+            path = ("roles", name, "candidates", i)
+            if candidate not in kernels:
+                self.fail(smap, path, f"unknown kernel {candidate!r} in role {name!r}",
+                          hint=_suggest(candidate, list(kernels), "kernels"), code="E240")
+            if candidate in seen:
+                self.fail(smap, path, f"kernel {candidate!r} is listed twice", code="E241")
+            seen.add(candidate)
+        line, col = smap.locate(("roles", name), key=True)
+        return Role(
+            name=name,
+            description=raw["description"],
+            candidates=tuple(raw["candidates"]),
+            location=Location(path=smap.path, line=line, column=col),
+            source=raw.get("source"),
+        )
+
+
+def _parse_range(text: str) -> Interval | None:
+    match = _CMP.match(text)
+    if match:
+        op, number = match.group(1), int(match.group(2))
+        return {
+            ">=": Interval(low=number, low_inclusive=True),
+            ">": Interval(low=number, low_inclusive=False),
+            "<=": Interval(high=number, high_inclusive=True),
+            "<": Interval(high=number, high_inclusive=False),
+            "==": Interval(low=number, high=number, high_inclusive=True),
+        }[op]
+    match = _INTERVAL.match(text)
+    if match:
+        return Interval(
+            low=int(match.group(2)),
+            low_inclusive=match.group(1) == "[",
+            high=int(match.group(3)),
+            high_inclusive=match.group(4) == "]",
+        )
+    return None
+
+
+def _render(raw: Any) -> str:  # noqa: ANN401 - plain YAML data
+    if isinstance(raw, list):
+        return "[" + ", ".join(_render(item) for item in raw) + "]"
+    if isinstance(raw, bool):
+        return "true" if raw else "false"
+    return str(raw)

@@ -1,0 +1,48 @@
+"""Matrix: the whole validated capability data, with its compiled index attached."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from capmatrix.regions import Space
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from capmatrix.model import Axis, Kernel, ModelFamily, Role, Rule
+
+__all__ = ["Matrix"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Matrix:
+    """A loaded, validated capability matrix. Build it with :func:`capmatrix.load`."""
+
+    root: str
+    files: tuple[str, ...]
+    axes: Mapping[str, Axis]
+    kernels: Mapping[str, Kernel]
+    models: Mapping[str, ModelFamily]
+    roles: Mapping[str, Role]
+    _compiled: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def space(self) -> Space:
+        """The axes in declaration order, as the space regions range over."""
+        return Space(tuple(self.axes.values()))
+
+    @property
+    def rules(self) -> tuple[Rule, ...]:
+        """Every rule of every kernel."""
+        return tuple(rule for kernel in self.kernels.values() for rule in kernel.rules)
+
+    def rule(self, rule_id: str) -> Rule:
+        """The rule with id ``rule_id``.
+
+        :raises KeyError: when no rule has that id.
+        """
+        for rule in self.rules:
+            if rule.id == rule_id:
+                return rule
+        raise KeyError(rule_id)

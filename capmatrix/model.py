@@ -1,0 +1,251 @@
+"""Immutable value types of a loaded capability matrix: axes, conditions, rules, kernels, models, roles."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Union
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = [
+    "Axis",
+    "AxisType",
+    "AxisValue",
+    "Condition",
+    "Effect",
+    "Interval",
+    "Kernel",
+    "Location",
+    "ModelFamily",
+    "Role",
+    "Rule",
+    "Status",
+]
+
+AxisValue = Union[int, str, bool]  # noqa: UP007 - runtime alias on Python 3.10
+
+
+class _StrEnum(str, enum.Enum):
+    """A str enum whose ``str()`` is its YAML spelling on every Python version."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class AxisType(_StrEnum):
+    """The type of a query axis."""
+
+    ENUM = "enum"
+    INT = "int"
+    BOOL = "bool"
+
+
+class Effect(_StrEnum):
+    """What a rule does to its region: grant support, or take it away."""
+
+    GRANT = "grant"
+    EXCLUDE = "exclude"
+
+
+class Status(_StrEnum):
+    """How far a rule has been checked."""
+
+    VERIFIED = "verified"
+    UNTESTED = "untested"
+    KNOWN_ISSUE = "known_issue"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Location:
+    """Where something was declared: a file and a 1-based line and column."""
+
+    path: str
+    line: int | None = None
+    column: int | None = None
+
+    def __str__(self) -> str:
+        if self.line is None:
+            return self.path
+        return f"{self.path}:{self.line}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Axis:
+    """One query axis and its known universe of values."""
+
+    name: str
+    type: AxisType
+    values: tuple[AxisValue, ...]
+    description: str
+    families: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    default: AxisValue | None = None
+    location: Location | None = field(default=None, compare=False)
+
+    def index(self, value: AxisValue) -> int | None:
+        """Position of ``value`` among the known values, or None when it is outside them."""
+        for i, known in enumerate(self.values):
+            if known == value and type(known) is type(value):
+                return i
+        return None
+
+    @property
+    def full_mask(self) -> int:
+        """Bit mask with one bit per known value."""
+        return (1 << len(self.values)) - 1
+
+    def mask_of(self, values: set[AxisValue] | frozenset[AxisValue]) -> int:
+        """Bit mask of the known values in ``values``."""
+        mask = 0
+        for value in values:
+            i = self.index(value)
+            if i is not None:
+                mask |= 1 << i
+        return mask
+
+    def values_of(self, mask: int) -> tuple[AxisValue, ...]:
+        """Known values whose bit is set in ``mask``."""
+        return tuple(v for i, v in enumerate(self.values) if mask >> i & 1)
+
+    def format_values(self, mask: int) -> str:
+        """Render the values of ``mask``, naming whole families (``{sm_12x, 90}``)."""
+        chosen = self.values_of(mask)
+        if len(chosen) == 1:
+            return _fmt(chosen[0])
+        return "{" + ", ".join(_fmt(v) for v in chosen) + "}"
+
+
+def _fmt(value: AxisValue) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Interval:
+    """An integer interval; ``None`` bounds are open-ended."""
+
+    low: int | None = None
+    low_inclusive: bool = True
+    high: int | None = None
+    high_inclusive: bool = False
+
+    def __contains__(self, value: object) -> bool:
+        if not isinstance(value, int) or isinstance(value, bool):
+            return False
+        if self.low is not None and (value < self.low or (value == self.low and not self.low_inclusive)):
+            return False
+        return not (
+            self.high is not None
+            and (value > self.high or (value == self.high and not self.high_inclusive))
+        )
+
+    @property
+    def open_ended(self) -> bool:
+        """True when one bound is missing, so the interval reaches past any finite universe."""
+        return self.low is None or self.high is None
+
+    def __str__(self) -> str:
+        if self.low is None and self.high is not None:
+            return f"<{'=' if self.high_inclusive else ''}{self.high}"
+        if self.high is None and self.low is not None:
+            return f">{'=' if self.low_inclusive else ''}{self.low}"
+        left = "[" if self.low_inclusive else "("
+        right = "]" if self.high_inclusive else ")"
+        return f"{left}{self.low}, {self.high}{right}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Condition:
+    """What one rule requires of one axis: values, ranges and families, possibly negated."""
+
+    axis: str
+    text: str
+    values: frozenset[AxisValue] = frozenset()
+    intervals: tuple[Interval, ...] = ()
+    families: tuple[str, ...] = ()
+    negated: bool = False
+
+    def contains(self, value: AxisValue) -> bool:
+        """Whether ``value`` (known to the universe or not) satisfies this condition."""
+        hit = any(v == value and type(v) is type(value) for v in self.values) or any(
+            value in interval for interval in self.intervals
+        )
+        return hit != self.negated
+
+    @property
+    def open_ended(self) -> bool:
+        """True when the condition admits values beyond any finite bound."""
+        return self.negated or any(i.open_ended for i in self.intervals)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Rule:
+    """One grant or exclusion of a kernel over a region of the axes."""
+
+    id: str
+    kernel: str
+    effect: Effect
+    conditions: Mapping[str, Condition]
+    reason: str
+    source: str
+    status: Status
+    location: Location
+    verified: Mapping[str, str] | None = None
+
+    def describe_region(self) -> str:
+        """The region as written: ``sm >=80 and attention [mha, gqa]``, or ``everything``."""
+        if not self.conditions:
+            return "everything"
+        return " and ".join(f"{axis} {cond.text}" for axis, cond in self.conditions.items())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Kernel:
+    """A kernel (or an engine gate in front of kernels) and its rules."""
+
+    name: str
+    description: str
+    rules: tuple[Rule, ...]
+    location: Location
+    kind: str = "kernel"
+    engine: str | None = None
+    source: str | None = None
+
+    @property
+    def grants(self) -> tuple[Rule, ...]:
+        """The rules that add support."""
+        return tuple(r for r in self.rules if r.effect is Effect.GRANT)
+
+    @property
+    def exclusions(self) -> tuple[Rule, ...]:
+        """The rules that take support away."""
+        return tuple(r for r in self.rules if r.effect is Effect.EXCLUDE)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelFamily:
+    """A model family and the axis values a query for it gets by default."""
+
+    name: str
+    description: str
+    axes: Mapping[str, AxisValue]
+    source: str
+    location: Location
+    hf_model_types: tuple[str, ...] = ()
+    recognise: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Role:
+    """An ordered list of candidate kernels for one job; the first supported one wins."""
+
+    name: str
+    description: str
+    candidates: tuple[str, ...]
+    location: Location
+    source: str | None = None

@@ -1,0 +1,136 @@
+"""KernelQuery: an immutable, hashable question "may this kernel run for these axis values?"."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Final
+
+from capmatrix.errors import InvalidQuery
+
+if TYPE_CHECKING:
+    from capmatrix.model import AxisValue
+
+__all__ = ["ANY", "KernelQuery"]
+
+
+class _Any(enum.Enum):
+    ANY = "*"
+
+    def __repr__(self) -> str:
+        return "ANY"
+
+    def __str__(self) -> str:
+        return "*"
+
+
+#: Pass as an axis value to make the axis range over its universe despite a model or axis default.
+ANY: Final = _Any.ANY
+
+QueryValue = "AxisValue | _Any"
+
+
+class KernelQuery:
+    """A kernel (or none, for role selection), an optional model, and axis values.
+
+    Values are checked against the matrix when resolved; here only their Python type is checked.
+
+    >>> KernelQuery("xqa", sm=120, model="llama", spec_dec="one_model")
+    KernelQuery('xqa', model='llama', sm=120, spec_dec='one_model')
+    >>> KernelQuery("xqa", sm=None)
+    Traceback (most recent call last):
+    ...
+    capmatrix.errors.InvalidQuery: axis 'sm' is None; give a value or leave the axis out
+    """
+
+    __slots__ = ("_axes", "_hash", "kernel", "model")
+
+    kernel: str | None
+    model: str | None
+    _axes: tuple[tuple[str, AxisValue | _Any], ...]
+    _hash: int
+
+    def __init__(
+        self, kernel: str | None = None, *, model: str | None = None, **axes: AxisValue | _Any
+    ) -> None:
+        if kernel is not None and not isinstance(kernel, str):
+            raise InvalidQuery(f"kernel must be a string, got {kernel!r}")
+        if model is not None and not isinstance(model, str):
+            raise InvalidQuery(f"model must be a string, got {model!r}")
+        for name, value in axes.items():
+            if value is None:
+                raise InvalidQuery(f"axis {name!r} is None; give a value or leave the axis out")
+            if not isinstance(value, (str, int, _Any)):
+                raise InvalidQuery(
+                    f"axis {name!r} has a value of type {type(value).__name__}: {value!r}; "
+                    "use a string, an int or a bool"
+                )
+        items = tuple(sorted(axes.items()))
+        object.__setattr__(self, "kernel", kernel)
+        object.__setattr__(self, "model", model)
+        object.__setattr__(self, "_axes", items)
+        object.__setattr__(
+            self, "_hash", hash((kernel, model, tuple((k, type(v), v) for k, v in items)))
+        )
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"KernelQuery is immutable; use replace() to change {name!r}")
+
+    @property
+    def axes(self) -> Mapping[str, AxisValue | _Any]:
+        """The explicitly given axis values."""
+        return dict(self._axes)
+
+    def replace(self, **changes: object) -> KernelQuery:
+        """A copy with ``kernel``, ``model`` or axis values changed (``None`` drops an axis)."""
+        kernel = changes.pop("kernel", self.kernel)
+        model = changes.pop("model", self.model)
+        axes: dict[str, object] = dict(self._axes)
+        for name, value in changes.items():
+            if value is None:
+                axes.pop(name, None)
+            else:
+                axes[name] = value
+        return KernelQuery(kernel, model=model, **axes)  # type: ignore[arg-type]
+
+    def with_kernel(self, kernel: str | None) -> KernelQuery:
+        """The same question about another kernel."""
+        if kernel == self.kernel:
+            return self
+        new = object.__new__(KernelQuery)
+        object.__setattr__(new, "kernel", kernel)
+        object.__setattr__(new, "model", self.model)
+        object.__setattr__(new, "_axes", self._axes)
+        object.__setattr__(
+            new, "_hash", hash((kernel, self.model, tuple((k, type(v), v) for k, v in self._axes)))
+        )
+        return new
+
+    def _key(self) -> tuple[object, ...]:
+        return (self.kernel, self.model, tuple((k, type(v), v) for k, v in self._axes))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, KernelQuery):
+            return NotImplemented
+        return self._hash == other._hash and self._key() == other._key()
+
+    def __repr__(self) -> str:
+        parts = [repr(self.kernel)] if self.kernel is not None else []
+        if self.model is not None:
+            parts.append(f"model={self.model!r}")
+        parts.extend(f"{k}={v!r}" for k, v in self._axes)
+        return f"KernelQuery({', '.join(parts)})"
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild, (self.kernel, self.model, self._axes))
+
+
+def _rebuild(
+    kernel: str | None, model: str | None, axes: tuple[tuple[str, AxisValue | _Any], ...]
+) -> KernelQuery:
+    return KernelQuery(kernel, model=model, **dict(axes))

@@ -1,0 +1,220 @@
+"""Regions of the query universe as unions of boxes (hyper-rectangles), with exact set algebra.
+
+A box fixes, per axis, a set of values held as a bit mask over that axis's known values. A region is
+a union of pairwise disjoint boxes. Everything the analyses and the resolver say about "where" is a
+region: it is computed box by box, never cell by cell, so universes of 10^9 cells stay cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from capmatrix.model import Axis, AxisValue
+
+__all__ = ["Box", "Region", "Space"]
+
+Box = tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Space:
+    """The axes a region ranges over, in a fixed order; each axis may carry extra (outside) values."""
+
+    axes: tuple[Axis, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Axis names in order."""
+        return tuple(a.name for a in self.axes)
+
+    def full_box(self) -> Box:
+        """The box of the whole universe."""
+        return tuple(a.full_mask for a in self.axes)
+
+    def position(self, name: str) -> int:
+        """Index of axis ``name``."""
+        return self.names.index(name)
+
+    def cells(self, box: Box) -> int:
+        """Number of cells in ``box``."""
+        count = 1
+        for mask in box:
+            count *= mask.bit_count()
+        return count
+
+
+def intersect(a: Box, b: Box) -> Box | None:
+    """The intersection of two boxes, or None when they are disjoint."""
+    out = tuple(x & y for x, y in zip(a, b, strict=True))
+    return None if 0 in out else out
+
+
+def subtract(a: Box, b: Box) -> list[Box]:
+    """``a - b`` as disjoint boxes (at most one per axis)."""
+    if intersect(a, b) is None:
+        return [a]
+    pieces: list[Box] = []
+    head = list(a)
+    for i, (x, y) in enumerate(zip(a, b, strict=True)):
+        rest = x & ~y
+        if rest:
+            pieces.append((*head[:i], rest, *a[i + 1 :]))
+        head[i] = x & y
+    return pieces
+
+
+def _contains(outer: Box, inner: Box) -> bool:
+    return all(i & ~o == 0 for o, i in zip(outer, inner, strict=True))
+
+
+class Region:
+    """An exact set of cells: a union of disjoint boxes over a :class:`Space`."""
+
+    __slots__ = ("_boxes", "space")
+
+    def __init__(self, space: Space, boxes: Iterable[Box] = (), *, disjoint: bool = False) -> None:
+        self.space = space
+        if disjoint:
+            self._boxes = tuple(b for b in boxes if 0 not in b)
+        else:
+            acc: list[Box] = []
+            for box in boxes:
+                if 0 in box:
+                    continue
+                pieces = [box]
+                for existing in acc:
+                    pieces = [p for piece in pieces for p in subtract(piece, existing)]
+                    if not pieces:
+                        break
+                acc.extend(pieces)
+            self._boxes = tuple(acc)
+
+    @classmethod
+    def full(cls, space: Space) -> Region:
+        """The whole universe."""
+        return cls(space, [space.full_box()], disjoint=True)
+
+    @property
+    def boxes(self) -> tuple[Box, ...]:
+        """The disjoint boxes of this region."""
+        return self._boxes
+
+    def __bool__(self) -> bool:
+        return bool(self._boxes)
+
+    def __iter__(self) -> Iterator[Box]:
+        return iter(self._boxes)
+
+    def cells(self) -> int:
+        """Number of cells."""
+        return sum(self.space.cells(b) for b in self._boxes)
+
+    def __and__(self, other: Region) -> Region:
+        out = []
+        for a in self._boxes:
+            for b in other._boxes:
+                box = intersect(a, b)
+                if box is not None:
+                    out.append(box)
+        return Region(self.space, out, disjoint=True)
+
+    def __sub__(self, other: Region) -> Region:
+        pieces = list(self._boxes)
+        for b in other._boxes:
+            nxt: list[Box] = []
+            for p in pieces:
+                nxt.extend(subtract(p, b))
+            pieces = nxt
+            if not pieces:
+                break
+        return Region(self.space, pieces, disjoint=True)
+
+    def __or__(self, other: Region) -> Region:
+        return Region(self.space, [*self._boxes, *(other - self)._boxes], disjoint=True)
+
+    def __le__(self, other: Region) -> bool:
+        return not (self - other)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Region):
+            return NotImplemented
+        return not (self - other) and not (other - self)
+
+    __hash__ = None  # type: ignore[assignment]  # regions are compared by content, not hashed
+
+    def merged(self) -> Region:
+        """An equal region in which boxes that differ on one axis only are merged together.
+
+        The boxes are disjoint, so two boxes equal on every other axis have disjoint masks on the
+        remaining one and merging them is exact. Repeats until no pair merges.
+        """
+        boxes = set(self._boxes)
+        width = len(self.space.axes)
+        changed = True
+        while changed:
+            changed = False
+            for axis in range(width):
+                groups: dict[Box, int] = {}
+                for box in boxes:
+                    key = box[:axis] + box[axis + 1 :]
+                    if key in groups:
+                        changed = True
+                    groups[key] = groups.get(key, 0) | box[axis]
+                boxes = {key[:axis] + (mask,) + key[axis:] for key, mask in groups.items()}
+        ordered = sorted(boxes, key=lambda b: ([-m.bit_count() for m in b], b))
+        return Region(self.space, ordered, disjoint=True)
+
+    def witness(self, box: Box | None = None) -> dict[str, AxisValue]:
+        """One cell of the region (of ``box`` when given) as ``{axis: value}``."""
+        if box is None:
+            if not self._boxes:
+                msg = "an empty region has no witness"
+                raise ValueError(msg)
+            box = self._boxes[0]
+        out: dict[str, AxisValue] = {}
+        for axis, mask in zip(self.space.axes, box, strict=True):
+            low = (mask & -mask).bit_length() - 1
+            out[axis.name] = axis.values[low]
+        return out
+
+    def describe_box(self, box: Box, *, relative_to: Box | None = None) -> str:
+        """Render one box as ``sm in {120, 121} and attention = mla`` (whole axes left out)."""
+        parts = []
+        base = relative_to or self.space.full_box()
+        for axis, mask, full in zip(self.space.axes, box, base, strict=True):
+            if mask == full:
+                continue
+            values = axis.values_of(mask)
+            if len(values) == 1:
+                parts.append(f"{axis.name}={axis.format_values(mask)}")
+            else:
+                parts.append(f"{axis.name} in {axis.format_values(mask)}")
+        return " and ".join(parts) or "everywhere"
+
+    def describe(self, *, relative_to: Box | None = None) -> list[str]:
+        """One line per (merged) box."""
+        return [self.describe_box(b, relative_to=relative_to) for b in self.merged()._boxes]
+
+    def as_dicts(self) -> list[dict[str, list[AxisValue]]]:
+        """JSON-ready boxes: a list of ``{axis: [values]}`` with every axis present."""
+        return [
+            {a.name: list(a.values_of(m)) for a, m in zip(self.space.axes, box, strict=True)}
+            for box in self._boxes
+        ]
+
+    def __str__(self) -> str:
+        lines = self.describe()
+        if not lines:
+            return "nowhere"
+        return " or ".join(f"({line})" if len(lines) > 1 else line for line in lines)
+
+    def __repr__(self) -> str:
+        return f"<Region {self!s}>"
+
+
+def union(space: Space, boxes: Sequence[Box]) -> Region:
+    """The union of possibly overlapping boxes, as a region."""
+    return Region(space, boxes)

@@ -1,0 +1,604 @@
+"""Resolve queries against a compiled matrix: verdicts with reasons, residuals and role selection.
+
+Compilation turns every kernel's rules into per-axis bitsets (one bit per rule, one bitset per known
+value), so a query costs a handful of big-integer ANDs whatever the rule count, and each answer is
+cached per query. The YAML is never walked again after loading.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from capmatrix.errors import InvalidQuery, UnknownName, did_you_mean
+from capmatrix.model import AxisType, Effect, _StrEnum
+from capmatrix.query import ANY, KernelQuery
+from capmatrix.regions import Region, Space
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from capmatrix.matrix import Matrix
+    from capmatrix.model import Axis, AxisValue, Kernel, Rule
+
+__all__ = [
+    "Reason",
+    "Resolution",
+    "Resolver",
+    "Selection",
+    "Verdict",
+    "compile_matrix",
+    "default_matrix",
+    "resolve",
+    "select",
+    "set_default_matrix",
+]
+
+#: How many non-matching grants an unsupported verdict explains (closest first).
+MAX_NEAR_MISSES = 16
+#: Cached resolutions per matrix before the cache is cleared (bounds memory under hostile input).
+CACHE_LIMIT = 1 << 16
+
+
+class Verdict(_StrEnum):
+    """The answer to a query."""
+
+    SUPPORTED = "supported"
+    UNSUPPORTED = "unsupported"
+    DEPENDS = "depends"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reason:
+    """One piece of an explanation; ``kind`` says which.
+
+    kinds: ``grant`` (a grant that applies), ``exclude`` (an exclusion that applies), ``mismatch``
+    (a grant that does not apply: ``axis``, ``required``, ``actual``), ``outside`` (a value outside the
+    declared universe), ``model`` / ``default`` (where a value came from), ``residual``.
+    """
+
+    kind: str
+    message: str
+    rule_id: str | None = None
+    path: str | None = None
+    line: int | None = None
+    axis: str | None = None
+    required: str | None = None
+    actual: AxisValue | None = None
+    detail: str | None = None
+    source: str | None = None
+    status: str | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        """A JSON-ready form (``rule``, ``file``, ``line``, ``message``, ...)."""
+        out: dict[str, object] = {"kind": self.kind, "message": self.message}
+        for key, value in (
+            ("rule", self.rule_id),
+            ("file", self.path),
+            ("line", self.line),
+            ("axis", self.axis),
+            ("required", self.required),
+            ("actual", self.actual),
+            ("reason", self.detail),
+            ("source", self.source),
+            ("status", self.status),
+        ):
+            if value is not None:
+                out[key] = value
+        return out
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resolution:
+    """A verdict for one query, with every reason behind it."""
+
+    query: KernelQuery
+    kernel: str
+    verdict: Verdict
+    reasons: tuple[Reason, ...]
+    values: Mapping[str, AxisValue]
+    origins: Mapping[str, str]
+    residual: Region | None = None
+    outside: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return self.verdict is Verdict.SUPPORTED
+
+    @property
+    def rules(self) -> tuple[str, ...]:
+        """Ids of the rules cited by the reasons."""
+        return tuple(dict.fromkeys(r.rule_id for r in self.reasons if r.rule_id))
+
+    def as_dict(self) -> dict[str, object]:
+        """A JSON-ready form (the CLI's ``--json``)."""
+        return {
+            "kernel": self.kernel,
+            "verdict": str(self.verdict),
+            "query": dict(self.values),
+            "origins": dict(self.origins),
+            "model": self.query.model,
+            "reasons": [r.as_dict() for r in self.reasons],
+            "residual": None if self.residual is None else self.residual.describe(),
+            "residual_regions": None if self.residual is None else self.residual.as_dicts(),
+            "outside_universe": list(self.outside),
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Selection:
+    """The first supported candidate of a role, with the trace of every candidate tried."""
+
+    role: str
+    query: KernelQuery
+    kernel: str | None
+    resolution: Resolution | None
+    trace: tuple[Resolution, ...] = field(default=())
+
+    def __bool__(self) -> bool:
+        return self.kernel is not None
+
+    @property
+    def rejected(self) -> tuple[Resolution, ...]:
+        """Resolutions of the candidates passed over before the winner (or all, when none won)."""
+        return tuple(r for r in self.trace if r.kernel != self.kernel)
+
+    def as_dict(self) -> dict[str, object]:
+        """A JSON-ready form."""
+        return {
+            "role": self.role,
+            "kernel": self.kernel,
+            "verdict": "supported" if self.kernel else "unsupported",
+            "trace": [r.as_dict() for r in self.trace],
+        }
+
+
+# --------------------------------------------------------------------------------------------------
+# Compilation
+
+
+@dataclass(frozen=True, slots=True)
+class _CompiledKernel:
+    kernel: Kernel
+    rules: tuple[Rule, ...]
+    grants: int
+    exclusions: int
+    #: per axis position: per known-value index, the bitset of rules admitting that value
+    by_value: tuple[tuple[int, ...], ...]
+    #: per axis position: rules with no condition on the axis
+    unconstrained: tuple[int, ...]
+    #: per rule: its box over the known universe
+    boxes: tuple[tuple[int, ...], ...]
+
+
+def _compile_kernel(kernel: Kernel, axes: tuple[Axis, ...]) -> _CompiledKernel:
+    rules = kernel.rules
+    grants = exclusions = 0
+    by_value: list[list[int]] = [[0] * len(a.values) for a in axes]
+    unconstrained = [0] * len(axes)
+    boxes = []
+    for bit, rule in enumerate(rules):
+        flag = 1 << bit
+        if rule.effect is Effect.GRANT:
+            grants |= flag
+        else:
+            exclusions |= flag
+        box = []
+        for ai, axis in enumerate(axes):
+            cond = rule.conditions.get(axis.name)
+            if cond is None:
+                unconstrained[ai] |= flag
+                mask = axis.full_mask
+            else:
+                mask = 0
+                for vi, value in enumerate(axis.values):
+                    if cond.contains(value):
+                        mask |= 1 << vi
+            for vi in range(len(axis.values)):
+                if mask >> vi & 1:
+                    by_value[ai][vi] |= flag
+            box.append(mask)
+        boxes.append(tuple(box))
+    return _CompiledKernel(
+        kernel=kernel,
+        rules=rules,
+        grants=grants,
+        exclusions=exclusions,
+        by_value=tuple(tuple(v) for v in by_value),
+        unconstrained=tuple(unconstrained),
+        boxes=tuple(boxes),
+    )
+
+
+def compile_matrix(matrix: Matrix) -> Resolver:
+    """Build the resolver (index and cache) of a matrix; :func:`capmatrix.load` does this once."""
+    return Resolver(matrix)
+
+
+def _bits(value: int) -> list[int]:
+    out = []
+    while value:
+        low = value & -value
+        out.append(low.bit_length() - 1)
+        value ^= low
+    return out
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+# --------------------------------------------------------------------------------------------------
+# Resolution
+
+
+class Resolver:
+    """The compiled form of one matrix: resolve and select by lookup, cached per query."""
+
+    def __init__(self, matrix: Matrix) -> None:
+        self.matrix = matrix
+        self._axes = tuple(matrix.axes.values())
+        self._positions = {a.name: i for i, a in enumerate(self._axes)}
+        self._kernels = {
+            name: _compile_kernel(kernel, self._axes) for name, kernel in matrix.kernels.items()
+        }
+        self._cache: dict[KernelQuery, Resolution] = {}
+        self._select_cache: dict[tuple[str, KernelQuery], Selection] = {}
+        self._lock = threading.Lock()
+
+    # -- public -------------------------------------------------------------------------------
+
+    def resolve(self, query: KernelQuery) -> Resolution:
+        """Answer ``query`` (cached).
+
+        :raises InvalidQuery: for an unknown kernel, model, axis or value, or a value of the wrong type.
+        """
+        found = self._cache.get(query)
+        if found is None:
+            found = self._resolve(query)
+            if len(self._cache) >= CACHE_LIMIT:
+                self._cache.clear()
+            self._cache[query] = found
+        return found
+
+    def select(self, role: str, query: KernelQuery) -> Selection:
+        """The first supported candidate of ``role`` for ``query`` (cached).
+
+        :raises InvalidQuery: for an unknown role or a bad query.
+        """
+        key = (role, query)
+        found = self._select_cache.get(key)
+        if found is None:
+            found = self._select(role, query)
+            if len(self._select_cache) >= CACHE_LIMIT:
+                self._select_cache.clear()
+            self._select_cache[key] = found
+        return found
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _select(self, role_name: str, query: KernelQuery) -> Selection:
+        role = self.matrix.roles.get(role_name)
+        if role is None:
+            raise UnknownName("role", role_name, self.matrix.roles)
+        trace = []
+        for candidate in role.candidates:
+            resolution = self.resolve(query.with_kernel(candidate))
+            trace.append(resolution)
+            if resolution.verdict is Verdict.SUPPORTED:
+                return Selection(
+                    role=role_name, query=query, kernel=candidate, resolution=resolution,
+                    trace=tuple(trace),
+                )
+        return Selection(role=role_name, query=query, kernel=None, resolution=None,
+                         trace=tuple(trace))
+
+    def effective_values(
+        self, query: KernelQuery
+    ) -> tuple[dict[str, AxisValue], dict[str, str], list[str]]:
+        """The axis values a query resolves with, where each came from, and the open axes.
+
+        :raises InvalidQuery: for an unknown model, axis or value.
+        """
+        values: dict[str, AxisValue] = {}
+        origins: dict[str, str] = {}
+        model_values: Mapping[str, AxisValue] = {}
+        if query.model is not None:
+            model = self.matrix.models.get(query.model)
+            if model is None:
+                raise UnknownName("model", query.model, self.matrix.models)
+            model_values = model.axes
+        explicit = query.axes
+        for name in explicit:
+            if name not in self._positions:
+                raise UnknownName("axis", name, self._positions)
+        open_axes = []
+        for axis in self._axes:
+            name = axis.name
+            if name in explicit:
+                value = explicit[name]
+                if value is ANY:
+                    open_axes.append(name)
+                    continue
+                values[name] = self._check_value(axis, value)  # type: ignore[arg-type]
+                origins[name] = "query"
+            elif name in model_values:
+                values[name] = model_values[name]
+                origins[name] = f"model:{query.model}"
+            elif axis.default is not None:
+                values[name] = axis.default
+                origins[name] = "default"
+            else:
+                open_axes.append(name)
+        return values, origins, open_axes
+
+    @staticmethod
+    def _check_value(axis: Axis, value: AxisValue) -> AxisValue:
+        if axis.type is AxisType.BOOL:
+            if not isinstance(value, bool):
+                raise InvalidQuery(f"axis {axis.name!r} is bool; got {value!r}")
+            return value
+        if axis.type is AxisType.INT:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise InvalidQuery(f"axis {axis.name!r} is int; got {value!r}")
+            return value
+        if not isinstance(value, str) or value not in axis.values:
+            known = ", ".join(map(str, axis.values))
+            raise InvalidQuery(
+                f"{value!r} is not a value of axis {axis.name!r} ({known})",
+                suggestion=did_you_mean(str(value), [str(v) for v in axis.values]),
+            )
+        return value
+
+    def _resolve(self, query: KernelQuery) -> Resolution:
+        if query.kernel is None:
+            raise InvalidQuery("the query names no kernel; use select() for a role")
+        compiled = self._kernels.get(query.kernel)
+        if compiled is None:
+            raise UnknownName("kernel", query.kernel, self._kernels)
+        values, origins, open_axes = self.effective_values(query)
+        all_rules = (1 << len(compiled.rules)) - 1
+        candidates = all_rules
+        admits: dict[int, int] = {}
+        outside: list[str] = []
+        for ai, axis in enumerate(self._axes):
+            if axis.name not in values:
+                continue
+            value = values[axis.name]
+            vi = axis.index(value)
+            if vi is not None:
+                admit = compiled.by_value[ai][vi]
+            else:
+                outside.append(axis.name)
+                admit = compiled.unconstrained[ai]
+                for bit, rule in enumerate(compiled.rules):
+                    cond = rule.conditions.get(axis.name)
+                    if cond is not None and cond.contains(value):
+                        admit |= 1 << bit
+            admits[ai] = admit
+            candidates &= admit
+        grants = candidates & compiled.grants
+        exclusions = candidates & compiled.exclusions
+        residual: Region | None = None
+        if not open_axes:
+            verdict = Verdict.SUPPORTED if grants and not exclusions else Verdict.UNSUPPORTED
+        else:
+            positions = [self._positions[n] for n in open_axes]
+            space = Space(tuple(self._axes[p] for p in positions))
+            granted = Region(space, [tuple(compiled.boxes[b][p] for p in positions)
+                                     for b in _bits(grants)])
+            removed = Region(space, [tuple(compiled.boxes[b][p] for p in positions)
+                                     for b in _bits(exclusions)])
+            supported = granted - removed
+            if not supported:
+                verdict = Verdict.UNSUPPORTED
+            elif not (Region.full(space) - supported):
+                verdict = Verdict.SUPPORTED
+            else:
+                verdict = Verdict.DEPENDS
+                residual = supported.merged()
+        reasons = self._reasons(compiled, verdict, values, origins, outside, grants, exclusions,
+                                admits, residual)
+        return Resolution(
+            query=query,
+            kernel=query.kernel,
+            verdict=verdict,
+            reasons=tuple(reasons),
+            values=values,
+            origins=origins,
+            residual=residual,
+            outside=tuple(outside),
+        )
+
+    def _rule_reason(self, rule: Rule, kind: str, verb: str) -> Reason:
+        return Reason(
+            kind=kind,
+            message=f"{rule.id} ({rule.location}) {verb}: {rule.reason}",
+            rule_id=rule.id,
+            path=rule.location.path,
+            line=rule.location.line,
+            detail=rule.reason,
+            source=rule.source,
+            status=str(rule.status),
+        )
+
+    def _reasons(
+        self,
+        compiled: _CompiledKernel,
+        verdict: Verdict,
+        values: dict[str, AxisValue],
+        origins: dict[str, str],
+        outside: list[str],
+        grants: int,
+        exclusions: int,
+        admits: dict[int, int],
+        residual: Region | None,
+    ) -> list[Reason]:
+        reasons: list[Reason] = []
+        rules = compiled.rules
+        if verdict is not Verdict.UNSUPPORTED or not exclusions:
+            reasons.extend(self._rule_reason(rules[b], "grant", "grants") for b in _bits(grants))
+        if verdict is not Verdict.SUPPORTED:
+            reasons.extend(
+                self._rule_reason(rules[b], "exclude", "excludes") for b in _bits(exclusions)
+            )
+        if verdict is Verdict.UNSUPPORTED:
+            reasons.extend(self._near_misses(compiled, values, admits, grants))
+        if residual is not None:
+            reasons.append(
+                Reason(kind="residual", message=f"supported when {residual}")
+            )
+        for name in outside:
+            reasons.append(
+                Reason(
+                    kind="outside",
+                    axis=name,
+                    actual=values[name],
+                    message=(
+                        f"{name}={_fmt(values[name])} is outside the declared universe of {name}; "
+                        "answered by the rules' ranges"
+                    ),
+                )
+            )
+        for name, origin in origins.items():
+            if origin == "query":
+                continue
+            kind = "model" if origin.startswith("model:") else "default"
+            where = f"model {origin[6:]}" if kind == "model" else "the axis default"
+            reasons.append(
+                Reason(kind=kind, axis=name, actual=values[name],
+                       message=f"{name}={_fmt(values[name])} from {where}")
+            )
+        return reasons
+
+    def _near_misses(
+        self,
+        compiled: _CompiledKernel,
+        values: dict[str, AxisValue],
+        admits: dict[int, int],
+        matched: int,
+    ) -> list[Reason]:
+        """Explain the grants that do not apply, closest first (fewest failing axes)."""
+        missing = compiled.grants & ~matched
+        if not missing:
+            return []
+        # Bit-sliced counters: counters[k] holds bit k of each grant's number of failing axes.
+        counters: list[int] = []
+        for admit in admits.values():
+            carry = missing & ~admit
+            k = 0
+            while carry:
+                if k == len(counters):
+                    counters.append(0)
+                new = counters[k] ^ carry
+                carry &= counters[k]
+                counters[k] = new
+                k += 1
+        chosen: list[int] = []
+        for failures in range(1, 1 << len(counters)):
+            level = missing
+            for k, bits in enumerate(counters):
+                level &= bits if failures >> k & 1 else ~bits
+            chosen.extend(_bits(level))
+            if len(chosen) >= MAX_NEAR_MISSES:
+                break
+        reasons = []
+        for bit in chosen[:MAX_NEAR_MISSES]:
+            rule = compiled.rules[bit]
+            for ai, admit in admits.items():
+                if admit >> bit & 1:
+                    continue
+                axis = self._axes[ai]
+                cond = rule.conditions[axis.name]
+                actual = values[axis.name]
+                reasons.append(
+                    Reason(
+                        kind="mismatch",
+                        message=(
+                            f"{rule.id} ({rule.location}) needs {axis.name} {cond.text}, "
+                            f"got {_fmt(actual)}"
+                        ),
+                        rule_id=rule.id,
+                        path=rule.location.path,
+                        line=rule.location.line,
+                        axis=axis.name,
+                        required=cond.text,
+                        actual=actual,
+                        detail=rule.reason,
+                        source=rule.source,
+                        status=str(rule.status),
+                    )
+                )
+        return reasons
+
+
+# --------------------------------------------------------------------------------------------------
+# Module-level API over the default (shipped) matrix
+
+_default_lock = threading.Lock()
+_default: Matrix | None = None
+
+
+def default_matrix() -> Matrix:
+    """The shipped matrix, loaded once per process (thread-safe).
+
+    :raises capmatrix.CapabilityErrors: when the shipped data does not validate.
+    """
+    global _default  # noqa: PLW0603 - the process-wide cache of the shipped matrix
+    matrix = _default
+    if matrix is None:
+        with _default_lock:
+            if _default is None:
+                from capmatrix.loader import load  # noqa: PLC0415 - loader imports this module
+
+                _default = load()
+            matrix = _default
+    return matrix
+
+
+def set_default_matrix(matrix: Matrix | None) -> None:
+    """Replace the matrix that ``resolve(query)`` uses by default (None: reload lazily)."""
+    global _default  # noqa: PLW0603
+    with _default_lock:
+        _default = matrix
+
+
+def _resolver(matrix: Matrix | None) -> Resolver:
+    m = default_matrix() if matrix is None else matrix
+    compiled = m._compiled  # noqa: SLF001 - attached by load()
+    if compiled is None:
+        compiled = compile_matrix(m)
+        object.__setattr__(m, "_compiled", compiled)
+    return compiled  # type: ignore[no-any-return]
+
+
+def resolve(query: KernelQuery, matrix: Matrix | None = None) -> Resolution:
+    """Answer whether ``query.kernel`` supports ``query`` (default matrix: the shipped one).
+
+    >>> r = resolve(KernelQuery("xqa", sm=120, model="llama", spec_dec="one_model"))
+    >>> r.verdict, bool(r)
+    (<Verdict.SUPPORTED: 'supported'>, True)
+
+    :raises InvalidQuery: for an unknown kernel, model, axis or value.
+    """
+    m = _default if matrix is None else matrix
+    if m is not None:
+        compiled = m._compiled  # noqa: SLF001 - the fast path: one attribute and one dict lookup
+        if compiled is not None:
+            found = compiled._cache.get(query)  # noqa: SLF001
+            if found is not None:
+                return found  # type: ignore[no-any-return]
+    return _resolver(matrix).resolve(query)
+
+
+def select(role: str, query: KernelQuery, matrix: Matrix | None = None) -> Selection:
+    """Pick the first supported candidate kernel of ``role`` for ``query``.
+
+    :raises InvalidQuery: for an unknown role or a bad query.
+    """
+    return _resolver(matrix).select(role, query)
