@@ -5,40 +5,57 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-import os
 import sys
-import tempfile
 import warnings
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
+
+from capmatrix._atomic import write_text_atomic
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping, Sequence
+    import argparse
+    import os
+    from collections.abc import Callable, Iterable, Mapping, Sequence
     from types import ModuleType
+
+    from capmatrix.matrix import Matrix
+
+_T = TypeVar("_T")
 
 __all__ = [
     "EVIDENCE_FORMAT",
     "KERNEL_BACKENDS",
     "SDPA_AXES",
     "SETUP",
+    "Comparison",
     "Disagreement",
     "NoGPUError",
     "Observation",
     "ProbeCase",
+    "annotate",
+    "cmd_probe",
     "collect",
     "compare",
+    "configure_probe",
+    "default_backend",
+    "dumps_evidence",
     "environment",
+    "judge",
     "observe_case",
     "probe_cases",
+    "read_evidence",
     "run_probe",
+    "universe_values",
     "write_evidence",
 ]
 
 #: Version of the evidence file layout written by :func:`collect`.
 EVIDENCE_FORMAT = 1
 
-#: Matrix kernel name -> (``torch.nn.attention.SDPBackend`` member, ``torch.backends.cuda`` predicate).
+#: Matrix kernel name -> (``torch.nn.attention.SDPBackend`` member,
+#: ``torch.backends.cuda`` predicate).
 #: The math backend has no ``can_use_*`` predicate: forcing it is the only check.
 KERNEL_BACKENDS: dict[str, tuple[str, str | None]] = {
     "torch_sdpa_flash": ("FLASH_ATTENTION", "can_use_flash_attention"),
@@ -163,15 +180,15 @@ class Observation:
         return self.ran and self.matches is not False
 
     def to_json(self) -> dict[str, object]:
-        """Return the observation as JSON-ready data."""
-        return {
+        """Return the observation as JSON-ready data (fields that are None are left out)."""
+        data: dict[str, object] = {
             "can_use": self.can_use,
             "ran": self.ran,
             "max_abs_err": self.max_abs_err,
             "matches": self.matches,
             "error": self.error,
-            "usable": self.usable,
         }
+        return {**{k: v for k, v in data.items() if v is not None}, "usable": self.usable}
 
     @classmethod
     def from_json(cls, kernel: str, data: Mapping[str, Any]) -> Observation:
@@ -205,34 +222,26 @@ class Disagreement:
         return f"{self.kernel} {self.case.label()}: matrix says {self.matrix}, {what}: {seen}{tail}"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Comparison:
-    disagreements: tuple[Disagreement, ...] = ()
-    notes: tuple[Disagreement, ...] = ()
-    verdicts: dict[tuple[str, ProbeCase], str] = field(default_factory=dict)
+def probe_cases(values: Mapping[str, Sequence[object]]) -> tuple[ProbeCase, ...]:
+    """Return every SDPA case over the ``dtype``, ``head_dim`` and ``attention`` values given.
 
-
-def probe_cases(values: Mapping[str, Sequence[object]] | None = None) -> tuple[ProbeCase, ...]:
-    """Return every SDPA case over the given axis values (default: the shipped axes universe).
-
-    ``attention: mla`` is left out: it is not an SDPA input shape (see the kernels' YAML).
+    ``attention: mla`` is left out: it is not an SDPA input shape (see the kernels' YAML); the bool
+    axes ``causal``, ``attn_mask`` and ``dropout`` take both values.
     """
-    if values is None:
-        values = _universe_values()
     dtypes = [str(v) for v in values["dtype"]]
     head_dims = [int(str(v)) for v in values["head_dim"]]
     attentions = [str(v) for v in values["attention"] if v in _SDPA_ATTENTION]
     flags = (False, True)
     return tuple(
         ProbeCase(dtype=d, head_dim=h, attention=a, causal=c, attn_mask=m, dropout=p)
-        for d, h, a, c, m, p in itertools.product(dtypes, head_dims, attentions, flags, flags, flags)
+        for d, h, a, c, m, p in itertools.product(
+            dtypes, head_dims, attentions, flags, flags, flags
+        )
     )
 
 
-def _universe_values() -> dict[str, Sequence[object]]:
-    import capmatrix  # noqa: PLC0415  (the core is only needed when no values are given)
-
-    matrix = capmatrix.load()
+def universe_values(matrix: Matrix) -> dict[str, tuple[object, ...]]:
+    """Return the matrix's declared values of the enumerated SDPA axes."""
     return {axis: tuple(matrix.axes[axis].values) for axis in ("dtype", "head_dim", "attention")}
 
 
@@ -272,7 +281,9 @@ def _backend_name(torch: ModuleType, value: object) -> str:
     return str(value)
 
 
-def _make_inputs(torch: ModuleType, case: ProbeCase) -> dict[str, Any]:
+def _make_inputs(  # pragma: no cover - needs a CUDA GPU
+    torch: ModuleType, case: ProbeCase
+) -> dict[str, Any]:
     gen = torch.Generator(device="cuda").manual_seed(SETUP["seed"])
     b, hq, s = SETUP["batch"], SETUP["q_heads"], SETUP["seq_len"]
     hkv = SETUP["kv_heads"][case.attention]
@@ -285,12 +296,14 @@ def _make_inputs(torch: ModuleType, case: ProbeCase) -> dict[str, Any]:
     q, k, v = rand(hq), rand(hkv), rand(hkv)
     mask = None
     if case.attn_mask:
-        mask = torch.rand(s, s, device="cuda", generator=gen) > 0.3  # noqa: PLR2004
+        mask = torch.rand(s, s, device="cuda", generator=gen) > 0.3
         mask |= torch.eye(s, dtype=torch.bool, device="cuda")
     return {"q": q, "k": k, "v": v, "mask": mask, "gqa": hkv != hq}
 
 
-def _reference(torch: ModuleType, case: ProbeCase, inp: Mapping[str, Any]) -> Any:  # noqa: ANN401
+def _reference(  # pragma: no cover - needs a CUDA GPU
+    torch: ModuleType, case: ProbeCase, inp: Mapping[str, Any]
+) -> Any:  # noqa: ANN401 - a torch.Tensor
     q, k, v = (inp[n].float() for n in ("q", "k", "v"))
     groups = q.shape[1] // k.shape[1]
     k = k.repeat_interleave(groups, dim=1)
@@ -306,7 +319,9 @@ def _reference(torch: ModuleType, case: ProbeCase, inp: Mapping[str, Any]) -> An
     return torch.softmax(scores, dim=-1) @ v
 
 
-def _can_use(torch: ModuleType, predicate: str, case: ProbeCase, inp: Mapping[str, Any]) -> bool:
+def _can_use(  # pragma: no cover - needs a CUDA GPU
+    torch: ModuleType, predicate: str, case: ProbeCase, inp: Mapping[str, Any]
+) -> bool:
     cuda = torch.backends.cuda
     dropout = SETUP["dropout_p"] if case.dropout else 0.0
     args = (inp["q"], inp["k"], inp["v"], inp["mask"], dropout, case.causal)
@@ -317,9 +332,9 @@ def _can_use(torch: ModuleType, predicate: str, case: ProbeCase, inp: Mapping[st
     return bool(getattr(cuda, predicate)(params, debug=False))
 
 
-def _force(
+def _force(  # pragma: no cover - needs a CUDA GPU
     torch: ModuleType, backend: str, case: ProbeCase, inp: Mapping[str, Any]
-) -> Any:  # noqa: ANN401
+) -> Any:  # noqa: ANN401 - a torch.Tensor
     attention = torch.nn.attention
     dropout = SETUP["dropout_p"] if case.dropout else 0.0
     with attention.sdpa_kernel([getattr(attention.SDPBackend, backend)]):
@@ -336,47 +351,78 @@ def _force(
     return out
 
 
-def observe_case(
+def judge(
+    kernel: str,
+    *,
+    can_use: Callable[[], bool] | None,
+    force: Callable[[], _T],
+    check: Callable[[_T], tuple[bool, float, bool]],
+    compare_numerics: bool,
+) -> Observation:
+    """Turn one kernel's predicate and forced run into an :class:`Observation`.
+
+    ``check(output)`` returns ``(finite, max_abs_err, within_tolerance)``. A predicate that
+    raises answers nothing (``can_use=None``); a forced run that raises means "not usable";
+    non-finite output means a wrong answer; with ``compare_numerics`` false (dropout) only
+    finiteness is checked.
+    """
+    said: bool | None = None
+    if can_use is not None:
+        try:
+            said = bool(can_use())
+        except Exception:  # noqa: BLE001 - a predicate that raises answers nothing
+            said = None
+    with warnings.catch_warnings():
+        # Forcing an unusable backend warns why before it raises; the error is what is recorded.
+        warnings.simplefilter("ignore")
+        try:
+            out = force()
+        except Exception as exc:  # noqa: BLE001 - any failure means "not usable"
+            return Observation(kernel=kernel, can_use=said, ran=False, error=_short_error(exc))
+    finite, err, ok = check(out)
+    if not finite:
+        return Observation(
+            kernel=kernel, can_use=said, ran=True, matches=False, error="non-finite output"
+        )
+    if not compare_numerics:
+        return Observation(kernel=kernel, can_use=said, ran=True)
+    return Observation(
+        kernel=kernel, can_use=said, ran=True, max_abs_err=round(err, 6), matches=ok
+    )
+
+
+def observe_case(  # pragma: no cover - needs a CUDA GPU; judge() holds the logic
     torch: ModuleType, case: ProbeCase, kernels: Iterable[str] = tuple(KERNEL_BACKENDS)
 ) -> tuple[Observation, ...]:
     """Ask PyTorch about ``case`` and force each kernel's backend on it."""
     inp = _make_inputs(torch, case)
     ref = _reference(torch, case, inp)
     tol = SETUP["tolerance"][case.dtype]
+
+    def check(out: Any) -> tuple[bool, float, bool]:  # noqa: ANN401 - a torch.Tensor
+        out = out.float()
+        if not bool(torch.isfinite(out).all()):
+            return False, float("nan"), False
+        err = float((out - ref).abs().max())
+        return True, err, bool(torch.allclose(out, ref, atol=tol, rtol=tol))
+
     found = []
     for kernel in kernels:
         backend, predicate = KERNEL_BACKENDS[kernel]
-        can_use = None
-        if predicate is not None:
-            try:
-                can_use = _can_use(torch, predicate, case, inp)
-            except Exception:  # noqa: BLE001  (a predicate that raises answers nothing)
-                can_use = None
-        with warnings.catch_warnings():
-            # Forcing an unusable backend warns why before raising; the error is recorded.
-            warnings.simplefilter("ignore")
-            try:
-                out = _force(torch, backend, case, inp)
-            except Exception as exc:  # noqa: BLE001  (any failure means "not usable")
-                found.append(Observation(kernel=kernel, can_use=can_use, ran=False,
-                                         error=_short_error(exc)))
-                continue
-        out = out.float()
-        if not bool(torch.isfinite(out).all()):
-            found.append(Observation(kernel=kernel, can_use=can_use, ran=True, matches=False,
-                                     error="non-finite output"))
-            continue
-        if case.dropout:
-            found.append(Observation(kernel=kernel, can_use=can_use, ran=True))
-            continue
-        err = float((out - ref).abs().max())
-        ok = bool(torch.allclose(out, ref, atol=tol, rtol=tol))
-        found.append(Observation(kernel=kernel, can_use=can_use, ran=True,
-                                 max_abs_err=round(err, 6), matches=ok))
+        found.append(judge(
+            kernel,
+            can_use=None if predicate is None else partial(_can_use, torch, predicate, case, inp),
+            force=partial(_force, torch, backend, case, inp),
+            check=check,
+            compare_numerics=not case.dropout,
+        ))
     return tuple(found)
 
 
-def _default_backend(torch: ModuleType, case: ProbeCase) -> str | None:
+def default_backend(  # pragma: no cover - needs a CUDA GPU
+    torch: ModuleType, case: ProbeCase
+) -> str | None:
+    """Return the backend SDPA picks for ``case`` by itself (``torch._fused_sdp_choice``)."""
     inp = _make_inputs(torch, case)
     dropout = SETUP["dropout_p"] if case.dropout else 0.0
     try:
@@ -404,12 +450,12 @@ def collect(
         observations = observe_case(torch, case, kernels)
         rows.append({
             "query": case.axes(),
-            "default_backend": _default_backend(torch, case),
+            "default_backend": default_backend(torch, case),
             "results": {o.kernel: o.to_json() for o in observations},
         })
     return {
         "format": EVIDENCE_FORMAT,
-        "probe": "capmatrix probe (torch SDPA)",
+        "probe": "capmatrix probe (PyTorch SDPA backends)",
         "environment": env,
         "setup": SETUP,
         "kernels": list(kernels),
@@ -417,35 +463,60 @@ def collect(
     }
 
 
-def read_evidence(data: Mapping[str, Any]) -> tuple[int, list[tuple[ProbeCase, tuple[Observation, ...]]]]:
+def read_evidence(
+    data: Mapping[str, Any],
+) -> tuple[int, list[tuple[ProbeCase, tuple[Observation, ...]]]]:
     """Return ``(sm, [(case, observations)])`` from evidence data.
 
-    :raises ValueError: when the data is not a probe evidence file of a known format.
+    :raises ValueError: when the data is not probe evidence of a known format.
     """
     if data.get("format") != EVIDENCE_FORMAT:
-        raise ValueError(f"unknown evidence format {data.get('format')!r} (want {EVIDENCE_FORMAT})")
-    sm = int(data["environment"]["sm"])
+        raise ValueError(
+            f"unknown evidence format {data.get('format')!r} (expected {EVIDENCE_FORMAT})"
+        )
+    try:
+        sm = int(data["environment"]["sm"])
+        raw_rows = list(data["cases"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"evidence lacks environment.sm or cases: {exc!r}") from None
     rows = []
-    for i, row in enumerate(data["cases"]):
+    for i, row in enumerate(raw_rows):
         try:
             case = ProbeCase.from_axes(row["query"])
-        except ValueError as exc:
-            raise ValueError(f"cases[{i}]: {exc}") from None
-        obs = tuple(Observation.from_json(k, r) for k, r in sorted(row["results"].items()))
+            obs = tuple(
+                Observation.from_json(k, r) for k, r in sorted(row["results"].items())
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"evidence cases[{i}]: {exc}") from None
         rows.append((case, obs))
     return sm, rows
 
 
-def compare(
-    data: Mapping[str, Any],
-    matrix: object | None = None,
-) -> _Comparison:
-    """Compare evidence data with the matrix's verdicts for the same queries.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Comparison:
+    """The matrix against the evidence: disagreements (counted), notes and every verdict."""
 
-    A disagreement is the matrix's verdict (supported or not) differing from forcing the backend;
-    the matrix differing from ``can_use_*`` is reported as a note.
+    #: The matrix's verdict differs from forcing the backend (what "usable" means).
+    disagreements: tuple[Disagreement, ...] = ()
+    #: The matrix's verdict differs from ``can_use_*`` (reported, not counted).
+    notes: tuple[Disagreement, ...] = ()
+    #: ``(kernel, case) -> verdict`` for every comparison made.
+    verdicts: Mapping[tuple[str, ProbeCase], str] = field(default_factory=dict)
+
+    @property
+    def checks(self) -> int:
+        """Return how many (kernel, case) pairs were compared."""
+        return len(self.verdicts)
+
+
+def compare(data: Mapping[str, Any], matrix: Matrix | None = None) -> Comparison:
+    """Compare evidence data with the matrix's verdicts for the same queries (at the evidence's SM).
+
+    :raises ValueError: when the data is not probe evidence.
+    :raises capmatrix.InvalidQuery: when a case names a kernel or value the matrix lacks.
     """
-    import capmatrix  # noqa: PLC0415  (the core stays out of the torch-only collection path)
+    from capmatrix.query import KernelQuery  # noqa: PLC0415 - keep the torch-only path light
+    from capmatrix.resolver import resolve  # noqa: PLC0415
 
     sm, rows = read_evidence(data)
     disagreements: list[Disagreement] = []
@@ -453,8 +524,8 @@ def compare(
     verdicts: dict[tuple[str, ProbeCase], str] = {}
     for case, observations in rows:
         for obs in observations:
-            query = capmatrix.KernelQuery(obs.kernel, sm=sm, **case.axes())
-            verdict = str(capmatrix.resolve(query, matrix=matrix).verdict)
+            query = KernelQuery(obs.kernel, sm=sm).replace(**case.axes())
+            verdict = str(resolve(query, matrix=matrix).verdict)
             verdicts[obs.kernel, case] = verdict
             said = verdict == "supported"
             if verdict not in {"supported", "unsupported"} or said != obs.usable:
@@ -467,40 +538,133 @@ def compare(
                     kernel=obs.kernel, case=case, against="can_use", matrix=verdict,
                     observed=obs.can_use,
                 ))
-    return _Comparison(disagreements=tuple(disagreements), notes=tuple(notes), verdicts=verdicts)
+    return Comparison(disagreements=tuple(disagreements), notes=tuple(notes), verdicts=verdicts)
+
+
+def annotate(data: Mapping[str, Any], comparison: Comparison) -> dict[str, Any]:
+    """Return a copy of evidence data with the matrix's verdicts and a summary added."""
+    rows = []
+    for row in data["cases"]:
+        case = ProbeCase.from_axes(row["query"])
+        matrix = {
+            k: comparison.verdicts[k, case]
+            for k in sorted(row["results"]) if (k, case) in comparison.verdicts
+        }
+        rows.append({**row, "matrix": matrix})
+    summary = {
+        "cases": len(rows),
+        "checks": comparison.checks,
+        "disagreements": [str(d) for d in comparison.disagreements],
+        "can_use_differs": [str(d) for d in comparison.notes],
+        "agree": not comparison.disagreements,
+    }
+    return {**data, "cases": rows, "summary": summary}
+
+
+def dumps_evidence(data: Mapping[str, Any]) -> str:
+    """Render evidence data as JSON text: the header indented, then one case per line."""
+    head = json.dumps({k: v for k, v in data.items() if k != "cases"}, indent=2, sort_keys=True)
+    lines = [json.dumps(row, sort_keys=True) for row in data.get("cases", ())]
+    cases = "[\n" + ",\n".join(f"    {line}" for line in lines) + "\n  ]" if lines else "[]"
+    if head == "{}":
+        return f'{{\n  "cases": {cases}\n}}\n'
+    return f'{head[:-2]},\n  "cases": {cases}\n}}\n'
 
 
 def write_evidence(path: str | os.PathLike[str], data: Mapping[str, Any]) -> Path:
-    """Write evidence data as JSON atomically (a temporary file, then ``os.replace``)."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    text = _dump(data)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        Path(tmp).replace(target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    """Write evidence data as JSON atomically (a temporary file, then ``os.replace``).
+
+    :raises OSError: when the file cannot be written; an old file is then left untouched.
+    """
+    write_text_atomic(path, dumps_evidence(data))
+    return Path(path)
 
 
-def _dump(data: Mapping[str, Any]) -> str:
-    # One case per line: reviewable diffs without a multi-megabyte file.
-    head = {k: v for k, v in data.items() if k != "cases"}
-    lines = [json.dumps(row, sort_keys=True) for row in data.get("cases", ())]
-    body = json.dumps(head, indent=2, sort_keys=True)
-    cases = "[\n" + ",\n".join("  " + line for line in lines) + "\n]" if lines else "[]"
-    return body[:-2] + f',\n  "cases": {cases}\n}}\n' if head else f'{{"cases": {cases}}}\n'
+def _import_torch() -> ModuleType:
+    import torch  # noqa: PLC0415 - torch is optional and only needed here
+
+    module: ModuleType = torch
+    return module
 
 
-def run_probe(  # pragma: no cover - replaced below once the CLI wiring lands
+def run_probe(
     kernels: Sequence[str] | None = None,
     out: str | os.PathLike[str] | None = None,
     *,
-    stdout: TextIO = sys.stdout,
-    stderr: TextIO = sys.stderr,
+    matrix: Matrix | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
 ) -> int:
-    """Probe the current GPU; see the module docstring."""
-    raise NotImplementedError
+    """Check the torch SDPA kernels of the matrix against the current GPU.
+
+    For every declared query of the kernels at this GPU's SM, compare the matrix's verdict with
+    forcing the backend (and note where ``can_use_*`` differs); print the disagreements; write the
+    evidence to ``out`` when given. Return 0 with no disagreement, 1 with some, 2 without a usable
+    GPU (or torch) or for an unknown kernel.
+    """
+    from capmatrix.resolver import default_matrix  # noqa: PLC0415 - the resolver is not needed earlier
+
+    stdout = sys.stdout if stdout is None else stdout
+    stderr = sys.stderr if stderr is None else stderr
+    names = list(KERNEL_BACKENDS) if not kernels else list(dict.fromkeys(kernels))
+    unknown = [k for k in names if k not in KERNEL_BACKENDS]
+    if unknown:
+        stderr.write(
+            f"capmatrix probe: cannot probe {', '.join(map(repr, unknown))}; "
+            f"probe-able kernels: {', '.join(KERNEL_BACKENDS)}\n"
+        )
+        return 2
+    matrix = default_matrix() if matrix is None else matrix
+    missing = [k for k in names if k not in matrix.kernels]
+    if missing:
+        stderr.write(f"capmatrix probe: the matrix has no kernel {', '.join(map(repr, missing))}\n")
+        return 2
+    try:
+        torch = _import_torch()
+    except ImportError as exc:
+        stderr.write(f"capmatrix probe: no GPU to probe: torch is not importable ({exc})\n")
+        return 2
+    try:
+        env = environment(torch)
+    except NoGPUError as exc:
+        stderr.write(f"capmatrix probe: no GPU to probe: {exc}\n")
+        return 2
+    cases = probe_cases(universe_values(matrix))
+    stdout.write(
+        f"probing {len(names)} kernel(s) x {len(cases)} case(s) on {env['gpu']} (sm{env['sm']}), "
+        f"torch {env['torch']}, CUDA {env['cuda']}, cuDNN {env['cudnn']}\n"
+    )
+    data = collect(torch, cases, names)
+    comparison = compare(data, matrix)
+    for note in comparison.notes:
+        stdout.write(f"note: {note}\n")
+    for bad in comparison.disagreements:
+        stdout.write(f"DISAGREE: {bad}\n")
+    stdout.write(
+        f"{comparison.checks} checks, {len(comparison.disagreements)} disagreement(s), "
+        f"{len(comparison.notes)} can_use_* difference(s)\n"
+    )
+    if out is not None:
+        written = write_evidence(out, annotate(data, comparison))
+        stdout.write(f"evidence written to {written}\n")
+    return 1 if comparison.disagreements else 0
+
+
+def configure_probe(parser: argparse.ArgumentParser, _argv: Sequence[str]) -> None:
+    """Arguments of ``capmatrix probe``."""
+    parser.add_argument(
+        "--kernel", action="append", metavar="K", choices=list(KERNEL_BACKENDS),
+        help="kernel to probe (repeatable; default: every torch SDPA kernel)",
+    )
+    parser.add_argument("--out", metavar="FILE", help="write the evidence JSON here")
+    parser.add_argument(
+        "--matrix", metavar="DIR", help="matrix directory (default: the shipped one)"
+    )
+
+
+def cmd_probe(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Run ``capmatrix probe``: 0 agree, 1 disagreements, 2 no GPU."""
+    from capmatrix.loader import load  # noqa: PLC0415
+
+    matrix = load(args.matrix) if args.matrix else None
+    return run_probe(args.kernel, args.out, matrix=matrix, stdout=out, stderr=err)
