@@ -1,0 +1,170 @@
+"""Golden tests for validation: every problem reported at once, each at the right file:line:col."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import capmatrix
+from capmatrix.loader import default_path, iter_problems, schema
+
+BROKEN = """\
+kernels:
+  bad:
+    description: broken on purpose
+    rules:
+      - id: bad.one
+        grant: {sm: ">=80", attention: [mha, gqq], spec_dec: no}
+        reason: r
+        source: s
+        status: untested
+      - id: bad.two
+        grant: {kv: 1.10}
+        reason: r
+        source: s
+        status: untested
+        status: verified
+      - id: bad.three
+        exclude: {sm: sm_13x, beam: "[4, 2]", causal: 1}
+        reason: r
+        source: s
+        status: maybe
+        extra: 1
+      - id: bad.one
+        grant: {sm: 95, smm: 3}
+        reason: r
+        source: s
+        status: untested
+roles:
+  broken:
+    description: refers to a kernel that does not exist
+    candidates: [xqa, flashmla, xqa]
+models:
+  odd:
+    description: bad values
+    axes: {attention: gqaa, beamm: 1}
+    source: s
+"""
+
+EXPECTED = [
+    (6, 46, "E222", "'gqq' is not one of: mha, gqa, mla (axis 'attention')"),
+    (6, 62, "E222", "False is not one of: none, one_model (axis 'spec_dec')"),
+    (11, 21, "E104", "1.1 is not a condition"),
+    (15, 9, "E002", "duplicate key 'status' (first defined on line 14)"),
+    (20, 17, "E103", "'maybe' is not one of"),
+    (21, 9, "E101", "unknown key 'extra'"),
+    (22, 13, "E220", "rule id 'bad.one' is already used"),
+    (23, 21, "E222", "95 is not a known value of axis 'sm'"),
+    (23, 25, "E221", "unknown axis 'smm'"),
+    (30, 23, "E240", "unknown kernel 'flashmla' in role 'broken'"),
+    (30, 33, "E241", "kernel 'xqa' is listed twice"),
+    (34, 23, "E231", "'gqaa' is not a value of axis 'attention'"),
+    (34, 29, "E230", "unknown axis 'beamm'"),
+]
+
+
+def test_every_problem_at_once_with_locations(write_matrix: Any) -> None:
+    root = write_matrix({"kernels/bad.yaml": BROKEN})
+    with pytest.raises(capmatrix.CapabilityErrors) as info:
+        capmatrix.load(root)
+    errors = [e for e in info.value.errors if e.path.endswith("bad.yaml")]
+    got = [(e.line, e.column, e.code, e.message) for e in errors]
+    assert len(got) == len(EXPECTED), "\n".join(map(str, errors))
+    for (line, col, code, message), (eline, ecol, ecode, emessage) in zip(got, EXPECTED):
+        assert (line, col, code) == (eline, ecol, ecode), message
+        assert emessage in message
+    assert all(e.path == "caps/kernels/bad.yaml" or e.path.endswith("caps/kernels/bad.yaml")
+               for e in errors)
+    assert [str(p) for p in iter_problems(root)] == [str(e) for e in info.value.errors]
+
+
+def test_hints_for_yaml_surprises(write_matrix: Any) -> None:
+    root = write_matrix({"kernels/bad.yaml": BROKEN})
+    problems = {(p.line, p.column): p for p in iter_problems(root)}
+    assert "quote the word" in (problems[(6, 62)].hint or "")
+    assert "1.10" in (problems[(11, 21)].hint or "")
+    assert problems[(6, 46)].hint == "did you mean 'gqa'?"
+    assert problems[(23, 25)].hint == "did you mean 'sm'?"
+
+
+def test_rendered_error_uses_compiler_format(write_matrix: Any) -> None:
+    root = write_matrix({"kernels/bad.yaml": BROKEN})
+    text = str(capmatrix.CapabilityErrors(list(iter_problems(root))))
+    first = text.splitlines()[0]
+    assert first.endswith(
+        "kernels/bad.yaml:6:46: kernels.bad.rules[0].grant.attention[1]: 'gqq' is not one of: "
+        "mha, gqa, mla (axis 'attention') (did you mean 'gqa'?)"
+    )
+    assert text.splitlines()[-1] == "capmatrix: 13 problems in 1 file"
+
+
+@pytest.mark.parametrize(
+    ("files", "code", "message"),
+    [
+        ({"axes.yaml": "axes:\n  sm: {type: int, description: x}\n"}, "E210", "needs 'values'"),
+        (
+            {"axes.yaml": "axes:\n  a: {type: enum, description: x, values: [x, x]}\n"},
+            "E211",
+            "duplicate value 'x'",
+        ),
+        (
+            {"axes.yaml": "axes:\n  a: {type: int, description: x, values: [1], default: 2}\n"},
+            "E213",
+            "default 2 is not a value",
+        ),
+        (
+            {"axes.yaml": "axes:\n  a: {type: int, description: x, values: [1],"
+             " families: {f: [1, 3]}}\n"},
+            "E212",
+            "does not declare: [3]",
+        ),
+        ({"more.yaml": "axes:\n  b: {type: bool, description: y}\n"}, "E200", "declared again"),
+    ],
+)
+def test_axis_problems(write_matrix: Any, files: dict[str, str], code: str, message: str) -> None:
+    root = write_matrix(files)
+    problems = list(iter_problems(root))
+    assert any(p.code == code and message in p.message for p in problems), problems
+
+
+def test_missing_directory() -> None:
+    with pytest.raises(capmatrix.CapabilityErrors) as info:
+        capmatrix.load("/nonexistent/capabilities")
+    assert info.value.errors[0].message == "matrix directory not found"
+
+
+def test_no_axes_file(write_matrix: Any, tmp_path: Any) -> None:
+    root = write_matrix(base=False, files={"k.yaml": "models:\n  m: {description: d, axes: {}, "
+                                                       "source: s}\n"})
+    problems = list(iter_problems(root))
+    assert [p.message for p in problems] == ["no file declares the axes"]
+
+
+def test_expect_dir_is_not_matrix_data(write_matrix: Any) -> None:
+    root = write_matrix({"expect/cases.yaml": "cases: []\n"})
+    assert list(iter_problems(root)) == []
+
+
+def test_schema_is_valid_draft_2020_12() -> None:
+    import jsonschema
+
+    jsonschema.Draft202012Validator.check_schema(schema())
+
+
+def test_schema_enums_match_python_enums() -> None:
+    rule = schema()["$defs"]["rule"]["properties"]
+    assert rule["status"]["enum"] == [str(s) for s in capmatrix.Status]
+    axis = schema()["$defs"]["axis"]["properties"]
+    assert axis["type"]["enum"] == [str(t) for t in capmatrix.AxisType]
+
+
+def test_shipped_matrix_is_valid() -> None:
+    assert list(iter_problems()) == []
+    matrix = capmatrix.load()
+    assert (default_path() / "axes.yaml").is_file()
+    assert set(matrix.axes) >= {"sm", "attention", "spec_dec", "dtype", "kv_cache_dtype", "head_dim"}
+    assert matrix.axes["sm"].values == (75, 80, 86, 87, 89, 90, 100, 103, 110, 120, 121)
+    for rule in matrix.rules:
+        assert rule.source.strip()
+        assert rule.reason.strip()

@@ -1,0 +1,69 @@
+"""Region algebra laws and rendering."""
+
+from __future__ import annotations
+
+import itertools
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from capmatrix.model import Axis, AxisType
+from capmatrix.regions import Region, Space, subtract
+
+SPACE = Space(
+    (
+        Axis(name="sm", type=AxisType.INT, values=(80, 90, 120, 121), description="sm"),
+        Axis(name="att", type=AxisType.ENUM, values=("mha", "gqa", "mla"), description="att"),
+        Axis(name="sd", type=AxisType.BOOL, values=(False, True), description="sd"),
+    )
+)
+FULL = SPACE.full_box()
+
+boxes = st.tuples(*(st.integers(min_value=1, max_value=m) for m in FULL))
+regions = st.lists(boxes, max_size=4).map(lambda bs: Region(SPACE, bs))
+
+
+def cells(region: Region) -> set[tuple[int, ...]]:
+    out = set()
+    for box in region:
+        per_axis = [[1 << i for i in range(m.bit_length()) if m >> i & 1] for m in box]
+        out.update(itertools.product(*per_axis))
+    return out
+
+
+@given(regions, regions)
+def test_set_algebra_matches_cell_sets(a: Region, b: Region) -> None:
+    assert cells(a & b) == cells(a) & cells(b)
+    assert cells(a | b) == cells(a) | cells(b)
+    assert cells(a - b) == cells(a) - cells(b)
+    assert (a <= b) == (cells(a) <= cells(b))
+    assert (a == b) == (cells(a) == cells(b))
+    assert cells(a.merged()) == cells(a)
+    assert len(a.merged().boxes) <= max(len(a.boxes), 1) or not a
+
+
+@given(regions)
+def test_boxes_are_disjoint_and_cells_count(a: Region) -> None:
+    seen: set[tuple[int, ...]] = set()
+    for box in a:
+        part = cells(Region(SPACE, [box], disjoint=True))
+        assert not part & seen
+        seen |= part
+    assert a.cells() == len(seen)
+
+
+def test_subtract_pieces_are_disjoint() -> None:
+    pieces = subtract(FULL, (0b0011, 0b001, 0b01))
+    assert len(pieces) == 3
+    total = Region(SPACE, pieces, disjoint=True)
+    assert total.cells() == SPACE.cells(FULL) - 2
+
+
+def test_describe_and_witness() -> None:
+    region = Region(SPACE, [(0b1100, 0b100, 0b10), (0b1100, 0b011, 0b10)]).merged()
+    assert str(region) == "sm in {120, 121} and sd=true"
+    assert region.witness() == {"sm": 120, "att": "mha", "sd": True}
+    assert Region(SPACE).describe() == []
+    assert str(Region(SPACE)) == "nowhere"
+    assert str(Region.full(SPACE)) == "everywhere"
+    assert region.as_dicts() == [{"sm": [120, 121], "att": ["mha", "gqa", "mla"], "sd": [True]}]

@@ -1,0 +1,189 @@
+"""Truth tables for the resolver's semantics: grants, exclusions, ranges, families, depends, models."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import capmatrix
+from capmatrix import ANY, KernelQuery, Verdict, resolve, select
+
+S, U, D = Verdict.SUPPORTED, Verdict.UNSUPPORTED, Verdict.DEPENDS
+
+FULL = {"spec_dec": "none", "kv": "bf16", "causal": False}
+
+TRUTH_TABLE: list[tuple[str, dict[str, Any], Verdict]] = [
+    # grants add: the range >=80 covers every known SM
+    ("xqa", {"sm": 80, "attention": "gqa", **FULL}, S),
+    ("xqa", {"sm": 121, "attention": "mha", **FULL}, S),
+    # unsupported by default: no grant covers mla on sm90
+    ("xqa", {"sm": 90, "attention": "mla", **FULL}, U),
+    # a family grants all its members, and only them
+    ("xqa", {"sm": 120, "attention": "mla", **{**FULL, "kv": "fp8"}}, S),
+    ("xqa", {"sm": 121, "attention": "mla", **{**FULL, "kv": "fp8"}}, S),
+    ("xqa", {"sm": 103, "attention": "mla", **{**FULL, "kv": "fp8"}}, U),
+    # exclusions override grants
+    ("xqa", {"sm": 121, "attention": "mla", "spec_dec": "one_model", "kv": "fp8", "causal": True}, U),
+    ("xqa", {"sm": 120, "attention": "gqa", "spec_dec": "one_model", "kv": "bf16", "causal": True}, S),
+    # axis default beam=1 applies; beam=4 trips the exclusion for mha only
+    ("xqa", {"sm": 90, "attention": "mha", "beam": 4, **FULL}, U),
+    ("xqa", {"sm": 90, "attention": "gqa", "beam": 4, **FULL}, S),
+    # half-open interval [80, 120)
+    ("fallback", {"sm": 103, "attention": "mla", **FULL}, S),
+    ("fallback", {"sm": 120, "attention": "mla", **FULL}, U),
+    # open axes: the verdict depends on them
+    ("xqa", {"sm": 120, "attention": "mla"}, D),
+    ("xqa", {"sm": 90, "attention": "gqa"}, S),
+    ("xqa", {"sm": 90, "attention": "mla"}, U),
+    ("xqa", {"sm": 90}, D),
+    ("fallback", {"sm": 90}, S),
+]
+
+
+@pytest.mark.parametrize(("kernel", "axes", "expected"), TRUTH_TABLE)
+def test_truth_table(
+    small: capmatrix.Matrix, kernel: str, axes: dict[str, Any], expected: Verdict
+) -> None:
+    resolution = resolve(KernelQuery(kernel, **axes), small)
+    assert resolution.verdict is expected
+    assert bool(resolution) is (expected is S)
+
+
+def test_exclusion_order_does_not_matter(write_matrix: Any) -> None:
+    """Rules compose order-independently: reversing a kernel's rules changes no verdict."""
+    from tests.conftest import SMALL_KERNELS
+
+    lines = SMALL_KERNELS.splitlines(keepends=True)
+    start = next(i for i, line in enumerate(lines) if "- id: xqa.hmma" in line)
+    end = next(i for i, line in enumerate(lines) if line.startswith("  fallback:"))
+    rules = "".join(lines[start:end]).split("      - id:")
+    reordered = "      - id:".join([rules[0], *reversed(rules[1:])])
+    flipped = "".join(lines[:start]) + reordered.replace("\n      - id:", "\n      - id:") + "".join(
+        lines[end:]
+    )
+    a = capmatrix.load(write_matrix())
+    b = capmatrix.load(write_matrix({"kernels/test.yaml": flipped}))
+    assert [r.id for r in b.kernels["xqa"].rules] != [r.id for r in a.kernels["xqa"].rules]
+    for _kernel, axes, _expected in TRUTH_TABLE:
+        query = KernelQuery(_kernel, **axes)
+        assert resolve(query, a).verdict is resolve(query, b).verdict
+
+
+def test_supported_reasons_cite_the_grant(small: capmatrix.Matrix) -> None:
+    r = resolve(KernelQuery("xqa", sm=120, model="llama", spec_dec="one_model", causal=True), small)
+    assert r.verdict is S
+    grant = next(x for x in r.reasons if x.kind == "grant")
+    assert grant.rule_id == "xqa.hmma"
+    assert grant.path is not None
+    assert grant.path.endswith("kernels/test.yaml")
+    assert grant.line == 5
+
+
+def test_unsupported_names_exclusion_and_every_failing_axis(small: capmatrix.Matrix) -> None:
+    r = resolve(KernelQuery("xqa", sm=121, model="dsv3", spec_dec="one_model", causal=False), small)
+    assert r.verdict is U
+    kinds = {(x.kind, x.rule_id) for x in r.reasons}
+    assert ("exclude", "xqa.no-mla-spec") in kinds
+    excl = next(x for x in r.reasons if x.kind == "exclude")
+    assert excl.line == 15
+    assert excl.detail == "release disables it"
+    mismatch = [x for x in r.reasons if x.kind == "mismatch"]
+    assert [(m.rule_id, m.axis, m.required, m.actual) for m in mismatch] == [
+        ("xqa.hmma", "attention", "[mha, gqa]", "mla")
+    ]
+
+
+def test_all_failing_axes_are_reported(small: capmatrix.Matrix) -> None:
+    r = resolve(KernelQuery("xqa", sm=90, attention="mla", kv="bf16", spec_dec="none",
+                            causal=False), small)
+    failing = {(m.rule_id, m.axis) for m in r.reasons if m.kind == "mismatch"}
+    assert failing == {("xqa.hmma", "attention"), ("xqa.mla", "sm"), ("xqa.mla", "kv")}
+
+
+def test_depends_gives_the_residual(small: capmatrix.Matrix) -> None:
+    r = resolve(KernelQuery("xqa", sm=120, attention="mla"), small)
+    assert r.verdict is D
+    assert r.residual is not None
+    assert str(r.residual) == "spec_dec=none and kv=fp8"
+    assert r.residual.as_dicts() == [{"spec_dec": ["none"], "kv": ["fp8"], "causal": [False, True]}]
+    assert any(x.kind == "residual" and "kv=fp8" in x.message for x in r.reasons)
+
+
+def test_model_defaults_are_reported_and_overridden(small: capmatrix.Matrix) -> None:
+    r = resolve(KernelQuery("xqa", sm=90, model="dsv3"), small)
+    assert r.values["attention"] == "mla"
+    assert r.origins["attention"] == "model:dsv3"
+    assert r.origins["beam"] == "default"
+    assert any(x.kind == "model" and x.axis == "attention" for x in r.reasons)
+    explicit = resolve(KernelQuery("xqa", sm=90, model="dsv3", attention="gqa"), small)
+    assert explicit.values["attention"] == "gqa"
+    assert explicit.origins["attention"] == "query"
+    assert explicit.verdict is S
+
+
+def test_any_reopens_a_defaulted_axis(small: capmatrix.Matrix) -> None:
+    r = resolve(KernelQuery("xqa", sm=90, attention="mha", beam=ANY), small)
+    assert r.verdict is D
+    assert r.residual is not None
+    assert str(r.residual) == "beam=1"
+
+
+def test_value_outside_universe_is_answered_by_ranges_and_flagged(small: capmatrix.Matrix) -> None:
+    r = resolve(KernelQuery("xqa", sm=130, attention="gqa", **FULL), small)
+    assert r.verdict is S
+    assert r.outside == ("sm",)
+    assert any(x.kind == "outside" and x.axis == "sm" for x in r.reasons)
+    assert not resolve(KernelQuery("fallback", sm=130, attention="gqa", **FULL), small)
+    assert resolve(KernelQuery("fallback", sm=85, attention="gqa", **FULL), small)
+
+
+@pytest.mark.parametrize(
+    ("query", "message", "suggestion"),
+    [
+        (KernelQuery("xqb", sm=90), "unknown kernel 'xqb'", "xqa"),
+        (KernelQuery("xqa", smm=90), "unknown axis 'smm'", "sm"),
+        (KernelQuery("xqa", attention="gqb"), "'gqb' is not a value of axis 'attention'", "gqa"),
+        (KernelQuery("xqa", model="lama"), "unknown model 'lama'", "llama"),
+        (KernelQuery("xqa", sm="90"), "axis 'sm' is int; got '90'", None),
+        (KernelQuery("xqa", sm=True), "axis 'sm' is int; got True", None),
+        (KernelQuery("xqa", causal="yes"), "axis 'causal' is bool; got 'yes'", None),
+        (KernelQuery(None, sm=90), "names no kernel", None),
+    ],
+)
+def test_bad_queries(
+    small: capmatrix.Matrix, query: KernelQuery, message: str, suggestion: str | None
+) -> None:
+    with pytest.raises(capmatrix.InvalidQuery) as info:
+        resolve(query, small)
+    assert message in str(info.value)
+    assert info.value.suggestion == suggestion
+
+
+def test_select_first_supported_wins_with_trace(small: capmatrix.Matrix) -> None:
+    s = select("gen", KernelQuery(sm=90, attention="mla", **FULL), small)
+    assert s.kernel == "fallback"
+    assert [r.kernel for r in s.rejected] == ["xqa"]
+    assert s.resolution is not None
+    assert s.resolution.kernel == "fallback"
+    assert bool(s)
+    none = select("gen", KernelQuery(sm=120, attention="mla", **FULL), small)
+    assert none.kernel is None
+    assert not none
+    assert [r.kernel for r in none.trace] == ["xqa", "fallback"]
+    with pytest.raises(capmatrix.UnknownName):
+        select("gne", KernelQuery(sm=90), small)
+
+
+def test_resolutions_are_cached(small: capmatrix.Matrix) -> None:
+    q = KernelQuery("xqa", sm=90, attention="gqa")
+    assert resolve(q, small) is resolve(KernelQuery("xqa", attention="gqa", sm=90), small)
+
+
+def test_json_form(small: capmatrix.Matrix) -> None:
+    data = resolve(KernelQuery("xqa", sm=120, model="dsv3", spec_dec="one_model"), small).as_dict()
+    assert data["kernel"] == "xqa"
+    assert data["verdict"] == "unsupported"
+    reasons = data["reasons"]
+    assert isinstance(reasons, list)
+    assert {"rule", "file", "line", "message"} <= set(reasons[0])
