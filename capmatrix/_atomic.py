@@ -23,8 +23,8 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, target)
+        Path(tmp).replace(target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+            Path(tmp).unlink()
         raise

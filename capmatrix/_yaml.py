@@ -134,7 +134,8 @@ class _Builder:
                 )
                 continue
             seen[key] = key_node
-            self.keys[(*path, key)] = self._pos(key_node)
+            key_path = (*path, key)
+            self.keys[key_path] = self._pos(key_node)
             out[key] = self.build(value_node, (*path, key))
         return out
 
@@ -173,13 +174,13 @@ def read_text(text: str, path: str) -> tuple[Any, SourceMap]:
 
     if "\t" in text:
         line_no = text[: text.index("\t")].count("\n") + 1
-        col = text.index("\t") - (text.rfind("\n", 0, text.index("\t")) + 1) + 1
+        tab_col = text.index("\t") - (text.rfind("\n", 0, text.index("\t")) + 1) + 1
         lines = text.splitlines()
-        if lines and lines[line_no - 1][: col - 1].strip() == "":
+        if lines and lines[line_no - 1][: tab_col - 1].strip() == "":
             raise CapabilityErrors(
                 [
                     CapabilityError(
-                        path, line_no, col, "", "tab used for indentation",
+                        path, line_no, tab_col, "", "tab used for indentation",
                         hint="YAML indents with spaces only", code="E001",
                     )
                 ]
@@ -188,8 +189,8 @@ def read_text(text: str, path: str) -> tuple[Any, SourceMap]:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else None
-        col = mark.column + 1 if mark else None
+        line: int | None = mark.line + 1 if mark else None
+        col: int | None = mark.column + 1 if mark else None
         problem = exc.problem or exc.context or "invalid YAML"
         raise CapabilityErrors(
             [CapabilityError(path, line, col, "", f"YAML syntax error: {problem}", code="E001")]

@@ -55,7 +55,7 @@ def schema() -> dict[str, Any]:
 @cache
 def _validator() -> jsonschema.protocols.Validator:
     cls = jsonschema.validators.validator_for(schema())
-    return cls(schema())  # type: ignore[no-any-return]
+    return cls(schema())
 
 
 def default_path() -> Path:
@@ -206,7 +206,7 @@ def _shape_problems(
             ), path
             continue
         if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-            allowed = set(error.schema.get("properties", {}))
+            allowed = set(error.schema.get("properties", {})) if isinstance(error.schema, dict) else set()
             for extra in sorted(k for k in error.instance if k not in allowed):
                 yield smap.error(
                     (*path, extra),
@@ -564,9 +564,11 @@ class _Semantics:
                 code="E222",
             )
             return None
-        hint = "YAML reads 1.10 as the float 1.1; quote it or use an int" if path in smap.floats else None
+        float_hint = None
+        if path in smap.floats:
+            float_hint = "YAML reads 1.10 as the float 1.1; quote it or use an int"
         self.fail(smap, path, f"{item!r} is not an int, family or range (axis {axis.name!r} is int)",
-                  hint=hint, code="E222")
+                  hint=float_hint, code="E222")
         return None
 
     # -- models and roles ----------------------------------------------------------------------

@@ -133,7 +133,7 @@ class Region:
         return Region(self.space, pieces, disjoint=True)
 
     def __or__(self, other: Region) -> Region:
-        return Region(self.space, [*self._boxes, *(other - self)._boxes], disjoint=True)
+        return Region(self.space, [*self._boxes, *(other - self).boxes], disjoint=True)
 
     def __le__(self, other: Region) -> bool:
         return not (self - other)
@@ -163,7 +163,7 @@ class Region:
                     if key in groups:
                         changed = True
                     groups[key] = groups.get(key, 0) | box[axis]
-                boxes = {key[:axis] + (mask,) + key[axis:] for key, mask in groups.items()}
+                boxes = {(*key[:axis], mask, *key[axis:]) for key, mask in groups.items()}
         ordered = sorted(boxes, key=lambda b: ([-m.bit_count() for m in b], b))
         return Region(self.space, ordered, disjoint=True)
 
@@ -196,7 +196,7 @@ class Region:
 
     def describe(self, *, relative_to: Box | None = None) -> list[str]:
         """One line per (merged) box."""
-        return [self.describe_box(b, relative_to=relative_to) for b in self.merged()._boxes]
+        return [self.describe_box(b, relative_to=relative_to) for b in self.merged().boxes]
 
     def as_dicts(self) -> list[dict[str, list[AxisValue]]]:
         """JSON-ready boxes: a list of ``{axis: [values]}`` with every axis present."""

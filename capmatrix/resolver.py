@@ -73,7 +73,7 @@ class Reason:
     def as_dict(self) -> dict[str, object]:
         """A JSON-ready form (``rule``, ``file``, ``line``, ``message``, ...)."""
         out: dict[str, object] = {"kind": self.kind, "message": self.message}
-        for key, value in (
+        optional = (
             ("rule", self.rule_id),
             ("file", self.path),
             ("line", self.line),
@@ -83,9 +83,8 @@ class Reason:
             ("reason", self.detail),
             ("source", self.source),
             ("status", self.status),
-        ):
-            if value is not None:
-                out[key] = value
+        )
+        out.update((key, value) for key, value in optional if value is not None)
         return out
 
     def __str__(self) -> str:
@@ -325,7 +324,7 @@ class Resolver:
                 if value is ANY:
                     open_axes.append(name)
                     continue
-                values[name] = self._check_value(axis, value)  # type: ignore[arg-type]
+                values[name] = self._check_value(axis, value)
                 origins[name] = "query"
             elif name in model_values:
                 values[name] = model_values[name]
@@ -453,18 +452,18 @@ class Resolver:
             reasons.append(
                 Reason(kind="residual", message=f"supported when {residual}")
             )
-        for name in outside:
-            reasons.append(
-                Reason(
-                    kind="outside",
-                    axis=name,
-                    actual=values[name],
-                    message=(
-                        f"{name}={_fmt(values[name])} is outside the declared universe of {name}; "
-                        "answered by the rules' ranges"
-                    ),
-                )
+        reasons.extend(
+            Reason(
+                kind="outside",
+                axis=name,
+                actual=values[name],
+                message=(
+                    f"{name}={_fmt(values[name])} is outside the declared universe of {name}; "
+                    "answered by the rules' ranges"
+                ),
             )
+            for name in outside
+        )
         for name, origin in origins.items():
             if origin == "query":
                 continue

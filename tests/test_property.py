@@ -114,7 +114,7 @@ def naive(rule_list: list[tuple[bool, dict[str, Cond]]], query: dict[str, Any]) 
     ranges = [[query[n]] if n in query else AXES[n][1] for n in names]
     supported = set()
     for cell in itertools.product(*ranges):
-        point = dict(zip(names, cell))
+        point = dict(zip(names, cell, strict=False))
         granted = any(g and all(c.contains(point[a]) for a, c in conds.items())
                       for g, conds in rule_list)
         removed = any(not g and all(c.contains(point[a]) for a, c in conds.items())
@@ -153,6 +153,6 @@ def test_compiled_resolver_equals_naive(
             for box in resolution.residual.as_dicts():
                 open_names = [n for n in names if n not in query]
                 for combo in itertools.product(*(box[n] for n in open_names)):
-                    point = dict(zip(open_names, combo)) | query
+                    point = dict(zip(open_names, combo, strict=False)) | query
                     cells.add(tuple(point[n] for n in names))
             assert cells == expected

@@ -20,9 +20,9 @@ TRUTH_TABLE: list[tuple[str, dict[str, Any], Verdict]] = [
     # unsupported by default: no grant covers mla on sm90
     ("xqa", {"sm": 90, "attention": "mla", **FULL}, U),
     # a family grants all its members, and only them
-    ("xqa", {"sm": 120, "attention": "mla", **{**FULL, "kv": "fp8"}}, S),
-    ("xqa", {"sm": 121, "attention": "mla", **{**FULL, "kv": "fp8"}}, S),
-    ("xqa", {"sm": 103, "attention": "mla", **{**FULL, "kv": "fp8"}}, U),
+    ("xqa", {"sm": 120, "attention": "mla", **FULL, "kv": "fp8"}, S),
+    ("xqa", {"sm": 121, "attention": "mla", **FULL, "kv": "fp8"}, S),
+    ("xqa", {"sm": 103, "attention": "mla", **FULL, "kv": "fp8"}, U),
     # exclusions override grants
     ("xqa", {"sm": 121, "attention": "mla", "spec_dec": "one_model", "kv": "fp8", "causal": True}, U),
     ("xqa", {"sm": 120, "attention": "gqa", "spec_dec": "one_model", "kv": "bf16", "causal": True}, S),
