@@ -2,28 +2,35 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+# torch is optional for users; the tests exercise the engine edge with the CPU build, always pinned.
 TORCH_PIN := torch==2.13.0
 
-.PHONY: venv run test lint unit docs-check bench fuzz clean
+.PHONY: venv dev run test lint unit bench fuzz clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,lint]'
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(VENV)/.dev-installed: $(VENV)/.installed pyproject.toml
+	$(PY) -m pip install -q -e '.[test,lint]' '$(TORCH_PIN)'
 	touch $@
 
 venv: $(VENV)/.installed
+
+dev: $(VENV)/.dev-installed
 
 run: venv
 	$(VENV)/bin/capmatrix validate
 	-$(VENV)/bin/capmatrix query xqa --sm 120 --model llama --spec-dec one_model
 	-$(VENV)/bin/capmatrix query xqa --sm 120 --model deepseek_v3 --spec-dec one_model
 
-lint: venv
+lint: dev
 	$(VENV)/bin/ruff check capmatrix tools tests
 	$(VENV)/bin/mypy
 
-unit: venv
+unit: dev
 	$(PY) -m coverage run -m pytest -q
 	$(PY) -m coverage report
 
