@@ -6,13 +6,9 @@ import json
 import os
 import re
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import jsonschema
-
-from capmatrix import _yaml
 from capmatrix.errors import CapabilityError, CapabilityErrors, did_you_mean
 from capmatrix.matrix import Matrix
 from capmatrix.model import (
@@ -33,6 +29,10 @@ from capmatrix.model import (
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    import jsonschema
+
+    from capmatrix import _yaml
+
 __all__ = ["EXPECT_DIR", "default_path", "discover", "iter_problems", "load", "schema"]
 
 #: Sub-directory of a matrix that holds expectation cases, not matrix data.
@@ -47,13 +47,16 @@ _INTERVAL = re.compile(r"^\s*([\[(])\s*(-?\d+)\s*,\s*(-?\d+)\s*([\])])\s*$")
 @cache
 def schema() -> dict[str, Any]:
     """The JSON Schema (Draft 2020-12) of one capability file."""
-    text = resources.files("capmatrix").joinpath("schema/capabilities.schema.json").read_text()
+    text = (Path(__file__).parent / "schema" / "capabilities.schema.json").read_text(encoding="utf-8")
     data: dict[str, Any] = json.loads(text)
     return data
 
 
 @cache
 def _validator() -> jsonschema.protocols.Validator:
+    # jsonschema is imported on first validation only: `import capmatrix` stays light.
+    import jsonschema  # noqa: PLC0415
+
     cls = jsonschema.validators.validator_for(schema())
     return cls(schema())
 
@@ -147,6 +150,7 @@ def iter_problems(path: str | os.PathLike[str] | None = None) -> Iterator[Capabi
 
 
 def _build(root: Path, problems: list[CapabilityError]) -> Matrix | None:
+    from capmatrix import _yaml  # noqa: PLC0415 - PyYAML loads on first use, not on import
     docs: list[tuple[dict[str, Any], _yaml.SourceMap]] = []
     broken_paths: dict[str, set[tuple[str | int, ...]]] = {}
     for file, display in discover(root):
@@ -189,7 +193,9 @@ def _shape_problems(
             )
             if has_grant != has_exclude:
                 # The rule has one effect but something inside it is off: report the inner error.
-                inner = jsonschema.exceptions.best_match(error.context or [])
+                from jsonschema.exceptions import best_match  # noqa: PLC0415
+
+                inner = best_match(error.context or [])
                 if inner is not None:
                     path = (*path, *inner.absolute_path)
                     message = inner.message
