@@ -1,0 +1,542 @@
+"""Static analysis of a capability matrix: findings as data, each with a stable code.
+
+:func:`check` looks at a loaded matrix; :func:`check_path` also turns loading problems into findings, so
+a broken matrix yields located findings instead of an exception. Nothing here prints: the CLI renders.
+Every analysis works on boxes and regions (never cell by cell); see ``docs/analysis.md`` for the codes.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from capmatrix._boxes import Area, KernelBoxes, areas, supported_region, witness_of
+from capmatrix._partition import bits, partition
+from capmatrix.errors import CapabilityErrors
+from capmatrix.model import AxisType, Effect, Location, _StrEnum
+from capmatrix.regions import Region
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator, Mapping
+
+    from capmatrix.errors import CapabilityError
+    from capmatrix.matrix import Matrix
+    from capmatrix.model import Axis, AxisValue, Condition, Role, Rule
+    from capmatrix.regions import Box, Space
+
+__all__ = [
+    "CODES",
+    "CheckResult",
+    "Finding",
+    "Severity",
+    "Witness",
+    "check",
+    "check_path",
+    "role_regions",
+]
+
+
+class Severity(_StrEnum):
+    """How bad a finding is: errors fail ``capmatrix check``; warnings fail it under ``--strict``."""
+
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+
+_RANK = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
+
+#: code -> (default severity, short title). ``docs/analysis.md`` documents each with an example.
+CODES: dict[str, tuple[Severity, str]] = {
+    "C001": (Severity.ERROR, "invalid capability data"),
+    "C002": (Severity.ERROR, "unknown axis"),
+    "C003": (Severity.ERROR, "unknown value, family or range"),
+    "C004": (Severity.ERROR, "unknown kernel"),
+    "C101": (Severity.ERROR, "dead grant"),
+    "C102": (Severity.WARNING, "dead exclusion"),
+    "C103": (Severity.ERROR, "vacuous rule"),
+    "C104": (Severity.WARNING, "duplicate rule"),
+    "C105": (Severity.INFO, "subsumed rule"),
+    "C106": (Severity.WARNING, "open-ended range"),
+    "C107": (Severity.WARNING, "family siblings split"),
+    "C108": (Severity.INFO, "role gap"),
+    "C109": (Severity.WARNING, "shadowed role candidate"),
+    "C110": (Severity.ERROR, "kernel supports nothing"),
+}
+
+#: Loader problem codes that map to a specific finding code (others become C001).
+_LOADER_CODES = {"E221": "C002", "E230": "C002", "E222": "C003", "E231": "C003", "E240": "C004"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Witness:
+    """A concrete query that shows a finding: a kernel (or role) and one value per axis."""
+
+    values: Mapping[str, AxisValue]
+    kernel: str | None = None
+    role: str | None = None
+
+    def command(self) -> str:
+        """The ``capmatrix query`` / ``select`` command line that asks it."""
+        head = f"capmatrix select {self.role}" if self.role else f"capmatrix query {self.kernel}"
+        parts = [head]
+        for name, value in self.values.items():
+            shown = ("true" if value else "false") if isinstance(value, bool) else str(value)
+            parts.append(f"--{name.replace('_', '-')} {shown}")
+        return " ".join(parts)
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready form."""
+        out: dict[str, object] = {}
+        if self.kernel is not None:
+            out["kernel"] = self.kernel
+        if self.role is not None:
+            out["role"] = self.role
+        out["query"] = dict(self.values)
+        out["command"] = self.command()
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Finding:
+    """One problem or observation about a matrix.
+
+    ``locations`` are the files and lines involved (rules, roles, kernels, or the loader's position);
+    ``witness`` is a query showing it (None where no cell exists, e.g. a vacuous rule); ``regions``
+    are the merged boxes it is about.
+    """
+
+    code: str
+    severity: Severity
+    message: str
+    locations: tuple[Location, ...] = ()
+    rules: tuple[str, ...] = ()
+    kernels: tuple[str, ...] = ()
+    witness: Witness | None = None
+    regions: tuple[Area, ...] = field(default=())
+
+    @property
+    def title(self) -> str:
+        """The short name of the code."""
+        return CODES.get(self.code, (self.severity, self.code))[1]
+
+    def sort_key(self) -> tuple[int, str, str, int, str]:
+        """Errors first, then by code, file, line."""
+        first = self.locations[0] if self.locations else Location(path="")
+        return (_RANK[self.severity], self.code, first.path, first.line or 0, self.message)
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready form."""
+        return {
+            "code": self.code,
+            "severity": str(self.severity),
+            "title": self.title,
+            "message": self.message,
+            "locations": [
+                {"file": loc.path, "line": loc.line, "column": loc.column} for loc in self.locations
+            ],
+            "rules": list(self.rules),
+            "kernels": list(self.kernels),
+            "witness": None if self.witness is None else self.witness.as_dict(),
+            "regions": [a.as_dict() for a in self.regions],
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckResult:
+    """The findings for one matrix directory; ``loaded`` is False when the data did not load."""
+
+    path: str
+    findings: tuple[Finding, ...]
+    loaded: bool
+
+    def count(self, severity: Severity) -> int:
+        """How many findings have ``severity``."""
+        return sum(1 for f in self.findings if f.severity is severity)
+
+    def exit_status(self, *, strict: bool = False) -> int:
+        """0 clean (warnings allowed unless strict), 1 with errors, 2 when the data did not load."""
+        if not self.loaded:
+            return 2
+        if self.count(Severity.ERROR) or (strict and self.count(Severity.WARNING)):
+            return 1
+        return 0
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready form."""
+        return {
+            "path": self.path,
+            "loaded": self.loaded,
+            "summary": {str(s): self.count(s) for s in Severity},
+            "findings": [f.as_dict() for f in self.findings],
+        }
+
+
+def _finding(code: str, message: str, **kw: object) -> Finding:
+    severity = kw.pop("severity", None) or CODES[code][0]
+    return Finding(code=code, severity=severity, message=message, **kw)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------------------------------
+# Entry points
+
+
+def check_path(path: str | os.PathLike[str] | None = None) -> CheckResult:
+    """Load the matrix at ``path`` (default: the shipped one) and check it.
+
+    Loading problems (unknown axes, values, kernels, schema errors) come back as findings with
+    ``loaded=False`` instead of raising.
+    """
+    from capmatrix.loader import default_path, load  # noqa: PLC0415 - the loader imports the resolver
+
+    root = str(path if path is not None else default_path())
+    try:
+        matrix = load(path)
+    except CapabilityErrors as exc:
+        return CheckResult(path=root, findings=problem_findings(exc.errors), loaded=False)
+    return CheckResult(path=root, findings=check(matrix), loaded=True)
+
+
+def problem_findings(problems: Iterable[CapabilityError]) -> tuple[Finding, ...]:
+    """Loader problems as findings (C002 unknown axis, C003 unknown value, C004 unknown kernel, C001)."""
+    out = []
+    for p in problems:
+        code = _LOADER_CODES.get(p.code, "C001")
+        where = f"{p.json_path}: " if p.json_path else ""
+        hint = f" ({p.hint})" if p.hint else ""
+        out.append(
+            _finding(
+                code,
+                f"{where}{p.message}{hint} [{p.code}]",
+                locations=(Location(path=p.path, line=p.line, column=p.column),),
+            )
+        )
+    return tuple(sorted(out, key=Finding.sort_key))
+
+
+def check(matrix: Matrix) -> tuple[Finding, ...]:
+    """Every finding for a loaded matrix, errors first."""
+    space = matrix.space
+    findings: list[Finding] = []
+    supported: dict[str, Region] = {}
+    for name, kernel in matrix.kernels.items():
+        compiled = KernelBoxes.of(kernel, space)
+        region = supported_region(space, compiled)
+        supported[name] = region
+        findings.extend(_kernel_findings(space, compiled, region))
+    for role in matrix.roles.values():
+        findings.extend(_role_findings(matrix, role))
+    return tuple(sorted(findings, key=Finding.sort_key))
+
+
+# --------------------------------------------------------------------------------------------------
+# Per-kernel analyses
+
+
+class _Index:
+    """Per axis and value, the bit set of boxes whose mask admits the value."""
+
+    def __init__(self, space: Space, boxes: Iterable[Box], members: int) -> None:
+        boxes = list(boxes)
+        self.rows: list[list[int]] = []
+        self.full: list[int] = []
+        for a, axis in enumerate(space.axes):
+            row = [0] * len(axis.values)
+            full = members
+            for i in bits(members):
+                mask = boxes[i][a]
+                for v in bits(mask):
+                    row[v] |= 1 << i
+            for v in range(len(axis.values)):
+                full &= row[v]
+            self.rows.append(row)
+            self.full.append(full)
+
+    def intersecting(self, box: Box, candidates: int) -> int:
+        """Boxes among ``candidates`` that intersect ``box``."""
+        out = candidates
+        for a, mask in enumerate(box):
+            if not out:
+                break
+            row = self.rows[a]
+            any_of = 0
+            for v in bits(mask):
+                any_of |= row[v]
+            out &= any_of
+        return out
+
+    def containing(self, box: Box, candidates: int) -> int:
+        """Boxes among ``candidates`` that contain ``box``."""
+        out = candidates
+        order = sorted(range(len(box)), key=lambda a: -box[a].bit_count())
+        for a in order:
+            if not out:
+                break
+            row = self.rows[a]
+            for v in bits(box[a]):
+                out &= row[v]
+                if not out:
+                    break
+        return out
+
+
+def _rule_area(space: Space, box: Box) -> tuple[Area, ...]:
+    return areas(Region(space, [box], disjoint=True))
+
+
+def _kernel_findings(space: Space, compiled: KernelBoxes, supported: Region) -> Iterator[Finding]:
+    kernel = compiled.kernel
+    rules = kernel.rules
+    boxes = compiled.boxes
+    name = kernel.name
+    vacuous = 0
+    for i, box in enumerate(boxes):
+        if 0 in box:
+            vacuous |= 1 << i
+    nonvacuous_grants = compiled.grants & ~vacuous
+    nonvacuous_excl = compiled.exclusions & ~vacuous
+
+    def wit(box: Box) -> Witness:
+        return Witness(kernel=name, values=witness_of(space, box))
+
+    # C103 vacuous rules
+    for i in bits(vacuous):
+        rule = rules[i]
+        empty = [a.name for a, m in zip(space.axes, boxes[i], strict=True) if m == 0]
+        conds = "; ".join(f"{a} {rule.conditions[a].text}" for a in empty)
+        yield _finding(
+            "C103",
+            f"{rule.id} matches nothing in the universe: no declared value satisfies {conds}",
+            locations=(rule.location,), rules=(rule.id,), kernels=(name,),
+        )
+    # C110 kernel supports nothing
+    if not supported:
+        yield _finding(
+            "C110",
+            f"kernel {name} is supported nowhere in the universe"
+            + ("" if nonvacuous_grants else " (it has no grant that matches anything)"),
+            locations=(kernel.location,), kernels=(name,),
+        )
+    # C101 dead grants: g ∩ supported = ∅ (supported ∩ g is exactly g minus the exclusions).
+    if supported.boxes and nonvacuous_grants:
+        sup_index = _Index(space, supported.boxes, (1 << len(supported.boxes)) - 1)
+        all_supported = (1 << len(supported.boxes)) - 1
+    else:
+        sup_index = None
+        all_supported = 0
+    excl_index = _Index(space, boxes, nonvacuous_excl)
+    for i in bits(nonvacuous_grants):
+        box = boxes[i]
+        if sup_index is not None and sup_index.intersecting(box, all_supported):
+            continue
+        rule = rules[i]
+        killers = [rules[j] for j in bits(excl_index.intersecting(box, nonvacuous_excl))]
+        by = ", ".join(f"{r.id} ({r.location})" for r in killers)
+        yield _finding(
+            "C101",
+            f"{rule.id} grants nothing: every cell it grants is removed by {by}",
+            locations=(rule.location, *(r.location for r in killers)),
+            rules=(rule.id, *(r.id for r in killers)), kernels=(name,),
+            witness=wit(box), regions=_rule_area(space, box),
+        )
+    # C102 dead exclusions: no grant intersects them.
+    grant_index = _Index(space, boxes, nonvacuous_grants)
+    for i in bits(nonvacuous_excl):
+        box = boxes[i]
+        if grant_index.intersecting(box, nonvacuous_grants):
+            continue
+        rule = rules[i]
+        yield _finding(
+            "C102",
+            f"{rule.id} removes nothing: no grant of {name} reaches its region "
+            f"({rule.describe_region()})",
+            locations=(rule.location,), rules=(rule.id,), kernels=(name,),
+            witness=wit(box), regions=_rule_area(space, box),
+        )
+    # C104 duplicates and C105 subsumed rules (same effect).
+    yield from _redundant(space, compiled, vacuous, wit)
+    # C106 open-ended ranges and C107 family splits, rule by rule.
+    for i, rule in enumerate(rules):
+        if vacuous >> i & 1:
+            continue
+        for a, axis in enumerate(space.axes):
+            cond = rule.conditions.get(axis.name)
+            if cond is None or axis.type is not AxisType.INT:
+                continue
+            yield from _open_ended(axis, cond, rule, boxes[i], space)
+            yield from _family_split(axis, a, rule, boxes[i], space)
+
+
+def _redundant(
+    space: Space, compiled: KernelBoxes, vacuous: int, wit: object
+) -> Iterator[Finding]:
+    rules = compiled.kernel.rules
+    boxes = compiled.boxes
+    name = compiled.kernel.name
+    make = wit  # a Callable[[Box], Witness]; typed loosely to keep the signature short
+    for effect_bits in (compiled.grants & ~vacuous, compiled.exclusions & ~vacuous):
+        groups: dict[Box, list[int]] = {}
+        for i in bits(effect_bits):
+            groups.setdefault(boxes[i], []).append(i)
+        representatives = 0
+        for members in groups.values():
+            representatives |= 1 << members[0]
+            if len(members) > 1:
+                first = rules[members[0]]
+                dups = [rules[j] for j in members[1:]]
+                yield _finding(
+                    "C104",
+                    f"{', '.join(r.id for r in dups)} repeat{'s' if len(dups) == 1 else ''} the "
+                    f"region of {first.id} ({first.effect}: {first.describe_region()})",
+                    locations=tuple(r.location for r in (*dups, first)),
+                    rules=tuple(r.id for r in (*dups, first)), kernels=(name,),
+                    witness=make(boxes[members[0]]),  # type: ignore[operator]
+                    regions=_rule_area(space, boxes[members[0]]),
+                )
+        index = _Index(space, boxes, representatives)
+        for i in bits(representatives):
+            containers = index.containing(boxes[i], representatives) & ~(1 << i)
+            if not containers:
+                continue
+            j = bits(containers)[0]
+            inner, outer = rules[i], rules[j]
+            yield _finding(
+                "C105",
+                f"{inner.id} is subsumed by {outer.id}: its {inner.effect} region "
+                f"({inner.describe_region()}) lies inside {outer.id}'s ({outer.describe_region()})",
+                locations=(inner.location, outer.location), rules=(inner.id, outer.id),
+                kernels=(name,), witness=make(boxes[i]),  # type: ignore[operator]
+                regions=_rule_area(space, boxes[i]),
+            )
+
+
+def _beyond(axis: Axis, cond: Condition) -> int | None:
+    """The smallest integer above the axis's known values that ``cond`` admits, if any."""
+    top = max(int(v) for v in axis.values)
+    probes = {top + 1}
+    for iv in cond.intervals:
+        if iv.low is not None:
+            probes.add(iv.low + (0 if iv.low_inclusive else 1))
+        if iv.high is not None:
+            probes.add(iv.high + (1 if iv.high_inclusive else 0))
+    probes.update(int(v) + 1 for v in cond.values if not isinstance(v, str))
+    for probe in sorted(p for p in probes if p > top):
+        if cond.contains(probe):
+            return probe
+    return None
+
+
+def _open_ended(
+    axis: Axis, cond: Condition, rule: Rule, box: Box, space: Space
+) -> Iterator[Finding]:
+    if not cond.open_ended:
+        return
+    future = _beyond(axis, cond)
+    if future is None:
+        return
+    values = dict(witness_of(space, box))
+    values[axis.name] = future
+    grant = rule.effect is Effect.GRANT
+    claim = "grants" if grant else "excludes"
+    yield _finding(
+        "C106",
+        f"{rule.id} {claim} {axis.name} {cond.text}, which reaches past the known universe "
+        f"(e.g. {axis.name}={future}, not declared yet)",
+        severity=Severity.WARNING if grant else Severity.INFO,
+        locations=(rule.location,), rules=(rule.id,), kernels=(rule.kernel,),
+        witness=Witness(kernel=rule.kernel, values=values),
+        regions=_rule_area(space, box),
+    )
+
+
+def _family_split(axis: Axis, a: int, rule: Rule, box: Box, space: Space) -> Iterator[Finding]:
+    mask = box[a]
+    for family, members in axis.families.items():
+        fmask = axis.mask_of(set(members))
+        inside = mask & fmask
+        if not inside or inside == fmask:
+            continue
+        named = axis.format_values(inside)
+        missing_mask = fmask & ~mask
+        missing = axis.format_values(missing_mask)
+        values = dict(witness_of(space, box))
+        values[axis.name] = axis.values[bits(missing_mask)[0]]
+        yield _finding(
+            "C107",
+            f"{rule.id} ({rule.effect}) covers {axis.name} {named} of family {family} but not "
+            f"its sibling{'s' if missing_mask.bit_count() > 1 else ''} {missing} "
+            f"({axis.name} {rule.conditions[axis.name].text})",
+            locations=(rule.location,), rules=(rule.id,), kernels=(rule.kernel,),
+            witness=Witness(kernel=rule.kernel, values=values),
+            regions=_rule_area(space, box),
+        )
+
+
+# --------------------------------------------------------------------------------------------------
+# Roles
+
+
+def role_regions(
+    matrix: Matrix, role: Role, *, space: Space | None = None
+) -> dict[str | None, Region]:
+    """Where each candidate of ``role`` is selected (key None: where none is), as merged regions.
+
+    Candidates that are not kernels of the matrix never win.
+    """
+    sp = matrix.space if space is None else space
+    boxes: list[Box] = []
+    per_candidate: list[tuple[int, int]] = []
+    for candidate in role.candidates:
+        kernel = matrix.kernels.get(candidate)
+        grants = exclusions = 0
+        if kernel is not None:
+            compiled = KernelBoxes.of(kernel, sp)
+            offset = len(boxes)
+            boxes.extend(compiled.boxes)
+            grants = compiled.grants << offset
+            exclusions = compiled.exclusions << offset
+        per_candidate.append((grants, exclusions))
+    candidates = role.candidates
+
+    def winner(live: int) -> str | None:
+        for name, (g, e) in zip(candidates, per_candidate, strict=True):
+            if live & g and not live & e:
+                return name
+        return None
+
+    found = partition(sp, boxes, winner)
+    return {k: Region(sp, v, disjoint=True).merged() for k, v in found.items()}
+
+
+def _role_findings(matrix: Matrix, role: Role) -> Iterator[Finding]:
+    space = matrix.space
+    regions = role_regions(matrix, role)
+    gap = regions.get(None)
+    if gap:
+        found = areas(gap)
+        share = gap.cells() / space.cells(space.full_box())
+        yield _finding(
+            "C108",
+            f"role {role.name}: no candidate is supported in {len(found)} region"
+            f"{'s' if len(found) != 1 else ''} ({share:.1%} of the universe), e.g. "
+            f"{found[0].description}",
+            locations=(role.location,), kernels=tuple(role.candidates),
+            witness=Witness(role=role.name, values=found[0].witness), regions=found,
+        )
+    for candidate in role.candidates:
+        kernel = matrix.kernels.get(candidate)
+        if kernel is None or candidate in regions:
+            continue
+        compiled = KernelBoxes.of(kernel, space)
+        own = supported_region(space, compiled)
+        if not own:
+            continue  # C110 already says the kernel supports nothing
+        found = areas(own)
+        yield _finding(
+            "C109",
+            f"role {role.name}: candidate {candidate} is never selected: earlier candidates "
+            f"cover everywhere it is supported",
+            locations=(role.location, kernel.location), kernels=(candidate,),
+            witness=Witness(role=role.name, values=found[0].witness), regions=found,
+        )
