@@ -27,7 +27,7 @@ run: venv
 	-$(VENV)/bin/capmatrix query xqa --sm 120 --model deepseek_v3 --spec-dec one_model
 
 lint: dev
-	$(VENV)/bin/ruff check capmatrix tools tests
+	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
 unit: dev
