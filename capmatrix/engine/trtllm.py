@@ -1,0 +1,237 @@
+"""TensorRT-LLM release 1.2 speculative-decoding decisions, answered from the matrix's engine gates.
+
+The three decisions of ``tensorrt_llm/_torch/speculative/interface.py`` and
+``attention_backend/trtllm.py`` (``attention_need_spec_dec_mode``, ``extend_ctx`` and the flag that
+``update_spec_dec_param`` finally hands to the attention op) come from the gates in
+``capabilities/kernels/trtllm_gates.yaml``; this module only maps the engine's arguments to axis values.
+Bind once per engine with :func:`bind_spec_dec`; the module-level functions cache a binding per
+argument tuple.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final
+
+from capmatrix.engine import ATTENTION_MLA, BoundDecision, bind
+from capmatrix.errors import CapmatrixError
+from capmatrix.resolver import default_matrix
+
+if TYPE_CHECKING:
+    from capmatrix.matrix import Matrix
+
+__all__ = [
+    "GATES",
+    "AmbiguousGate",
+    "SpecDecDecisions",
+    "attention_need_spec_dec_mode",
+    "bind_spec_dec",
+    "effective_spec_dec_mode",
+    "extend_ctx",
+    "spec_dec_pass",
+]
+
+#: Which gate of the matrix answers which decision (the only place gate names appear).
+GATES: Final[Mapping[str, str]] = {
+    "need": "trtllm_spec_dec_mode",
+    "extend_ctx": "trtllm_extend_ctx",
+    "kept": "trtllm_spec_dec_kept",
+}
+
+#: spec_dec_pass values: the target's verification pass, the first step of a chain drafter, any other
+#: draft step.
+PASS_TARGET: Final = "target"
+PASS_FIRST_CHAIN_DRAFT: Final = "first_chain_draft"
+PASS_DRAFT: Final = "draft"
+
+
+class AmbiguousGate(CapmatrixError, ValueError):
+    """A gate tells apart attention types that the engine's ``is_mla`` flag cannot express."""
+
+    def __init__(self, gate: str, attentions: tuple[str, ...]) -> None:
+        super().__init__(gate, attentions)
+        self.gate = gate
+        self.attentions = attentions
+
+    def __str__(self) -> str:
+        return (
+            f"gate {self.gate!r} answers differently for attention types {list(self.attentions)}, "
+            "which is_mla=False does not tell apart; pass the attention type instead"
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SpecDecDecisions:
+    """The spec-dec decisions of one engine, bound at start.
+
+    ``need(is_first_draft)`` and ``effective(is_first_draft)`` are dict lookups; ``extend_ctx`` is a
+    constant (it depends only on static inputs).
+    """
+
+    need: Callable[[bool], bool] = field(repr=False)
+    effective: Callable[[bool], bool] = field(repr=False)
+    extend_ctx: bool
+    kept: bool
+    need_decision: BoundDecision = field(repr=False)
+    extend_ctx_decision: BoundDecision = field(repr=False)
+    kept_decision: BoundDecision = field(repr=False)
+    need_table: Mapping[bool, bool]
+    effective_table: Mapping[bool, bool]
+
+
+def spec_dec_pass(*, is_draft_model: bool, is_first_draft: bool, use_chain_drafter: bool) -> str:
+    """Map the engine's draft flags to a spec_dec_pass value.
+
+    The target engine runs the verification pass; a draft engine's first step under a chain drafter is
+    ``first_chain_draft`` (``spec_resource_manager.is_first_draft and use_chain_drafter``, P9); every
+    other draft step is ``draft``.
+    """
+    if not is_draft_model:
+        return PASS_TARGET
+    if is_first_draft and use_chain_drafter:
+        return PASS_FIRST_CHAIN_DRAFT
+    return PASS_DRAFT
+
+
+def _attentions(matrix: Matrix, *, is_mla: bool) -> tuple[str, ...]:
+    """The attention values an ``is_mla`` flag stands for (MLA, or every other type of the axis)."""
+    values = tuple(str(v) for v in matrix.axes["attention"].values)
+    mla = (ATTENTION_MLA,)
+    other = tuple(v for v in values if v not in mla)
+    return {True: mla, False: other}[bool(is_mla)]
+
+
+def bind_spec_dec(
+    *,
+    spec_dec: str,
+    sm: int,
+    is_mla: bool,
+    is_draft_model: bool,
+    use_chain_drafter: bool,
+    attention_backend: str,
+    matrix: Matrix | None = None,
+) -> SpecDecDecisions:
+    """Bind the spec-dec decisions of one engine (everything but ``is_first_draft`` is static).
+
+    :param spec_dec: ``one_model`` or ``two_model`` (``none`` turns every gate off).
+    :param attention_backend: ``trtllm``, ``flashinfer`` or ``vanilla``.
+    :raises capmatrix.InvalidQuery: for a value the matrix does not know.
+    :raises AmbiguousGate: when a gate answers differently for non-MLA attention types.
+    """
+    m = default_matrix() if matrix is None else matrix
+    passes = {
+        first: spec_dec_pass(
+            is_draft_model=is_draft_model, is_first_draft=first, use_chain_drafter=use_chain_drafter
+        )
+        for first in (False, True)
+    }
+    attentions = _attentions(m, is_mla=is_mla)
+    decisions = [
+        bind(
+            GATES["need"],
+            dynamic={"spec_dec_pass": passes},
+            matrix=m,
+            sm=sm,
+            attention=attention,
+            spec_dec=spec_dec,
+            attention_backend=attention_backend,
+        )
+        for attention in attentions
+    ]
+    need = decisions[0]
+    if any(d.table != need.table for d in decisions):
+        raise AmbiguousGate(GATES["need"], attentions)
+    ctx = bind(
+        GATES["extend_ctx"], matrix=m, sm=sm, spec_dec=spec_dec,
+        attention_backend=attention_backend,
+    )
+    kept = bind(GATES["kept"], matrix=m, sm=sm, attention_backend=attention_backend)
+    need_table = {bool(k): v for k, v in need.table.items()}
+    effective_table = {k: v and bool(kept.value) for k, v in need_table.items()}
+    return SpecDecDecisions(
+        need=need_table.__getitem__,
+        effective=effective_table.__getitem__,
+        extend_ctx=bool(ctx.value),
+        kept=bool(kept.value),
+        need_decision=need,
+        extend_ctx_decision=ctx,
+        kept_decision=kept,
+        need_table=need_table,
+        effective_table=effective_table,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Drop-in functions with the release-1.2 inputs (cached per argument tuple)
+
+_lock = threading.Lock()
+_cache: dict[tuple[object, ...], tuple[object, SpecDecDecisions]] = {}
+
+
+def _decisions(
+    spec_dec: str, sm: int, is_mla: bool, is_draft_model: bool, use_chain_drafter: bool,
+    attention_backend: str,
+) -> SpecDecDecisions:
+    matrix = default_matrix()
+    key = (spec_dec, sm, bool(is_mla), bool(is_draft_model), bool(use_chain_drafter),
+           attention_backend)
+    found = _cache.get(key)
+    if found is not None:
+        cached_matrix, cached = found
+        if cached_matrix is matrix:
+            return cached
+    bound = bind_spec_dec(
+        spec_dec=spec_dec, sm=sm, is_mla=is_mla, is_draft_model=is_draft_model,
+        use_chain_drafter=use_chain_drafter, attention_backend=attention_backend, matrix=matrix,
+    )
+    with _lock:
+        _cache[key] = (matrix, bound)
+    return bound
+
+
+def attention_need_spec_dec_mode(
+    *,
+    spec_dec: str,
+    sm: int,
+    is_mla: bool,
+    is_draft_model: bool,
+    is_first_draft: bool,
+    use_chain_drafter: bool,
+    attention_backend: str,
+) -> bool:
+    """Whether the attention of this pass asks for multi-token (spec-dec) mode (gate trtllm_spec_dec_mode).
+
+    :raises capmatrix.InvalidQuery: for a value the matrix does not know.
+    """
+    return _decisions(
+        spec_dec, sm, is_mla, is_draft_model, use_chain_drafter, attention_backend
+    ).need(bool(is_first_draft))
+
+
+def effective_spec_dec_mode(
+    *,
+    spec_dec: str,
+    sm: int,
+    is_mla: bool,
+    is_draft_model: bool,
+    is_first_draft: bool,
+    use_chain_drafter: bool,
+    attention_backend: str,
+) -> bool:
+    """The spec-dec flag the attention op finally receives: the need, kept by trtllm_spec_dec_kept.
+
+    :raises capmatrix.InvalidQuery: for a value the matrix does not know.
+    """
+    return _decisions(
+        spec_dec, sm, is_mla, is_draft_model, use_chain_drafter, attention_backend
+    ).effective(bool(is_first_draft))
+
+
+def extend_ctx(*, spec_dec: str, sm: int, attention_backend: str) -> bool:
+    """Whether draft-carrying generation requests become chunked-context requests (trtllm_extend_ctx).
+
+    :raises capmatrix.InvalidQuery: for a value the matrix does not know.
+    """
+    return _decisions(spec_dec, sm, False, False, False, attention_backend).extend_ctx  # noqa: FBT003
