@@ -330,7 +330,7 @@ class _Semantics:
                     key=True, code="E201",
                 )
                 continue
-            roles[name] = self._role(name, raw, smap, kernels)
+            roles[name] = self._role(name, raw, smap, kernels, axes)
         return Matrix(
             root=str(root),
             files=tuple(s.path for _d, s in docs),
@@ -587,21 +587,7 @@ class _Semantics:
         axes: dict[str, Axis],
         hf_types: dict[str, str],
     ) -> ModelFamily:
-        values: dict[str, AxisValue] = {}
-        for axis_name, value in raw["axes"].items():
-            path = ("models", name, "axes", axis_name)
-            axis = axes.get(axis_name)
-            if axis is None:
-                self.fail(smap, path, f"unknown axis {axis_name!r}", key=True,
-                          hint=_suggest(axis_name, list(axes), "axes"), code="E230")
-                continue
-            if axis.index(value) is None:
-                known = ", ".join(map(str, axis.values))
-                self.fail(smap, path, f"{value!r} is not a value of axis {axis_name!r} ({known})",
-                          hint=_suggest(str(value), [str(v) for v in axis.values], "known values"),
-                          code="E231")
-                continue
-            values[axis_name] = value
+        values = self._axis_values(raw["axes"], ("models", name, "axes"), smap, axes)
         for i, hf in enumerate(raw.get("hf_model_types", [])):
             if hf in hf_types:
                 self.fail(smap, ("models", name, "hf_model_types", i),
@@ -618,8 +604,38 @@ class _Semantics:
             recognise=raw.get("recognise"),
         )
 
+    def _axis_values(
+        self,
+        raw: dict[str, Any],
+        base: tuple[str | int, ...],
+        smap: _yaml.SourceMap,
+        axes: dict[str, Axis],
+    ) -> dict[str, AxisValue]:
+        """Check a mapping of axis -> one known value (model defaults, role pins)."""
+        values: dict[str, AxisValue] = {}
+        for axis_name, value in raw.items():
+            path = (*base, axis_name)
+            axis = axes.get(axis_name)
+            if axis is None:
+                self.fail(smap, path, f"unknown axis {axis_name!r}", key=True,
+                          hint=_suggest(axis_name, list(axes), "axes"), code="E230")
+                continue
+            if axis.index(value) is None:
+                known = ", ".join(map(str, axis.values))
+                self.fail(smap, path, f"{value!r} is not a value of axis {axis_name!r} ({known})",
+                          hint=_suggest(str(value), [str(v) for v in axis.values], "known values"),
+                          code="E231")
+                continue
+            values[axis_name] = value
+        return {a: values[a] for a in axes if a in values}
+
     def _role(
-        self, name: str, raw: dict[str, Any], smap: _yaml.SourceMap, kernels: dict[str, Kernel]
+        self,
+        name: str,
+        raw: dict[str, Any],
+        smap: _yaml.SourceMap,
+        kernels: dict[str, Kernel],
+        axes: dict[str, Axis],
     ) -> Role:
         seen: set[str] = set()
         for i, candidate in enumerate(raw["candidates"]):
@@ -630,6 +646,7 @@ class _Semantics:
             if candidate in seen:
                 self.fail(smap, path, f"kernel {candidate!r} is listed twice", code="E241")
             seen.add(candidate)
+        pinned = self._axis_values(raw.get("axes", {}), ("roles", name, "axes"), smap, axes)
         line, col = smap.locate(("roles", name), key=True)
         return Role(
             name=name,
@@ -637,6 +654,7 @@ class _Semantics:
             candidates=tuple(raw["candidates"]),
             location=Location(path=smap.path, line=line, column=col),
             source=raw.get("source"),
+            axes=pinned,
         )
 
 

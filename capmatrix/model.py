@@ -249,3 +249,5 @@ class Role:
     candidates: tuple[str, ...]
     location: Location
     source: str | None = None
+    #: Axis values every candidate is asked with unless the query gives its own (e.g. phase).
+    axes: Mapping[str, AxisValue] = field(default_factory=dict)

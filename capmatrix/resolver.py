@@ -141,6 +141,17 @@ class Selection:
         return self.kernel is not None
 
     @property
+    def verdict(self) -> Verdict:
+        """The selection's verdict: ``depends`` when an earlier-ranked candidate depends on an axis.
+
+        With that axis fixed, the choice could change; with no winner, any depending candidate counts.
+        """
+        for resolution in self.trace:
+            if resolution.verdict is Verdict.DEPENDS:
+                return Verdict.DEPENDS
+        return Verdict.SUPPORTED if self.kernel is not None else Verdict.UNSUPPORTED
+
+    @property
     def rejected(self) -> tuple[Resolution, ...]:
         """Resolutions of the candidates passed over before the winner (or all, when none won)."""
         return tuple(r for r in self.trace if r.kernel != self.kernel)
@@ -150,7 +161,7 @@ class Selection:
         return {
             "role": self.role,
             "kernel": self.kernel,
-            "verdict": "supported" if self.kernel else "unsupported",
+            "verdict": str(self.verdict),
             "trace": [r.as_dict() for r in self.trace],
         }
 
@@ -285,9 +296,12 @@ class Resolver:
         role = self.matrix.roles.get(role_name)
         if role is None:
             raise UnknownName("role", role_name, self.matrix.roles)
+        # The role's own axis values act as defaults that the query may override.
+        pinned = {k: v for k, v in role.axes.items() if k not in query.axes}
+        candidate_query = query.replace(**pinned) if pinned else query
         trace = []
         for candidate in role.candidates:
-            resolution = self.resolve(query.with_kernel(candidate))
+            resolution = self.resolve(candidate_query.with_kernel(candidate))
             trace.append(resolution)
             if resolution.verdict is Verdict.SUPPORTED:
                 return Selection(

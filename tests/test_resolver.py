@@ -187,3 +187,28 @@ def test_json_form(small: capmatrix.Matrix) -> None:
     reasons = data["reasons"]
     assert isinstance(reasons, list)
     assert {"rule", "file", "line", "message"} <= set(reasons[0])
+
+
+def test_role_axes_pin_values_unless_the_query_overrides(write_matrix: Any) -> None:
+    from tests.conftest import SMALL_KERNELS
+
+    pinned = (
+        SMALL_KERNELS
+        + "  gen_fp8:\n    description: pinned\n    candidates: [xqa]\n    axes: {kv: fp8}\n"
+    )
+    matrix = capmatrix.load(write_matrix({"kernels/test.yaml": pinned}))
+    s = select("gen_fp8", KernelQuery(sm=120, attention="mla", spec_dec="none", causal=True), matrix)
+    assert s.kernel == "xqa"
+    assert s.resolution is not None
+    assert s.resolution.values["kv"] == "fp8"
+    s = select("gen_fp8", KernelQuery(sm=120, attention="mla", spec_dec="none", causal=True,
+                                      kv="bf16"), matrix)
+    assert s.kernel is None
+
+
+def test_selection_depends_when_an_earlier_candidate_depends(small: capmatrix.Matrix) -> None:
+    s = select("gen", KernelQuery(sm=90), small)
+    assert s.kernel == "fallback"
+    assert s.verdict is D
+    assert s.as_dict()["verdict"] == "depends"
+    assert select("gen", KernelQuery(sm=90, attention="mla"), small).verdict is S
