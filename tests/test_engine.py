@@ -1,0 +1,305 @@
+"""capmatrix.engine: SM detection (with a fake torch), queries from HF configs, bound decisions."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import pytest
+
+import capmatrix
+from capmatrix import engine
+from capmatrix.engine import (
+    BoundDecision,
+    InvalidSMOverride,
+    NoDevice,
+    UnboundAxes,
+    bind,
+    detect_sm,
+    query_from_hf_config,
+)
+
+# --------------------------------------------------------------------------------------------------
+# Import hygiene
+
+
+def test_importing_capmatrix_and_engine_does_not_import_torch() -> None:
+    code = (
+        "import sys, capmatrix, capmatrix.engine, capmatrix.engine.trtllm; "
+        "capmatrix.engine.trtllm.extend_ctx(spec_dec='two_model', sm=120, attention_backend='trtllm'); "
+        "print('torch' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == "False"
+
+
+# --------------------------------------------------------------------------------------------------
+# detect_sm
+
+
+class _FakeDevice:
+    def __init__(self, spec: object) -> None:
+        if isinstance(spec, str):
+            kind, _, index = spec.partition(":")
+            self.type = kind
+            self.index = int(index) if index else None
+        else:
+            raise TypeError(spec)
+
+
+def _fake_torch(caps: dict[int, tuple[int, int]], *, available: bool = True) -> Any:
+    calls: list[int] = []
+
+    def get_device_capability(index: int) -> tuple[int, int]:
+        calls.append(index)
+        return caps[index]
+
+    cuda = SimpleNamespace(
+        is_available=lambda: available,
+        current_device=lambda: 0,
+        get_device_capability=get_device_capability,
+    )
+    module = ModuleType("torch")
+    module.cuda = cuda  # type: ignore[attr-defined]
+    module.device = _FakeDevice  # type: ignore[attr-defined]
+    module.calls = calls  # type: ignore[attr-defined]
+    return module
+
+
+@pytest.fixture
+def fake_torch(monkeypatch: pytest.MonkeyPatch) -> Any:
+    torch = _fake_torch({0: (9, 0), 1: (12, 1)})
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.delenv("CAPMATRIX_SM", raising=False)
+    monkeypatch.setattr(engine, "_SM_CACHE", {})
+    return torch
+
+
+def test_detect_sm_reads_and_caches_per_device(fake_torch: Any) -> None:
+    assert detect_sm() == 90
+    assert detect_sm(0) == 90
+    assert detect_sm("cuda:1") == 121  # raw: GB10 is 121, not folded into 120
+    assert detect_sm(1) == 121
+    assert fake_torch.calls == [0, 1]  # one query per device, then the cache
+    assert detect_sm(_FakeDevice("cuda")) == 90  # no index: the current device
+
+
+def test_detect_sm_rejects_a_cpu_device(fake_torch: Any) -> None:
+    with pytest.raises(NoDevice) as info:
+        detect_sm("cpu")
+    assert "'cpu' is not a CUDA device" in info.value.reason
+
+
+def test_detect_sm_without_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch({}, available=False))
+    monkeypatch.delenv("CAPMATRIX_SM", raising=False)
+    with pytest.raises(NoDevice) as info:
+        detect_sm()
+    assert info.value.reason == "torch sees no CUDA device"
+    assert "CAPMATRIX_SM" in str(info.value)
+    assert isinstance(info.value, capmatrix.CapmatrixError)
+
+
+def test_detect_sm_without_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "torch", None)  # makes `import torch` raise ImportError
+    monkeypatch.delenv("CAPMATRIX_SM", raising=False)
+    with pytest.raises(NoDevice) as info:
+        detect_sm()
+    assert info.value.reason == "torch is not installed"
+
+
+@pytest.mark.parametrize(("raw", "sm"), [("121", 121), (" 90 ", 90), ("75", 75), ("100", 100)])
+def test_env_override_wins_without_touching_torch(
+    monkeypatch: pytest.MonkeyPatch, raw: str, sm: int
+) -> None:
+    monkeypatch.setitem(sys.modules, "torch", None)
+    monkeypatch.setenv("CAPMATRIX_SM", raw)
+    assert detect_sm() == sm
+
+
+@pytest.mark.parametrize("raw", ["", "sm_90", "9.0", "90a", "-90", "0", "1200", "x"])
+def test_env_override_is_validated(monkeypatch: pytest.MonkeyPatch, raw: str) -> None:
+    monkeypatch.setenv("CAPMATRIX_SM", raw)
+    with pytest.raises(InvalidSMOverride) as info:
+        detect_sm()
+    assert info.value.variable == "CAPMATRIX_SM"
+    assert info.value.value == raw
+    assert isinstance(info.value, ValueError)
+
+
+# --------------------------------------------------------------------------------------------------
+# query_from_hf_config
+
+LLAMA3_8B = {
+    "model_type": "llama", "num_attention_heads": 32, "num_key_value_heads": 8,
+    "hidden_size": 4096, "torch_dtype": "bfloat16",
+}
+DEEPSEEK_V3 = {
+    "model_type": "deepseek_v3", "num_attention_heads": 128, "num_key_value_heads": 128,
+    "kv_lora_rank": 512, "qk_rope_head_dim": 64, "hidden_size": 7168, "torch_dtype": "bfloat16",
+}
+GPT2 = {"model_type": "gpt2", "n_head": 12, "n_embd": 768}
+FALCON_7B = {
+    "model_type": "falcon", "num_attention_heads": 71, "hidden_size": 4544, "multi_query": True,
+    "torch_dtype": "bfloat16",
+}
+GEMMA_7B = {
+    "model_type": "gemma", "num_attention_heads": 16, "num_key_value_heads": 16, "head_dim": 256,
+    "hidden_size": 3072, "torch_dtype": "bfloat16",
+}
+QWEN2_7B = {
+    "model_type": "qwen2", "num_attention_heads": 28, "num_key_value_heads": 4,
+    "hidden_size": 3584, "sliding_window": 131072, "use_sliding_window": False,
+    "torch_dtype": "bfloat16",
+}
+
+
+@pytest.mark.parametrize(
+    ("config", "model", "axes"),
+    [
+        (LLAMA3_8B, "llama", {"attention": "gqa", "head_dim": 128, "q_per_kv": 4, "dtype": "bf16",
+                              "kv_cache_dtype": "bf16"}),
+        (DEEPSEEK_V3, "deepseek_v3", {"attention": "mla", "head_dim": 576, "q_per_kv": 128,
+                                      "dtype": "bf16", "kv_cache_dtype": "bf16"}),
+        (GPT2, "gpt2", {"attention": "mha", "head_dim": 64, "q_per_kv": 1}),
+        (FALCON_7B, "falcon", {"attention": "mqa", "head_dim": 64, "q_per_kv": 71, "dtype": "bf16",
+                               "kv_cache_dtype": "bf16"}),
+        (GEMMA_7B, "gemma", {"attention": "mha", "head_dim": 256, "q_per_kv": 1, "dtype": "bf16",
+                             "kv_cache_dtype": "bf16"}),
+        (QWEN2_7B, "qwen2", {"attention": "gqa", "head_dim": 128, "q_per_kv": 7, "dtype": "bf16",
+                             "kv_cache_dtype": "bf16", "sliding_window": False}),
+    ],
+    ids=["llama", "deepseek_v3", "gpt2", "falcon", "gemma", "qwen2"],
+)
+def test_query_from_config_dicts(config: dict[str, Any], model: str, axes: dict[str, Any]) -> None:
+    q = query_from_hf_config(config, "xqa")
+    assert q.kernel == "xqa"
+    assert q.model == model
+    assert dict(q.axes) == axes
+
+
+def test_derived_values_agree_with_the_model_families() -> None:
+    """What the config says equals what models.yaml declares for the family (where both say it)."""
+    m = capmatrix.default_matrix()
+    for config in (LLAMA3_8B, DEEPSEEK_V3, FALCON_7B, GEMMA_7B, QWEN2_7B, GPT2):
+        q = query_from_hf_config(config)
+        assert q.model is not None
+        family = m.models[q.model].axes
+        for name, value in q.axes.items():
+            if name in family:
+                assert family[name] == value, (q.model, name)
+
+
+def test_query_from_a_config_object_and_overrides() -> None:
+    config = SimpleNamespace(
+        model_type="mistral", num_attention_heads=32, num_key_value_heads=8, head_dim=128,
+        hidden_size=4096, torch_dtype="torch.float16", sliding_window=4096,
+    )
+    q = query_from_hf_config(config, "xqa", sm=120, spec_dec="one_model", kv_cache_dtype="fp8")
+    assert q.model == "mistral"
+    assert q.axes["dtype"] == "fp16"
+    assert q.axes["kv_cache_dtype"] == "fp8"  # the override wins over the "auto" KV dtype
+    assert q.axes["sliding_window"] is True
+    assert q.axes["sm"] == 120
+
+
+def test_mla_is_recognised_by_truthy_fields_only() -> None:
+    config = dict(LLAMA3_8B, kv_lora_rank=0, qk_rope_head_dim=64)
+    assert query_from_hf_config(config).axes["attention"] == "gqa"
+
+
+def test_unknown_model_type_leaves_the_family_out() -> None:
+    q = query_from_hf_config(dict(LLAMA3_8B, model_type="brand_new"))
+    assert q.model is None
+    assert q.axes["attention"] == "gqa"
+
+
+def test_head_dim_outside_the_universe_is_allowed() -> None:
+    q = query_from_hf_config(dict(LLAMA3_8B, head_dim=40), "xqa", sm=90, spec_dec="none")
+    assert q.axes["head_dim"] == 40
+    r = capmatrix.resolve(q)
+    assert "head_dim" in r.outside
+
+
+@pytest.mark.parametrize(
+    ("config", "overrides", "needle"),
+    [
+        (dict(LLAMA3_8B, torch_dtype="float64"), {}, "float64"),
+        (dict(LLAMA3_8B, num_key_value_heads=5), {}, "not a multiple"),
+        (dict(LLAMA3_8B, num_attention_heads="32"), {}, "num_attention_heads"),
+        (LLAMA3_8B, {"attention": "gqaa"}, "gqaa"),
+        (LLAMA3_8B, {"no_such_axis": 1}, "no_such_axis"),
+    ],
+)
+def test_bad_configs_and_overrides(
+    config: dict[str, Any], overrides: dict[str, Any], needle: str
+) -> None:
+    with pytest.raises(capmatrix.InvalidQuery) as info:
+        query_from_hf_config(config, **overrides)
+    assert needle in str(info.value)
+
+
+def test_explicit_model_must_exist() -> None:
+    assert query_from_hf_config(GPT2, model="llama").model == "llama"
+    with pytest.raises(capmatrix.InvalidQuery):
+        query_from_hf_config(GPT2, model="lama")
+
+
+# --------------------------------------------------------------------------------------------------
+# bind
+
+
+def test_bind_precomputes_every_dynamic_value() -> None:
+    d = bind("trtllm_spec_dec_mode", dynamic=["spec_dec_pass"], sm=120, attention="gqa",
+             spec_dec="two_model", attention_backend="trtllm")
+    assert isinstance(d, BoundDecision)
+    assert d.table == {"target": True, "first_chain_draft": True, "draft": False}
+    assert d.lookup.__self__ is d.table  # type: ignore[attr-defined]
+    assert d("draft") is False
+    assert d.value is None
+    assert d.explain("target").verdict is capmatrix.Verdict.SUPPORTED
+
+
+def test_bind_with_engine_keys_and_several_axes() -> None:
+    d = bind(
+        "trtllm_spec_dec_mode",
+        dynamic={"spec_dec_pass": {False: "draft", True: "first_chain_draft"},
+                 "attention": {True: "mla", False: "gqa"}},
+        sm=121, spec_dec="one_model", attention_backend="trtllm",
+    )
+    assert d.dynamic == ("spec_dec_pass", "attention")
+    assert d.table == {(False, True): False, (False, False): True,
+                       (True, True): False, (True, False): True}
+    assert d(True, False) is True
+    assert d.lookup((False, True)) is False
+    assert "trtllm_spec_dec_mode.mla_sm12x_one_model" in d.explain(False, True).rules
+
+
+def test_bind_without_dynamic_axes_is_a_constant() -> None:
+    d = bind("trtllm_extend_ctx", sm=121, spec_dec="two_model", attention_backend="trtllm")
+    assert d.value is True
+    assert d.table == {(): True}
+    assert d.lookup(()) is True
+
+
+def test_bind_refuses_open_axes_when_strict() -> None:
+    with pytest.raises(UnboundAxes) as info:
+        bind("xqa", sm=90, spec_dec="none")
+    assert info.value.kernel == "xqa"
+    assert info.value.residual
+    loose = bind("xqa", sm=90, spec_dec="none", strict=False)
+    assert loose.value is False
+    assert loose.resolutions[()].verdict is capmatrix.Verdict.DEPENDS
+
+
+def test_bind_rejects_bad_specs() -> None:
+    with pytest.raises(capmatrix.InvalidQuery, match="both static and dynamic"):
+        bind("trtllm_extend_ctx", dynamic=["sm"], sm=90)
+    with pytest.raises(capmatrix.InvalidQuery):
+        bind("trtllm_extend_ctx", dynamic=["smm"])
+    with pytest.raises(capmatrix.InvalidQuery):
+        bind("no_such_gate")
