@@ -1,0 +1,289 @@
+"""The support matrix as one self-contained HTML page (inline CSS and a few lines of inline JS).
+
+The page needs no network and no external asset. Every state is carried by a symbol as well as a
+colour. A cell with a note is focusable (``tabindex``), names its note with ``aria-describedby`` and a
+plain-text ``title``; hovering or focusing it copies the note (rules, reasons, sources, verification)
+into one tooltip panel. Without JavaScript the notes stay readable in the list under each grid. Opening
+the page at ``#show-<cell id>`` opens that cell's tooltip, so a cell's explanation can be linked to.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from capmatrix.render import Cell, Citation, Document, EvidenceSummary, Grid, Note
+
+__all__ = ["render_html"]
+
+_CSS = """
+:root { --ok: #d8f3dc; --ok-b: #2d6a4f; --part: #fff3bf; --part-b: #8a6d00; --no: #fde2e1;
+  --no-b: #a4262c; --ink: #1b1f23; --muted: #57606a; --line: #d0d7de; --focus: #0969da; }
+* { box-sizing: border-box; }
+body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--ink);
+  margin: 0 auto; padding: 1rem 1.5rem 4rem; max-width: 110rem; background: #fff; }
+h1 { font-size: 1.7rem; margin: .5rem 0; } h2 { margin-top: 2.5rem; border-bottom: 1px solid var(--line); }
+h3 { margin-bottom: .3rem; } code { font: .9em ui-monospace, SFMono-Regular, Menlo, monospace; }
+a { color: #0550ae; } a:focus-visible, [tabindex]:focus-visible { outline: 3px solid var(--focus);
+  outline-offset: -3px; }
+nav ul { list-style: none; padding: 0; display: flex; flex-wrap: wrap; gap: .3rem 1rem; }
+.legend { display: grid; grid-template-columns: max-content 1fr; gap: .3rem .8rem; margin: .5rem 0; }
+.legend dt { font-weight: 600; white-space: nowrap; } .legend dd { margin: 0; }
+.sw { display: inline-block; min-width: 2.2em; text-align: center; border: 1px solid; border-radius: 3px; }
+.scroll { overflow-x: auto; margin: .5rem 0 1rem; }
+table { border-collapse: collapse; font-size: .9rem; }
+caption { text-align: left; font-style: italic; color: var(--muted); padding: .2rem 0; }
+th, td { border: 1px solid var(--line); padding: .25rem .45rem; }
+thead th { background: #f6f8fa; position: sticky; top: 0; white-space: nowrap; }
+tbody th { background: #f6f8fa; text-align: left; white-space: nowrap; font-weight: 600;
+  position: sticky; left: 0; z-index: 1; }
+thead th:first-child { left: 0; z-index: 2; }
+td.c { text-align: center; white-space: nowrap; cursor: default; }
+td.c.supported, .sw.supported { background: var(--ok); border-color: var(--ok-b); color: var(--ok-b); }
+td.c.partial, .sw.partial { background: var(--part); border-color: var(--part-b); color: var(--part-b); }
+td.c.unsupported, .sw.unsupported { background: var(--no); border-color: var(--no-b); color: var(--no-b); }
+td.c.role.unsupported { background: #f6f8fa; color: var(--muted); border-color: var(--line); }
+td.c b { font-size: 1.05rem; }
+td.c sup { font-size: .72rem; margin-left: .1rem; }
+i.vh { font-style: normal; }
+td.c a { color: inherit; text-decoration: none; display: block; }
+td.c[aria-describedby]:hover { outline: 2px solid var(--ink); outline-offset: -2px; }
+.vh { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0);
+  white-space: nowrap; }
+ol.notes { padding-left: 1.2rem; } ol.notes > li { margin: .5rem 0; }
+ol.notes > li:target { background: #fff8c5; }
+.note-summary { font-weight: 600; }
+.cite { margin: .2rem 0 .2rem 1rem; } .cite .why, .cite .src { margin: .1rem 0 .1rem 1rem; }
+.src { color: var(--muted); } .detail { margin: .2rem 0 .2rem 1rem; }
+.status-verified { color: var(--ok-b); font-weight: 600; }
+.status-known_issue { color: var(--no-b); font-weight: 600; }
+#tip { position: absolute; z-index: 10; max-width: 44rem; background: #fff; color: var(--ink);
+  border: 2px solid var(--ink); border-radius: 6px; padding: .6rem .8rem; font-size: .85rem;
+  box-shadow: 0 6px 24px rgba(0,0,0,.25); }
+#tip[hidden] { display: none; }
+#tip .tip-head { font-weight: 700; margin-bottom: .3rem; }
+.rules td { vertical-align: top; } .rules td:nth-child(3) { max-width: 40rem; }
+footer { margin-top: 3rem; color: var(--muted); font-size: .85rem; }
+@media (prefers-reduced-motion: no-preference) { #tip { transition: opacity .1s; } }
+"""
+
+_JS = """
+(function () {
+  var tip = document.getElementById('tip');
+  var owner = null;
+  function show(cell) {
+    var note = document.getElementById(cell.getAttribute('aria-describedby'));
+    if (!note) { return; }
+    tip.innerHTML = '';
+    var head = document.createElement('div');
+    head.className = 'tip-head';
+    head.textContent = cell.getAttribute('title');
+    tip.appendChild(head);
+    var body = document.createElement('div');
+    body.innerHTML = note.innerHTML;
+    tip.appendChild(body);
+    tip.hidden = false;
+    var r = cell.getBoundingClientRect();
+    var left = window.scrollX + r.left;
+    var maxLeft = window.scrollX + document.documentElement.clientWidth - tip.offsetWidth - 8;
+    tip.style.left = Math.max(window.scrollX + 8, Math.min(left, maxLeft)) + 'px';
+    tip.style.top = (window.scrollY + r.bottom + 4) + 'px';
+    owner = cell;
+  }
+  function hide() { tip.hidden = true; owner = null; }
+  function cellOf(e) {
+    return e.target && e.target.closest ? e.target.closest('td[aria-describedby]') : null;
+  }
+  document.addEventListener('mouseover', function (e) {
+    var c = cellOf(e); if (c) { show(c); } else if (owner && !tip.contains(e.target)) { hide(); }
+  });
+  document.addEventListener('focusin', function (e) { var c = cellOf(e); if (c) { show(c); } });
+  document.addEventListener('focusout', function (e) { if (cellOf(e) === owner) { hide(); } });
+  document.addEventListener('keydown', function (e) { if (e.key === 'Escape') { hide(); } });
+  var m = /^#show-(.+)$/.exec(window.location.hash);
+  if (m) {
+    var cell = document.getElementById(decodeURIComponent(m[1]));
+    if (cell && cell.hasAttribute('aria-describedby')) {
+      cell.scrollIntoView({block: 'nearest'});
+      show(cell);
+    }
+  }
+})();
+"""
+
+
+def _e(text: str) -> str:
+    return escape(text, quote=True)
+
+
+def _link(text: str, link: str | None) -> str:
+    if link is None:
+        return f"<code>{_e(text)}</code>"
+    return f'<a href="{_e(link)}"><code>{_e(text)}</code></a>'
+
+
+def _citation(c: Citation) -> str:
+    requires = f", requires <code>{_e(c.requires)}</code>" if c.requires else ""
+    return (
+        f'<div class="cite">{_e(c.effect)} <code>{_e(c.rule_id)}</code> ({_link(c.location, c.link)}; '
+        f'<span class="status-{_e(c.status)}">{_e(c.verification)}</span>){requires}'
+        f'<div class="why">Reason: {_e(c.reason)}</div>'
+        f'<div class="src">Source: {_e(c.source)}</div></div>'
+    )
+
+
+def _note(note: Note) -> str:
+    parts = [f'<li id="{_e(note.anchor)}" value="{note.number}">',
+             f'<div class="note-summary">{_e(note.summary)}</div>']
+    parts.extend(_citation(c) for c in note.citations)
+    parts.extend(f'<div class="detail">{_e(d)}</div>' for d in note.details)
+    parts.append("</li>")
+    return "".join(parts)
+
+
+def _cell(cell: Cell, cell_id: str, where: str, role: bool) -> str:
+    status = cell.status.value if cell.status is not None else "none"
+    classes = f"c {status}" + (" role" if role else "")
+    label = cell.status.value if cell.status is not None else ""
+    if role:
+        shown = f"<b>{_e(cell.text)}</b>" + ('<i class="vh">no candidate</i>' if cell.text == "—" else "")
+    else:
+        shown = f'<b aria-hidden="true">{_e(cell.text)}</b><i class="vh">{_e(label)}</i>'
+    if cell.note is not None:
+        title = _e(f"{where}: {label or cell.text} (note {cell.note.number})")
+        return (
+            f'<td id="{_e(cell_id)}" class="{classes}" tabindex="0" '
+            f'aria-describedby="{_e(cell.note.anchor)}" title="{title}">'
+            f"{shown}<sup>{cell.note.number}</sup></td>"
+        )
+    if cell.link is not None:
+        return f'<td class="{classes}"><a href="#{_e(cell.link)}">{shown}</a></td>'
+    return f'<td class="{classes}">{shown}</td>'
+
+
+def _grid(grid: Grid, *, role: bool = False) -> str:
+    out = [f'<div class="scroll" role="region" tabindex="0" aria-labelledby="{_e(grid.anchor)}-cap">',
+           f'<table id="{_e(grid.anchor)}" class="grid">',
+           f'<caption id="{_e(grid.anchor)}-cap">{_e(grid.caption)}</caption>',
+           "<thead><tr>", f'<th scope="col">{_e(grid.corner)}</th>']
+    out.extend(f'<th scope="col">{_e(col)}</th>' for col in grid.columns)
+    out.append("</tr></thead><tbody>")
+    for r, (label, cells) in enumerate(grid.rows):
+        out.append(f'<tr><th scope="row">{_e(label)}</th>')
+        for c, cell in enumerate(cells):
+            where = f"{grid.corner} {label}, {grid.columns[c]}"
+            out.append(_cell(cell, f"{grid.anchor}-r{r}-c{c}", where, role))
+        out.append("</tr>")
+    out.append("</tbody></table></div>")
+    if grid.notes:
+        out.append(f'<h4 class="vh" id="{_e(grid.anchor)}-notes">Notes</h4>')
+        out.append(f'<ol class="notes" aria-labelledby="{_e(grid.anchor)}-notes">')
+        out.extend(_note(n) for n in grid.notes)
+        out.append("</ol>")
+    return "\n".join(out)
+
+
+def _evidence(ev: EvidenceSummary) -> str:
+    out = [f"<h3>{_link(ev.path, ev.link)}</h3><ul>",
+           f"<li>GPU: {_e(ev.gpu)} (sm {_e(ev.sm)}); software: {_e(ev.software)}</li>",
+           f"<li>Cases: {ev.cases}"
+           + (f" over {_e(', '.join(ev.kernels))}" if ev.kernels else "") + "</li>"]
+    if ev.problem is not None:
+        out.append(f"<li>{_e(ev.problem)}</li>")
+    else:
+        out.append(f"<li>Disagreements with the matrix: {ev.disagreements}; notes (the matrix "
+                   f"differs from <code>can_use_*</code> only): {ev.notes}")
+        if ev.examples:
+            out.append("<ul>" + "".join(f"<li>{_e(x)}</li>" for x in ev.examples) + "</ul>")
+        out.append("</li>")
+    out.append("</ul>")
+    return "\n".join(out)
+
+
+def _md_code(text: str) -> str:
+    """Escape text, rendering Markdown-style `code` spans as <code>."""
+    pieces = text.split("`")
+    return "".join(f"<code>{_e(p)}</code>" if i % 2 else _e(p) for i, p in enumerate(pieces))
+
+
+def render_html(doc: Document) -> str:
+    """The page as one string."""
+    from capmatrix.render import LEGEND  # noqa: PLC0415 - render imports this module lazily
+
+    out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+           '<meta name="viewport" content="width=device-width, initial-scale=1">',
+           f"<title>{_e(doc.title)}</title>", f"<style>{_CSS}</style>", "</head>", "<body>",
+           '<a class="vh" href="#overview">Skip to the overview</a>',
+           f"<header><h1>{_e(doc.title)}</h1>"]
+    out.extend(f"<p>{_md_code(p)}</p>" for p in doc.intro)
+    out.append("</header>")
+    out.append('<nav aria-label="Contents"><ul><li><a href="#overview">Overview</a></li>')
+    out.extend(f'<li><a href="#{_e(k.anchor)}">{_e(k.name)}</a></li>' for k in doc.kernels)
+    out.extend(f'<li><a href="#{_e(r.anchor)}">role {_e(r.name)}</a></li>' for r in doc.roles)
+    if doc.evidence:
+        out.append('<li><a href="#evidence">Evidence</a></li>')
+    out.append("</ul></nav>")
+    out.append('<section aria-labelledby="legend"><h2 id="legend">Legend</h2><dl class="legend">')
+    for symbol, label, text in LEGEND:
+        status = label
+        out.append(f'<dt><span class="sw {status}" aria-hidden="true">{_e(symbol)}</span> '
+                   f"{_e(label)}</dt><dd>{_e(text)}</dd>")
+    out.append("<dt>superscript number</dt><dd>the cell's note, listed under its grid; hover or "
+               "focus the cell (Tab) to see it in place, Escape closes it</dd>")
+    out.append("</dl>")
+    if doc.families:
+        out.append(f"<p>SM families: {_e('; '.join(doc.families))}.</p>")
+    out.append("</section>")
+    out.append('<main><section id="overview" aria-labelledby="overview-h">'
+               '<h2 id="overview-h">Overview</h2>')
+    out.append("<p>Each cell links to the kernel's own grid, where every cell has its reasons.</p>")
+    out.append(_grid(doc.overview))
+    out.append("</section>")
+    for k in doc.kernels:
+        kind = k.kind + (f", {k.engine}" if k.engine else "")
+        out.append(f'<section id="{_e(k.anchor)}" aria-labelledby="{_e(k.anchor)}-h">'
+                   f'<h2 id="{_e(k.anchor)}-h">{_e(k.name)}</h2>')
+        out.append(f"<p>{_e(k.description)}</p>")
+        out.append(f"<p>Kind: {_e(kind)}. Defined at {_link(k.location, k.link)}.</p>")
+        out.append(f"<p>{_e(k.fixed)}</p>")
+        out.append(_grid(k.grid))
+        out.append(f'<details><summary>Rules of {_e(k.name)} ({len(k.rules)})</summary>'
+                   '<table class="rules"><thead><tr><th scope="col">rule</th>'
+                   '<th scope="col">effect</th><th scope="col">region</th>'
+                   '<th scope="col">status</th><th scope="col">defined at</th></tr></thead><tbody>')
+        out.extend(
+            f'<tr><th scope="row"><code>{_e(c.rule_id)}</code></th><td>{_e(c.effect)}</td>'
+            f"<td><code>{_e(c.region)}</code></td>"
+            f'<td class="status-{_e(c.status)}">{_e(c.verification)}</td>'
+            f"<td>{_link(c.location, c.link)}</td></tr>"
+            for c in k.rules
+        )
+        out.append("</tbody></table></details></section>")
+    anchors = {k.name: k.anchor for k in doc.kernels}
+    for r in doc.roles:
+        out.append(f'<section id="{_e(r.anchor)}" aria-labelledby="{_e(r.anchor)}-h">'
+                   f'<h2 id="{_e(r.anchor)}-h">Role {_e(r.name)}</h2>')
+        out.append(f"<p>{_e(r.description)}</p>")
+        chain = " → ".join(
+            f'<a href="#{_e(anchors[c])}">{_e(c)}</a>' if c in anchors else _e(c)
+            for c in r.candidates
+        )
+        out.append(f"<p>Candidates, first supported wins: {chain}. "
+                   f"Defined at {_link(r.location, r.link)}.</p>")
+        out.append(f"<p>{_e(r.fixed)} A cell names the winning kernel; — means no candidate "
+                   "supports the query; a note explains cells where the winner depends on an axis "
+                   "the model leaves open.</p>")
+        out.extend(_grid(g, role=True) for g in r.grids)
+        out.append("</section>")
+    if doc.evidence:
+        out.append('<section id="evidence" aria-labelledby="evidence-h">'
+                   '<h2 id="evidence-h">Evidence</h2>')
+        out.extend(_evidence(ev) for ev in doc.evidence)
+        out.append("</section>")
+    out.append("</main>")
+    out.append('<div id="tip" role="tooltip" hidden></div>')
+    out.append(f"<footer>{_md_code(doc.intro[0])}</footer>")
+    out.append(f"<script>{_JS}</script>")
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
