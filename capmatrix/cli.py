@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "query": ("capmatrix.cli", "answer whether a kernel supports a query"),
     "select": ("capmatrix.cli", "pick the first supported kernel of a role"),
     "validate": ("capmatrix.cli", "validate a matrix directory (exit 0 clean, 2 with problems)"),
+    "render": ("capmatrix.render", "write the support-matrix docs, or --check them (1 when stale)"),
     "probe": (
         "capmatrix.probe",
         "check the torch SDPA rules on this GPU (exit 0 agree, 1 disagree, 2 no GPU)",
