@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -10,12 +12,19 @@ import yaml
 
 from capmatrix.errors import CapabilityError
 
-__all__ = ["MAX_FILE_BYTES", "MAX_NODES", "SourceMap", "read", "read_text"]
+__all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "MAX_INT_BITS", "MAX_NODES", "SourceMap", "read", "read_text"]
 
 #: Files above this size are refused before parsing (a capability file is a few kB).
 MAX_FILE_BYTES = 2 * 1024 * 1024
-#: Bound on the nodes one document may expand to; stops alias bombs ("billion laughs").
-MAX_NODES = 200_000
+#: Bound on the nodes one document may hold or expand to (a shipped file has under 500); it bounds
+#: parse time and memory and stops alias bombs ("billion laughs").
+MAX_NODES = 50_000
+#: Deepest nesting of mappings and sequences (a rule's condition list sits at depth 7).
+MAX_DEPTH = 32
+#: Integers must fit in a signed 64-bit word (larger ones are typos or attacks on ``str(int)``).
+MAX_INT_BITS = 63
+#: Tags a mapping or a sequence may carry; any other (``!!python/...``, ``!!set``, ...) is refused.
+_COLLECTION_TAGS = frozenset({"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"})
 
 JsonPath = tuple[str | int, ...]
 
@@ -107,6 +116,12 @@ class _Builder:
             msg = f"document expands to more than {MAX_NODES} nodes (alias bomb?)"
             raise _TooLargeError(msg, node)
         self.values[path] = self._pos(node)
+        if not isinstance(node, yaml.ScalarNode) and node.tag not in _COLLECTION_TAGS:
+            self._fail(
+                node, path, f"tag {node.tag!r} is not allowed",
+                hint="only plain YAML is accepted (no !!python or other tags)",
+            )
+            return None
         if isinstance(node, yaml.MappingNode):
             return self._mapping(node, path)
         if isinstance(node, yaml.SequenceNode):
@@ -150,6 +165,12 @@ class _Builder:
                 hint="only plain YAML is accepted (no !!python tags)",
             )
             return None
+        except ValueError:  # e.g. an integer literal above Python's int_max_str_digits
+            self._fail(node, path, "cannot read this value: number too long")
+            return None
+        if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > MAX_INT_BITS:
+            self._fail(node, path, f"integer out of range (more than {MAX_INT_BITS} bits)")
+            return None
         if isinstance(node, yaml.ScalarNode) and node.style is None:
             if isinstance(value, bool) and node.value in _YAML11_BOOL_WORDS:
                 self.yaml11.add(path)
@@ -163,6 +184,68 @@ class _TooLargeError(Exception):
         super().__init__(message)
         self.message = message
         self.node = node
+
+
+class _LimitError(Exception):
+    """The composer met more nodes or deeper nesting than the limits allow."""
+
+    def __init__(self, message: str, mark: yaml.Mark, hint: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.mark = mark
+        self.hint = hint
+
+
+class _Loader(yaml.SafeLoader):
+    """A SafeLoader whose composer counts nodes and nesting, so hostile input fails early.
+
+    The count bounds time and memory before any alias is expanded; the depth bound keeps the
+    recursive composer (and everything after it) far from Python's recursion limit.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._nodes = 0
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        self._nodes += 1
+        if self._nodes > MAX_NODES:
+            msg = f"document has more than {MAX_NODES} nodes"
+            raise _LimitError(msg, self._mark(), "split the file")
+        if self._depth >= MAX_DEPTH:
+            msg = f"nesting deeper than {MAX_DEPTH} levels"
+            raise _LimitError(msg, self._mark(), "capability files nest about 7 levels deep")
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def _mark(self) -> yaml.Mark:
+        event = self.peek_event()  # type: ignore[no-untyped-call]
+        mark: yaml.Mark = event.start_mark
+        return mark
+
+
+def _compose(text: str) -> yaml.Node | None:
+    loader = _Loader(text)
+    try:
+        return loader.get_single_node()
+    finally:
+        loader.dispose()
+
+
+def _code_point(character: int | str | bytes) -> int:
+    if isinstance(character, int):
+        return character
+    return ord(character[:1] or "\0")
+
+
+def _text_position(text: str, index: int) -> tuple[int, int]:
+    """1-based line and column of character ``index`` of ``text``."""
+    line = text.count("\n", 0, index) + 1
+    return line, index - (text.rfind("\n", 0, index) + 1) + 1
 
 
 def read_text(text: str, path: str) -> tuple[Any, SourceMap]:
@@ -186,7 +269,23 @@ def read_text(text: str, path: str) -> tuple[Any, SourceMap]:
                 ]
             )
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = _compose(text)
+    except _LimitError as exc:
+        limit_line, limit_col = exc.mark.line + 1, exc.mark.column + 1
+        raise CapabilityErrors(
+            [CapabilityError(path, limit_line, limit_col, "", exc.message, hint=exc.hint, code="E001")]
+        ) from None
+    except yaml.reader.ReaderError as exc:
+        char_line, char_col = _text_position(text, exc.position)
+        raise CapabilityErrors(
+            [
+                CapabilityError(
+                    path, char_line, char_col, "",
+                    f"character U+{_code_point(exc.character):04X} is not allowed in YAML",
+                    hint="remove control characters", code="E001",
+                )
+            ]
+        ) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line: int | None = mark.line + 1 if mark else None
@@ -235,24 +334,32 @@ def read(path: Path, display: str | None = None) -> tuple[Any, SourceMap]:
     from capmatrix.errors import CapabilityErrors  # noqa: PLC0415
 
     name = display or str(path)
+
+    def fail(message: str, hint: str | None = None) -> CapabilityErrors:
+        return CapabilityErrors([CapabilityError(name, None, None, "", message, hint=hint, code="E001")])
+
     try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            msg = f"file is {size} bytes, above the limit of {MAX_FILE_BYTES} bytes"
-            raise CapabilityErrors(
-                [CapabilityError(name, None, None, "", msg, hint="split it", code="E001")]
-            )
-        raw = path.read_bytes()
+        # O_NONBLOCK: opening a FIFO must not hang; fstat then refuses anything but a regular file.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise fail("not a regular file", hint="capability files are plain YAML files")
+            if info.st_size > MAX_FILE_BYTES:
+                msg = f"file is {info.st_size} bytes, above the limit of {MAX_FILE_BYTES} bytes"
+                raise fail(msg, hint="split it")
+            raw = handle.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
-        raise CapabilityErrors(
-            [CapabilityError(name, None, None, "", f"cannot read file: {exc.strerror}", code="E001")]
-        ) from None
+        raise fail(f"cannot read file: {exc.strerror or exc}") from None
+    if len(raw) > MAX_FILE_BYTES:  # it grew after fstat
+        raise fail(f"file is above the limit of {MAX_FILE_BYTES} bytes", hint="split it")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         before = raw[: exc.start]
         line = before.count(b"\n") + 1
-        col = exc.start - (before.rfind(b"\n") + 1) + 1
+        line_start = before.rfind(b"\n") + 1
+        col = len(raw[line_start : exc.start].decode("utf-8", "replace")) + 1
         raise CapabilityErrors(
             [
                 CapabilityError(

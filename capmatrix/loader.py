@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -33,12 +34,26 @@ if TYPE_CHECKING:
 
     from capmatrix import _yaml
 
-__all__ = ["EXPECT_DIR", "default_path", "discover", "iter_problems", "load", "schema"]
+__all__ = [
+    "EXPECT_DIR",
+    "MAX_DIR_DEPTH",
+    "MAX_FILES",
+    "MAX_TOTAL_BYTES",
+    "default_path",
+    "discover",
+    "iter_problems",
+    "load",
+    "schema",
+]
 
 #: Sub-directory of a matrix that holds expectation cases, not matrix data.
 EXPECT_DIR = "expect"
 #: Refuse to read matrices with more files than this (a shipped matrix has a dozen).
 MAX_FILES = 2000
+#: Refuse to read matrices whose YAML files add up to more bytes than this (a shipped one has 70 kB).
+MAX_TOTAL_BYTES = 8 * 1024 * 1024
+#: Refuse directory trees nested deeper than this below the matrix root.
+MAX_DIR_DEPTH = 16
 
 _CMP = re.compile(r"^\s*(>=|<=|>|<|==)\s*(-?\d+)\s*$")
 _INTERVAL = re.compile(r"^\s*([\[(])\s*(-?\d+)\s*,\s*(-?\d+)\s*([\])])\s*$")
@@ -84,41 +99,78 @@ def _display(path: Path, root: Path) -> str:
 def discover(root: Path) -> list[tuple[Path, str]]:
     """The YAML files of a matrix directory, sorted, with their display names.
 
-    :raises CapabilityErrors: for a missing directory, too many files, or a symlink loop.
+    :raises CapabilityErrors: for a missing or unreadable directory, too many files, too many
+        bytes, or too deep a tree (symlink loops are walked once).
     """
-    if root.is_file():
-        return [(root, root.as_posix())]
-    if not root.is_dir():
+
+    def fail(where: Path, message: str, hint: str | None = None) -> CapabilityError:
+        return CapabilityError(str(where), None, None, "", message, hint=hint, code="E001")
+
+    try:
+        if root.is_file():
+            return [(root, root.as_posix())]
+        is_dir = root.is_dir()
+    except OSError as exc:  # e.g. a path component that loops or is too long
+        raise CapabilityErrors([fail(root, f"cannot read: {exc.strerror or exc}")]) from None
+    if not is_dir:
+        what = "matrix directory not found" if not root.exists() else "not a directory or a file"
         raise CapabilityErrors(
-            [
-                CapabilityError(
-                    str(root), None, None, "", "matrix directory not found",
-                    hint="pass a directory of capability YAML files", code="E001",
-                )
-            ]
+            [fail(root, what, hint="pass a directory of capability YAML files")]
         )
     found: list[Path] = []
+    total = 0
+    walk_errors: list[CapabilityError] = []
     seen_dirs: set[tuple[int, int]] = set()
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+
+    def on_error(exc: OSError) -> None:
+        where = Path(exc.filename) if exc.filename else root
+        walk_errors.append(fail(where, f"cannot read directory: {exc.strerror or exc}"))
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=on_error, followlinks=True):
         here = Path(dirpath)
-        stat = here.stat()
-        if (stat.st_dev, stat.st_ino) in seen_dirs:
+        try:
+            info = here.stat()
+        except OSError as exc:
+            walk_errors.append(fail(here, f"cannot read directory: {exc.strerror or exc}"))
             dirnames[:] = []
             continue
-        seen_dirs.add((stat.st_dev, stat.st_ino))
+        if (info.st_dev, info.st_ino) in seen_dirs:
+            dirnames[:] = []
+            continue
+        seen_dirs.add((info.st_dev, info.st_ino))
         dirnames[:] = sorted(
             d for d in dirnames if not d.startswith(".") and not (here == root and d == EXPECT_DIR)
         )
-        found.extend(here / f for f in filenames if f.endswith((".yaml", ".yml")))
+        if dirnames and len(here.relative_to(root).parts) >= MAX_DIR_DEPTH:
+            raise CapabilityErrors(
+                [fail(here, f"directories nested deeper than {MAX_DIR_DEPTH} levels")]
+            )
+        for name in filenames:
+            if not name.endswith((".yaml", ".yml")):
+                continue
+            found.append(here / name)
+            with contextlib.suppress(OSError):  # reported with its name when the file is read
+                total += (here / name).stat().st_size
         if len(found) > MAX_FILES:
             raise CapabilityErrors(
                 [
-                    CapabilityError(
-                        str(root), None, None, "", f"more than {MAX_FILES} YAML files",
-                        hint="point at the capabilities directory itself", code="E001",
+                    fail(
+                        root, f"more than {MAX_FILES} YAML files",
+                        hint="point at the capabilities directory itself",
                     )
                 ]
             )
+        if total > MAX_TOTAL_BYTES:
+            raise CapabilityErrors(
+                [
+                    fail(
+                        root, f"YAML files add up to more than {MAX_TOTAL_BYTES} bytes",
+                        hint="point at the capabilities directory itself",
+                    )
+                ]
+            )
+    if walk_errors:
+        raise CapabilityErrors(walk_errors)
     return sorted(((p, _display(p, root)) for p in found), key=lambda item: item[1])
 
 

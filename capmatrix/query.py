@@ -28,6 +28,17 @@ class _Any(enum.Enum):
 ANY: Final = _Any.ANY
 
 QueryValue = "AxisValue | _Any"
+#: Axis integers must fit in a signed 64-bit word (as in the YAML files).
+_MAX_INT_BITS = 63
+
+
+def _short(value: object) -> str:
+    """``repr(value)`` cut to 80 characters (and safe for ints too long to print)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int above sys.get_int_max_str_digits()
+        return f"<{type(value).__name__} too large to print>"
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 class KernelQuery:
@@ -54,17 +65,19 @@ class KernelQuery:
         self, kernel: str | None = None, *, model: str | None = None, **axes: AxisValue | _Any
     ) -> None:
         if kernel is not None and not isinstance(kernel, str):
-            raise InvalidQuery(f"kernel must be a string, got {kernel!r}")
+            raise InvalidQuery(f"kernel must be a string, got {_short(kernel)}")
         if model is not None and not isinstance(model, str):
-            raise InvalidQuery(f"model must be a string, got {model!r}")
+            raise InvalidQuery(f"model must be a string, got {_short(model)}")
         for name, value in axes.items():
             if value is None:
                 raise InvalidQuery(f"axis {name!r} is None; give a value or leave the axis out")
             if not isinstance(value, (str, int, _Any)):
                 raise InvalidQuery(
-                    f"axis {name!r} has a value of type {type(value).__name__}: {value!r}; "
+                    f"axis {name!r} has a value of type {type(value).__name__}: {_short(value)}; "
                     "use a string, an int or a bool"
                 )
+            if isinstance(value, int) and value.bit_length() > _MAX_INT_BITS:
+                raise InvalidQuery(f"axis {name!r}: integer out of range ({value.bit_length()} bits)")
         items = tuple(sorted(axes.items()))
         object.__setattr__(self, "kernel", kernel)
         object.__setattr__(self, "model", model)

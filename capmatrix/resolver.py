@@ -7,19 +7,20 @@ cached per query. The YAML is never walked again after loading.
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from capmatrix.errors import InvalidQuery, UnknownName, did_you_mean
+from capmatrix.matrix import Matrix
 from capmatrix.model import AxisType, Effect, _StrEnum
-from capmatrix.query import ANY, KernelQuery
+from capmatrix.query import ANY, KernelQuery, _short
 from capmatrix.regions import Region, Space
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from capmatrix.matrix import Matrix
     from capmatrix.model import Axis, AxisValue, Kernel, Rule
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "Verdict",
     "compile_matrix",
     "default_matrix",
+    "reload",
     "resolve",
     "select",
     "set_default_matrix",
@@ -268,6 +270,7 @@ class Resolver:
 
         :raises InvalidQuery: for an unknown kernel, model, axis or value, or a value of the wrong type.
         """
+        _check_query(query)
         found = self._cache.get(query)
         if found is None:
             found = self._resolve(query)
@@ -281,6 +284,9 @@ class Resolver:
 
         :raises InvalidQuery: for an unknown role or a bad query.
         """
+        _check_query(query)
+        if not isinstance(role, str):
+            raise InvalidQuery(f"role must be a string, got {type(role).__name__}: {_short(role)}")
         key = (role, query)
         found = self._select_cache.get(key)
         if found is None:
@@ -575,19 +581,52 @@ def default_matrix() -> Matrix:
 
 
 def set_default_matrix(matrix: Matrix | None) -> None:
-    """Replace the matrix that ``resolve(query)`` uses by default (None: reload lazily)."""
+    """Replace the matrix that ``resolve(query)`` uses by default (None: reload lazily).
+
+    Safe while other threads resolve: each call reads the default once, so it answers wholly from
+    the old matrix or wholly from the new one.
+    """
     global _default  # noqa: PLW0603
+    if matrix is not None and not isinstance(matrix, Matrix):
+        raise InvalidQuery(f"expected a Matrix from capmatrix.load(), got {type(matrix).__name__}")
     with _default_lock:
         _default = matrix
 
 
+def reload(path: str | os.PathLike[str] | None = None) -> Matrix:
+    """Load the matrix at ``path`` (default: the shipped one) and make it the default.
+
+    When loading fails the previous default stays in place.
+
+    :raises capmatrix.CapabilityErrors: with every problem of the new matrix.
+    """
+    from capmatrix.loader import load  # noqa: PLC0415 - loader imports this module
+
+    matrix = load(path)
+    set_default_matrix(matrix)
+    return matrix
+
+
+_compile_lock = threading.Lock()
+
+
 def _resolver(matrix: Matrix | None) -> Resolver:
     m = default_matrix() if matrix is None else matrix
+    if not isinstance(m, Matrix):
+        raise InvalidQuery(f"expected a Matrix from capmatrix.load(), got {type(m).__name__}")
     compiled = m._compiled  # noqa: SLF001 - attached by load()
     if compiled is None:
-        compiled = compile_matrix(m)
-        object.__setattr__(m, "_compiled", compiled)
+        with _compile_lock:  # compile a hand-built matrix once, whichever thread gets here first
+            compiled = m._compiled  # noqa: SLF001
+            if compiled is None:
+                compiled = compile_matrix(m)
+                object.__setattr__(m, "_compiled", compiled)
     return compiled  # type: ignore[no-any-return]
+
+
+def _check_query(query: object) -> None:
+    if not isinstance(query, KernelQuery):
+        raise InvalidQuery(f"expected a KernelQuery, got {type(query).__name__}: {_short(query)}")
 
 
 def resolve(query: KernelQuery, matrix: Matrix | None = None) -> Resolution:
@@ -599,14 +638,16 @@ def resolve(query: KernelQuery, matrix: Matrix | None = None) -> Resolution:
 
     :raises InvalidQuery: for an unknown kernel, model, axis or value.
     """
+    _check_query(query)
+    # The default is read once, so a concurrent reload() cannot mix two matrices in one answer.
     m = _default if matrix is None else matrix
-    if m is not None:
+    if isinstance(m, Matrix):
         compiled = m._compiled  # noqa: SLF001 - the fast path: one attribute and one dict lookup
         if compiled is not None:
             found = compiled._cache.get(query)  # noqa: SLF001
             if found is not None:
                 return found  # type: ignore[no-any-return]
-    return _resolver(matrix).resolve(query)
+    return _resolver(m).resolve(query)
 
 
 def select(role: str, query: KernelQuery, matrix: Matrix | None = None) -> Selection:
