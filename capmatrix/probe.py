@@ -44,6 +44,7 @@ __all__ = [
     "environment",
     "judge",
     "observe_case",
+    "priority_order",
     "probe_cases",
     "read_evidence",
     "run_probe",
@@ -153,8 +154,11 @@ class ProbeCase:
 
     def label(self) -> str:
         """Return a short, stable text form, e.g. ``bf16/d128/gqa/causal``."""
-        flags = [n for n, on in (("causal", self.causal), ("mask", self.attn_mask),
-                                 ("dropout", self.dropout)) if on]
+        flags = [
+            n
+            for n, on in (("causal", self.causal), ("mask", self.attn_mask), ("dropout", self.dropout))
+            if on
+        ]
         return "/".join([self.dtype, f"d{self.head_dim}", self.attention, *flags])
 
 
@@ -234,9 +238,7 @@ def probe_cases(values: Mapping[str, Sequence[object]]) -> tuple[ProbeCase, ...]
     flags = (False, True)
     return tuple(
         ProbeCase(dtype=d, head_dim=h, attention=a, causal=c, attn_mask=m, dropout=p)
-        for d, h, a, c, m, p in itertools.product(
-            dtypes, head_dims, attentions, flags, flags, flags
-        )
+        for d, h, a, c, m, p in itertools.product(dtypes, head_dims, attentions, flags, flags, flags)
     )
 
 
@@ -261,17 +263,25 @@ def environment(torch: ModuleType) -> dict[str, object]:
     cudnn = None
     with contextlib.suppress(Exception):
         cudnn = torch.backends.cudnn.version()
-    order: list[str] | None = None
-    with contextlib.suppress(Exception):
-        order = [_backend_name(torch, b) for b in torch._C._get_sdp_priority_order()]  # noqa: SLF001
     return {
         "gpu": str(torch.cuda.get_device_name()),
         "sm": major * 10 + minor,
         "torch": str(torch.__version__),
         "cuda": str(torch.version.cuda),
         "cudnn": cudnn,
-        "sdpa_priority_order": order,
+        "sdpa_priority_order": priority_order(torch),
     }
+
+
+def priority_order(torch: ModuleType) -> list[str] | None:
+    """Return SDPA's backend priority order, or None where torch does not expose it.
+
+    PyTorch settles its default order (cuDNN first on some GPUs) at the first dispatch, so read it
+    after an SDPA call to see the order that dispatch uses.
+    """
+    with contextlib.suppress(Exception):
+        return [_backend_name(torch, b) for b in torch._C._get_sdp_priority_order()]  # noqa: SLF001
+    return None
 
 
 def _backend_name(torch: ModuleType, value: object) -> str:
@@ -381,14 +391,10 @@ def judge(
             return Observation(kernel=kernel, can_use=said, ran=False, error=_short_error(exc))
     finite, err, ok = check(out)
     if not finite:
-        return Observation(
-            kernel=kernel, can_use=said, ran=True, matches=False, error="non-finite output"
-        )
+        return Observation(kernel=kernel, can_use=said, ran=True, matches=False, error="non-finite output")
     if not compare_numerics:
         return Observation(kernel=kernel, can_use=said, ran=True)
-    return Observation(
-        kernel=kernel, can_use=said, ran=True, max_abs_err=round(err, 6), matches=ok
-    )
+    return Observation(kernel=kernel, can_use=said, ran=True, max_abs_err=round(err, 6), matches=ok)
 
 
 def observe_case(  # pragma: no cover - needs a CUDA GPU; judge() holds the logic
@@ -409,13 +415,15 @@ def observe_case(  # pragma: no cover - needs a CUDA GPU; judge() holds the logi
     found = []
     for kernel in kernels:
         backend, predicate = KERNEL_BACKENDS[kernel]
-        found.append(judge(
-            kernel,
-            can_use=None if predicate is None else partial(_can_use, torch, predicate, case, inp),
-            force=partial(_force, torch, backend, case, inp),
-            check=check,
-            compare_numerics=not case.dropout,
-        ))
+        found.append(
+            judge(
+                kernel,
+                can_use=None if predicate is None else partial(_can_use, torch, predicate, case, inp),
+                force=partial(_force, torch, backend, case, inp),
+                check=check,
+                compare_numerics=not case.dropout,
+            )
+        )
     return tuple(found)
 
 
@@ -427,7 +435,12 @@ def default_backend(  # pragma: no cover - needs a CUDA GPU
     dropout = SETUP["dropout_p"] if case.dropout else 0.0
     try:
         choice = torch._fused_sdp_choice(  # noqa: SLF001
-            inp["q"], inp["k"], inp["v"], inp["mask"], dropout, case.causal,
+            inp["q"],
+            inp["k"],
+            inp["v"],
+            inp["mask"],
+            dropout,
+            case.causal,
             enable_gqa=inp["gqa"],
         )
     except Exception:  # noqa: BLE001  (no default choice is data too)
@@ -448,11 +461,15 @@ def collect(
     rows = []
     for case in cases:
         observations = observe_case(torch, case, kernels)
-        rows.append({
-            "query": case.axes(),
-            "default_backend": default_backend(torch, case),
-            "results": {o.kernel: o.to_json() for o in observations},
-        })
+        rows.append(
+            {
+                "query": case.axes(),
+                "default_backend": default_backend(torch, case),
+                "results": {o.kernel: o.to_json() for o in observations},
+            }
+        )
+    # Read again now that SDPA has dispatched: the default order is settled lazily.
+    env["sdpa_priority_order"] = priority_order(torch)
     return {
         "format": EVIDENCE_FORMAT,
         "probe": "capmatrix probe (PyTorch SDPA backends)",
@@ -471,9 +488,7 @@ def read_evidence(
     :raises ValueError: when the data is not probe evidence of a known format.
     """
     if data.get("format") != EVIDENCE_FORMAT:
-        raise ValueError(
-            f"unknown evidence format {data.get('format')!r} (expected {EVIDENCE_FORMAT})"
-        )
+        raise ValueError(f"unknown evidence format {data.get('format')!r} (expected {EVIDENCE_FORMAT})")
     try:
         sm = int(data["environment"]["sm"])
         raw_rows = list(data["cases"])
@@ -483,9 +498,7 @@ def read_evidence(
     for i, row in enumerate(raw_rows):
         try:
             case = ProbeCase.from_axes(row["query"])
-            obs = tuple(
-                Observation.from_json(k, r) for k, r in sorted(row["results"].items())
-            )
+            obs = tuple(Observation.from_json(k, r) for k, r in sorted(row["results"].items()))
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"evidence cases[{i}]: {exc}") from None
         rows.append((case, obs))
@@ -529,15 +542,26 @@ def compare(data: Mapping[str, Any], matrix: Matrix | None = None) -> Comparison
             verdicts[obs.kernel, case] = verdict
             said = verdict == "supported"
             if verdict not in {"supported", "unsupported"} or said != obs.usable:
-                disagreements.append(Disagreement(
-                    kernel=obs.kernel, case=case, against="forced", matrix=verdict,
-                    observed=obs.usable, detail=obs.error or "",
-                ))
+                disagreements.append(
+                    Disagreement(
+                        kernel=obs.kernel,
+                        case=case,
+                        against="forced",
+                        matrix=verdict,
+                        observed=obs.usable,
+                        detail=obs.error or "",
+                    )
+                )
             if obs.can_use is not None and obs.can_use != said:
-                notes.append(Disagreement(
-                    kernel=obs.kernel, case=case, against="can_use", matrix=verdict,
-                    observed=obs.can_use,
-                ))
+                notes.append(
+                    Disagreement(
+                        kernel=obs.kernel,
+                        case=case,
+                        against="can_use",
+                        matrix=verdict,
+                        observed=obs.can_use,
+                    )
+                )
     return Comparison(disagreements=tuple(disagreements), notes=tuple(notes), verdicts=verdicts)
 
 
@@ -548,7 +572,8 @@ def annotate(data: Mapping[str, Any], comparison: Comparison) -> dict[str, Any]:
         case = ProbeCase.from_axes(row["query"])
         matrix = {
             k: comparison.verdicts[k, case]
-            for k in sorted(row["results"]) if (k, case) in comparison.verdicts
+            for k in sorted(row["results"])
+            if (k, case) in comparison.verdicts
         }
         rows.append({**row, "matrix": matrix})
     summary = {
@@ -653,13 +678,14 @@ def run_probe(
 def configure_probe(parser: argparse.ArgumentParser, _argv: Sequence[str]) -> None:
     """Arguments of ``capmatrix probe``."""
     parser.add_argument(
-        "--kernel", action="append", metavar="K", choices=list(KERNEL_BACKENDS),
+        "--kernel",
+        action="append",
+        metavar="K",
+        choices=list(KERNEL_BACKENDS),
         help="kernel to probe (repeatable; default: every torch SDPA kernel)",
     )
     parser.add_argument("--out", metavar="FILE", help="write the evidence JSON here")
-    parser.add_argument(
-        "--matrix", metavar="DIR", help="matrix directory (default: the shipped one)"
-    )
+    parser.add_argument("--matrix", metavar="DIR", help="matrix directory (default: the shipped one)")
 
 
 def cmd_probe(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
