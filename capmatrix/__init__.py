@@ -67,6 +67,9 @@ from capmatrix.resolver import (
     default_matrix as default_matrix,
 )
 from capmatrix.resolver import (
+    reload as reload,
+)
+from capmatrix.resolver import (
     resolve as resolve,
 )
 from capmatrix.resolver import (
@@ -100,6 +103,7 @@ __all__ = [
     "default_matrix",
     "iter_problems",
     "load",
+    "reload",
     "resolve",
     "select",
 ]
