@@ -47,6 +47,8 @@ class SourceMap:
     floats: frozenset[JsonPath] = frozenset()
     #: Problems that did not stop the parse (duplicate keys, unsafe tags); reported with the rest.
     problems: tuple[CapabilityError, ...] = ()
+    #: Paths whose value the reader refused (a tag, an overlong number) and replaced with None.
+    rejected: frozenset[JsonPath] = frozenset()
 
     def locate(self, path: JsonPath, *, key: bool = False) -> tuple[int | None, int | None]:
         """Return the position of ``path``, walking up to the nearest ancestor that has one."""
@@ -99,6 +101,7 @@ class _Builder:
         self.yaml11: set[JsonPath] = set()
         self.floats: set[JsonPath] = set()
         self.errors: list[CapabilityError] = []
+        self.rejected: set[JsonPath] = set()
         self.count = 0
 
     def _pos(self, node: yaml.Node) -> tuple[int, int]:
@@ -110,14 +113,19 @@ class _Builder:
             CapabilityError(self.path, line, col, format_path(path), message, hint=hint, code="E002")
         )
 
+    def _reject(self, node: yaml.Node, path: JsonPath, message: str, hint: str | None = None) -> None:
+        """Report a value (or key) that is dropped; schema errors at ``path`` then are not reported."""
+        self._fail(node, path, message, hint)
+        self.rejected.add(path)
+
     def build(self, node: yaml.Node, path: JsonPath) -> Any:  # noqa: ANN401 - plain YAML data
         self.count += 1
         if self.count > MAX_NODES:
             msg = f"document expands to more than {MAX_NODES} nodes (alias bomb?)"
-            raise _TooLargeError(msg, node)
+            raise _TooLargeError(msg, node, path)
         self.values[path] = self._pos(node)
         if not isinstance(node, yaml.ScalarNode) and node.tag not in _COLLECTION_TAGS:
-            self._fail(
+            self._reject(
                 node, path, f"tag {node.tag!r} is not allowed",
                 hint="only plain YAML is accepted (no !!python or other tags)",
             )
@@ -133,10 +141,10 @@ class _Builder:
         seen: dict[str, yaml.Node] = {}
         for key_node, value_node in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
-                self._fail(key_node, path, "merge keys ('<<') are not supported; write the keys out")
+                self._reject(key_node, path, "merge keys ('<<') are not supported; write the keys out")
                 continue
             if not isinstance(key_node, yaml.ScalarNode):
-                self._fail(key_node, path, "mapping keys must be plain strings")
+                self._reject(key_node, path, "mapping keys must be plain strings")
                 continue
             key = str(self._scalar(key_node, (*path, "<key>")))
             if key in seen:
@@ -158,7 +166,7 @@ class _Builder:
         try:
             value = self.constructor.construct_object(node, deep=True)
         except yaml.constructor.ConstructorError as exc:
-            self._fail(
+            self._reject(
                 node,
                 path,
                 f"cannot read this value: {exc.problem}",
@@ -166,10 +174,10 @@ class _Builder:
             )
             return None
         except ValueError:  # e.g. an integer literal above Python's int_max_str_digits
-            self._fail(node, path, "cannot read this value: number too long")
+            self._reject(node, path, "cannot read this value: number too long")
             return None
         if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > MAX_INT_BITS:
-            self._fail(node, path, f"integer out of range (more than {MAX_INT_BITS} bits)")
+            self._reject(node, path, f"integer out of range (more than {MAX_INT_BITS} bits)")
             return None
         if isinstance(node, yaml.ScalarNode) and node.style is None:
             if isinstance(value, bool) and node.value in _YAML11_BOOL_WORDS:
@@ -180,10 +188,11 @@ class _Builder:
 
 
 class _TooLargeError(Exception):
-    def __init__(self, message: str, node: yaml.Node) -> None:
+    def __init__(self, message: str, node: yaml.Node, path: JsonPath) -> None:
         super().__init__(message)
         self.message = message
         self.node = node
+        self.path = path
 
 
 class _LimitError(Exception):
@@ -314,7 +323,12 @@ def read_text(text: str, path: str) -> tuple[Any, SourceMap]:
     except _TooLargeError as exc:
         mark = exc.node.start_mark
         raise CapabilityErrors(
-            [CapabilityError(path, mark.line + 1, mark.column + 1, "", exc.message, code="E001")]
+            [
+                CapabilityError(
+                    path, mark.line + 1, mark.column + 1, format_path(exc.path), exc.message,
+                    hint="each alias (*name) copies its anchor's whole value", code="E001",
+                )
+            ]
         ) from None
     return data, SourceMap(
         path,
@@ -323,6 +337,7 @@ def read_text(text: str, path: str) -> tuple[Any, SourceMap]:
         frozenset(builder.yaml11),
         frozenset(builder.floats),
         tuple(builder.errors),
+        frozenset(builder.rejected),
     )
 
 

@@ -214,7 +214,8 @@ def _build(root: Path, problems: list[CapabilityError]) -> Matrix | None:
         problems.extend(smap.problems)
         broken = set()
         for problem, path in _shape_problems(data, smap):
-            problems.append(problem)
+            if path not in smap.rejected:  # a refused value is reported once, by the reader
+                problems.append(problem)
             broken.add(path)
         if not isinstance(data, dict) or any(len(p) < 2 for p in broken):
             continue  # the file's outline is wrong: nothing below it can be trusted
