@@ -517,7 +517,9 @@ class _Builder:
             description=" ".join(kernel.description.split()),
             location=location,
             link=link,
-            fixed=self.fixed_text(shown, opened=self.unusable_defaults(kernel)),
+            fixed=self.fixed_text(
+                shown, self.constrained([kernel.name]), opened=self.unusable_defaults(kernel)
+            ),
             grid=Grid(
                 anchor=f"{anchor}-grid", caption=caption, corner="sm",
                 columns=columns, rows=tuple(rows), notes=notes.notes,
@@ -525,24 +527,36 @@ class _Builder:
             rules=tuple(_citation(r, self.paths) for r in kernel.rules),
         )
 
+    def constrained(self, kernels: Sequence[str]) -> set[str]:
+        """Axes some rule of ``kernels`` names."""
+        return {a for k in kernels for r in self.matrix.kernels[k].rules for a in r.conditions}
+
     def fixed_text(
-        self, shown: Sequence[str], model_note: str = "", opened: Sequence[str] = ()
+        self,
+        shown: Sequence[str],
+        relevant: set[str],
+        model_note: str = "",
+        opened: Sequence[str] = (),
     ) -> str:
+        """What the axes a grid does not show are set to (only those the rules name)."""
+        hidden = [a for a in self.axes if a.name not in shown and a.name in relevant]
         defaults = [
-            f"{a.name}={_fmt(a.default)}" for a in self.axes
-            if a.name not in shown and a.default is not None and a.name not in opened
+            f"{a.name}={_fmt(a.default)}" for a in hidden
+            if a.default is not None and a.name not in opened
         ]
-        open_axes = [
-            a.name for a in self.axes
-            if a.name not in shown and (a.default is None or a.name in opened)
-        ]
+        open_axes = [a.name for a in hidden if a.default is None or a.name in opened]
         parts = []
         if defaults:
-            parts.append("Axes not shown take their default: " + ", ".join(defaults) + ".")
+            parts.append(
+                "Axes the rules name but the grid does not show take their default: "
+                + ", ".join(defaults) + "."
+            )
         if open_axes:
             parts.append(
                 f"These range over all their values{model_note}: " + ", ".join(open_axes) + "."
             )
+        if not parts:
+            parts.append("The rules name no axis besides those shown.")
         if opened:
             parts.append(
                 "(No grant admits the default of " + ", ".join(opened) + ", so "
@@ -571,7 +585,7 @@ class _Builder:
 
     # -- roles ---------------------------------------------------------------------------------
 
-    def split_axis(self, candidates: Sequence[str]) -> Axis | None:
+    def split_axis(self, candidates: Sequence[str], pinned: Sequence[str] = ()) -> Axis | None:
         """The axis a role grid is split by, one grid per value.
 
         It is the axis the candidates' rules constrain most, among the small axes that neither a
@@ -582,6 +596,8 @@ class _Builder:
         best_count = 0
         for axis in self.axes:
             if axis.name == "sm" or axis.default is not None or axis.name in model_axes:
+                continue
+            if axis.name in pinned:
                 continue
             if len(axis.values) > MAX_SPLIT_VALUES:
                 continue
@@ -597,12 +613,13 @@ class _Builder:
         assert self.sm is not None  # noqa: S101
         role = self.matrix.roles[name]
         models = list(self.matrix.models)
-        split = self.split_axis(role.candidates)
+        pinned = dict(role.axes)
+        split = self.split_axis(role.candidates, list(pinned))
         grids = []
         for value in split.values if split is not None else (None,):
             suffix = "" if split is None else f"-{_slug(split.name)}-{_slug(_fmt(value))}"
             notes = _Notes(f"role-{_slug(name)}{suffix}")
-            fixed: dict[str, AxisValue] = {}
+            fixed: dict[str, AxisValue] = dict(pinned)
             if split is not None and value is not None:
                 fixed[split.name] = value
             rows = []
@@ -621,7 +638,16 @@ class _Builder:
             ))
         location, link = self.paths.location(role.location.path, role.location.line)
         model_axes = sorted({a for m in self.matrix.models.values() for a in m.axes})
-        shown = ["sm", *model_axes, *([split.name] if split is not None else [])]
+        shown = ["sm", *model_axes, *pinned, *([split.name] if split is not None else [])]
+        fixed_text = self.fixed_text(
+            shown, self.constrained(role.candidates),
+            " (and so do the model axes a model leaves unset)",
+        )
+        if pinned:
+            fixed_text = (
+                "The role pins " + ", ".join(f"{k}={_fmt(v)}" for k, v in pinned.items()) + ". "
+                + fixed_text
+            )
         return RoleSection(
             name=name,
             anchor=f"role-{_slug(name)}",
@@ -630,7 +656,7 @@ class _Builder:
             location=location,
             link=link,
             split=None if split is None else split.name,
-            fixed=self.fixed_text(shown, " (and so do the model axes a model leaves unset)"),
+            fixed=fixed_text,
             grids=tuple(grids),
         )
 

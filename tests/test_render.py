@@ -1,0 +1,417 @@
+"""Generated support-matrix docs: cell verdicts and notes, determinism, --check, atomic writes."""
+
+from __future__ import annotations
+
+import html.parser
+import io
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import capmatrix
+from capmatrix import render
+from capmatrix.cli import run
+from capmatrix.render import (
+    HTML_NAME,
+    MARKDOWN_NAME,
+    CellStatus,
+    Document,
+    Grid,
+    KernelSection,
+    RenderError,
+    build,
+    check_files,
+    render_files,
+    render_markdown,
+    render_pages,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED = ROOT / "capabilities"
+DOCS = ROOT / "docs"
+SEED_RULE = "xqa.sm12x_mla_spec_dec"
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = run(list(argv), out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def section(doc: Document, kernel: str) -> KernelSection:
+    return next(k for k in doc.kernels if k.name == kernel)
+
+
+def cell_at(grid: Grid, row: str, column: str) -> render.Cell:
+    cells = dict(grid.rows)[row]
+    return cells[grid.columns.index(column)]
+
+
+def md_table(markdown: str, caption: str) -> dict[str, dict[str, str]]:
+    """Parse the GitHub table that follows ``*caption*`` into {row label: {column: cell}}."""
+    lines = markdown.splitlines()
+    start = lines.index(f"*{caption}*") + 2
+    header = [c.strip() for c in lines[start].strip("|").split("|")]
+    table: dict[str, dict[str, str]] = {}
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        table[cells[0]] = dict(zip(header[1:], cells[1:], strict=True))
+    return table
+
+
+@pytest.fixture(scope="module")
+def shipped() -> capmatrix.Matrix:
+    return capmatrix.load()
+
+
+@pytest.fixture(scope="module")
+def shipped_doc(shipped: capmatrix.Matrix) -> Document:
+    return build(shipped)
+
+
+# --------------------------------------------------------------------------------------------------
+# The committed docs are never stale
+
+
+def test_committed_docs_match_the_shipped_matrix(shipped: capmatrix.Matrix) -> None:
+    diffs = check_files(shipped, DOCS)
+    assert not diffs, (
+        "docs/support-matrix.{md,html} are stale; run `python tools/render_matrix.py` and commit:\n"
+        + "\n".join(diffs)
+    )
+
+
+def test_check_fails_after_a_one_line_yaml_edit(tmp_path: Path) -> None:
+    caps = tmp_path / "capabilities"
+    shutil.copytree(SHIPPED, caps)
+    out = tmp_path / "docs"
+    code, text, _ = cli("render", "--matrix", str(caps), "--out-dir", str(out))
+    assert code == 0
+    assert f"wrote {out / MARKDOWN_NAME}" in text
+    assert cli("render", "--check", "--matrix", str(caps), "--out-dir", str(out))[0] == 0
+    # A copy renders exactly like the shipped matrix: paths are shown relative to the matrix root.
+    assert {p.name: p.read_text(encoding="utf-8") for p in out.iterdir()} == render_pages(
+        capmatrix.load()
+    )
+
+    xqa = caps / "kernels" / "xqa.yaml"
+    lines = xqa.read_text(encoding="utf-8").splitlines(keepends=True)
+    index = next(i for i, line in enumerate(lines) if "attention: mla" in line and i > 0
+                 and any(SEED_RULE in x for x in lines[max(0, i - 4):i]))
+    lines[index] = lines[index].replace("attention: mla", "attention: [mla, gqa]")
+    xqa.write_text("".join(lines), encoding="utf-8")
+
+    code, _, err = cli("render", "--check", "--matrix", str(caps), "--out-dir", str(out))
+    assert code == 1
+    assert f"--- {MARKDOWN_NAME} (committed)" in err
+    assert f"+++ {MARKDOWN_NAME} (rendered)" in err
+    assert "python tools/render_matrix.py" in err
+    assert "-| 120 (sm_12x)" in err  # the grid rows that changed
+
+
+def test_tool_wrapper_checks_and_writes(tmp_path: Path) -> None:
+    out = tmp_path / "docs"
+    tool = [sys.executable, str(ROOT / "tools" / "render_matrix.py")]
+    stale = subprocess.run([*tool, "--check", "--out-dir", str(out)], capture_output=True,
+                           text=True, check=False, cwd=tmp_path)
+    assert stale.returncode == 1
+    assert "stale" in stale.stderr
+    wrote = subprocess.run([*tool, "--out-dir", str(out)], capture_output=True, text=True,
+                           check=False, cwd=tmp_path)
+    assert wrote.returncode == 0, wrote.stderr
+    assert (out / MARKDOWN_NAME).is_file()
+    assert (out / HTML_NAME).is_file()
+    fresh = subprocess.run([*tool, "--check", "--out-dir", str(out)], capture_output=True,
+                           text=True, check=False, cwd=tmp_path)
+    assert fresh.returncode == 0, fresh.stderr
+
+
+# --------------------------------------------------------------------------------------------------
+# The seed bug, as the docs show it
+
+
+def test_xqa_grid_shows_the_seed_fix(shipped: capmatrix.Matrix, shipped_doc: Document) -> None:
+    xqa = section(shipped_doc, "xqa")
+    assert xqa.grid.caption == "xqa: SM rows; columns attention · spec_dec"
+    for row in ("120 (sm_12x)", "121 (sm_12x)"):
+        for attention in ("mha", "gqa", "mqa"):
+            for spec in ("one_model", "two_model"):
+                assert cell_at(xqa.grid, row, f"{attention} · {spec}").status is CellStatus.SUPPORTED
+        for spec in ("one_model", "two_model"):
+            cell = cell_at(xqa.grid, row, f"mla · {spec}")
+            assert cell.status is CellStatus.UNSUPPORTED
+            assert cell.note is not None
+            cited = {c.rule_id: c for c in cell.note.citations}
+            seed = cited[SEED_RULE]
+            rule = shipped.rule(SEED_RULE)
+            assert seed.effect == "exclude"
+            assert seed.location == f"capabilities/kernels/xqa.yaml:{rule.location.line}"
+            assert seed.reason == " ".join(rule.reason.split())
+            assert seed.source == " ".join(rule.source.split())
+            assert seed.verification == "untested" or seed.verification.startswith(
+                ("verified", "known issue")
+            )
+
+
+def test_xqa_markdown_cells_and_footnote(shipped: capmatrix.Matrix) -> None:
+    markdown = render_markdown(build(shipped))
+    table = md_table(markdown, "xqa: SM rows; columns attention · spec_dec")
+    for row in ("120 (sm_12x)", "121 (sm_12x)"):
+        for attention in ("mha", "gqa", "mqa"):
+            assert table[row][f"{attention} · one_model"].startswith("✓")
+        cell = table[row]["mla · one_model"]
+        assert cell.startswith("✗ [")
+        anchor = cell.split("(#", 1)[1].rstrip(")")
+        note = markdown.split(f'<a id="{anchor}"></a>', 1)[1].split("\n\n", 1)[0]
+        rule = shipped.rule(SEED_RULE)
+        assert f"`{SEED_RULE}`" in note
+        assert f"capabilities/kernels/xqa.yaml:{rule.location.line}" in note
+        assert "only unavailable on sm120 if MLA" in note
+        assert "Source: " in note
+
+
+# --------------------------------------------------------------------------------------------------
+# Cell semantics on a small matrix
+
+EXTRA = """\
+kernels:
+  partial:
+    description: fp8 KV excluded
+    rules:
+      - id: partial.all
+        grant: {sm: ">=90"}
+        reason: everything from sm90
+        source: test source
+        status: verified
+        verified: {evidence: evidence/run.json, gpu: Test GPU, software: torch 9.9, date: "2026-01-01"}
+      - id: partial.no-fp8
+        exclude: {kv: fp8}
+        reason: no fp8 kv
+        source: test source
+        status: known_issue
+"""
+
+
+@pytest.fixture
+def small_doc(write_matrix: Any) -> Document:
+    return build(capmatrix.load(write_matrix({"kernels/extra.yaml": EXTRA})))
+
+
+def test_small_cells(small_doc: Document) -> None:
+    xqa = section(small_doc, "xqa")
+    assert xqa.grid.columns == (
+        "mha · none", "mha · one_model", "gqa · none", "gqa · one_model", "mla · none",
+        "mla · one_model",
+    )
+    assert [label for label, _ in xqa.grid.rows] == [
+        "80", "90", "100 (sm_100f)", "103 (sm_100f)", "120 (sm_12x)", "121 (sm_12x)"
+    ]
+    # Granted with a requirement on an open axis (kv fp8): supported, the note says what it needs.
+    mla = cell_at(xqa.grid, "120 (sm_12x)", "mla · none")
+    assert mla.status is CellStatus.SUPPORTED
+    assert mla.note is not None
+    assert [(c.rule_id, c.requires) for c in mla.note.citations] == [("xqa.mla", "kv fp8")]
+    # Removed by an exclusion: unsupported, the note names the exclusion first.
+    spec = cell_at(xqa.grid, "121 (sm_12x)", "mla · one_model")
+    assert spec.status is CellStatus.UNSUPPORTED
+    assert spec.note is not None
+    assert [c.rule_id for c in spec.note.citations] == ["xqa.no-mla-spec", "xqa.mla"]
+    assert spec.note.citations[0].verification == "known issue"
+    # No grant at all: unsupported, no note.
+    bare = cell_at(xqa.grid, "80", "mla · none")
+    assert (bare.status, bare.note) == (CellStatus.UNSUPPORTED, None)
+    # Supported everywhere (beam takes its default 1, so the beam exclusion does not apply).
+    full = cell_at(xqa.grid, "90", "mha · none")
+    assert full.status is CellStatus.SUPPORTED
+    assert full.note is not None
+    assert full.note.summary.startswith("Supported for every value")
+    # Cells with the same explanation share one note.
+    assert cell_at(xqa.grid, "120 (sm_12x)", "mla · one_model").note is spec.note
+
+
+def test_partial_cell_and_verification(small_doc: Document) -> None:
+    part = section(small_doc, "partial")
+    assert part.grid.columns == ("bf16", "fp8")  # the one axis its rules name besides sm
+    cell = cell_at(part.grid, "90", "bf16")
+    assert cell.status is CellStatus.SUPPORTED
+    # sm 90 with kv open would be partial; with kv a column it is exact:
+    assert cell_at(part.grid, "90", "fp8").status is CellStatus.UNSUPPORTED
+    over = dict(small_doc.overview.rows)["partial"]
+    assert [c.status for c in over] == [
+        CellStatus.UNSUPPORTED, *[CellStatus.PARTIAL] * 5
+    ]
+    note = cell_at(part.grid, "90", "fp8").note
+    assert note is not None
+    granted = next(c for c in note.citations if c.rule_id == "partial.all")
+    assert granted.verification == (
+        "verified on Test GPU, torch 9.9, 2026-01-01 (evidence: evidence/run.json)"
+    )
+
+
+def test_partial_note_gives_the_residual(write_matrix: Any) -> None:
+    extra = EXTRA.replace("exclude: {kv: fp8}", "exclude: {attention: mla, kv: fp8, causal: true}")
+    doc = build(capmatrix.load(write_matrix({"kernels/extra.yaml": extra})))
+    part = section(doc, "partial")
+    assert part.grid.caption == "partial: SM rows; columns attention · kv"
+    assert "These range over all their values: causal." in part.fixed
+    cell = cell_at(part.grid, "90", "mla · fp8")
+    assert cell.status is CellStatus.PARTIAL
+    assert cell.note is not None
+    assert [c.rule_id for c in cell.note.citations] == ["partial.all", "partial.no-fp8"]
+    assert cell.note.details == ("Supported when causal=false.",)
+    assert cell_at(part.grid, "90", "gqa · fp8").status is CellStatus.SUPPORTED
+
+
+def test_role_grid(small_doc: Document) -> None:
+    role = small_doc.roles[0]
+    assert role.name == "gen"
+    assert role.split == "spec_dec"
+    none, spec = role.grids
+    assert none.columns == ("llama", "dsv3")
+    assert cell_at(none, "80", "llama").text == "xqa"
+    assert cell_at(none, "120 (sm_12x)", "dsv3").text == "xqa"
+    assert cell_at(spec, "120 (sm_12x)", "dsv3").text == "—"
+    assert cell_at(spec, "90", "dsv3").text == "fallback"
+    # causal is open and neither candidate names it, so every winner wins everywhere.
+    assert all(c.note is None for _, cells in none.rows for c in cells)
+
+
+def test_role_winner_depending_on_an_open_axis(write_matrix: Any) -> None:
+    roles = """\
+roles:
+  two:
+    description: xqa, then partial
+    candidates: [xqa, partial]
+"""
+    doc = build(capmatrix.load(write_matrix({"kernels/extra.yaml": EXTRA, "roles.yaml": roles})))
+    role = next(r for r in doc.roles if r.name == "two")
+    grid = role.grids[0]
+    cell = cell_at(grid, "120 (sm_12x)", "dsv3")  # mla, kv fp8: xqa.mla wins
+    assert cell.text == "xqa"
+    llama = cell_at(grid, "80", "llama")
+    assert llama.text == "xqa"
+
+
+# --------------------------------------------------------------------------------------------------
+# Output: deterministic, no absolute paths, evidence, atomic writes
+
+
+def test_render_is_deterministic_and_relative(
+    write_matrix: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = write_matrix()
+    first = render_pages(capmatrix.load(root))
+    monkeypatch.chdir(tmp_path.parent)
+    second = render_pages(capmatrix.load(root))
+    assert first == second
+    for text in first.values():
+        assert str(tmp_path) not in text
+        assert "capabilities/kernels/test.yaml:" in text
+
+
+def test_html_is_self_contained_and_accessible(small_doc: Document) -> None:
+    from capmatrix._html import render_html
+
+    page = render_html(small_doc)
+
+    class Collect(html.parser.HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ids: set[str] = set()
+            self.described: list[str] = []
+            self.th_scope: list[str | None] = []
+            self.urls: list[str] = []
+            self.tables = 0
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            a = dict(attrs)
+            if a.get("id"):
+                self.ids.add(str(a["id"]))
+            if a.get("aria-describedby"):
+                self.described.append(str(a["aria-describedby"]))
+                assert a.get("tabindex") == "0"
+                assert a.get("title")
+            if tag == "th":
+                self.th_scope.append(a.get("scope"))
+            if tag == "table":
+                self.tables += 1
+            for key in ("src", "href"):
+                if a.get(key):
+                    self.urls.append(str(a[key]))
+            assert tag not in {"link", "img", "iframe"}
+
+    parser = Collect()
+    parser.feed(page)
+    assert parser.tables >= 1 + len(small_doc.kernels) + sum(len(r.grids) for r in small_doc.roles)
+    assert parser.described
+    assert set(parser.described) <= parser.ids
+    assert all(scope in {"col", "row"} for scope in parser.th_scope)
+    assert not [u for u in parser.urls if u.startswith(("http:", "https:", "//"))]
+    assert 'id="legend"' in page
+    for symbol in ("✓", "◐", "✗"):
+        assert symbol in page
+
+
+def test_evidence_summary(write_matrix: Any) -> None:
+    root = write_matrix()
+    evidence = {
+        "format": 1,
+        "environment": {"gpu": "Test GPU", "sm": 90, "torch": "2.11.0", "cuda": "13.0",
+                        "cudnn": 91900},
+        "kernels": ["xqa"],
+        "cases": [],
+    }
+    (root / "evidence").mkdir()
+    (root / "evidence" / "run.json").write_text(json.dumps(evidence), encoding="utf-8")
+    doc = build(capmatrix.load(root))
+    (ev,) = doc.evidence
+    assert ev.path == "capabilities/evidence/run.json"
+    assert (ev.gpu, ev.sm, ev.cases, ev.kernels) == ("Test GPU", "90", 0, ("xqa",))
+    assert ev.software == "torch 2.11.0, CUDA 13.0, cuDNN 9.19.0"
+    assert ev.disagreements == 0
+    assert "Test GPU (sm 90)" in render_markdown(doc)
+
+
+def test_broken_evidence_is_a_located_error(write_matrix: Any) -> None:
+    root = write_matrix()
+    (root / "evidence").mkdir()
+    (root / "evidence" / "bad.json").write_text('{"format": 1,\n  "cases": [}\n', encoding="utf-8")
+    with pytest.raises(RenderError) as info:
+        build(capmatrix.load(root))
+    assert str(info.value).startswith("capabilities/evidence/bad.json:2:")
+
+
+def test_failed_render_leaves_old_files(
+    write_matrix: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "docs"
+    out.mkdir()
+    (out / MARKDOWN_NAME).write_text("old md\n", encoding="utf-8")
+    (out / HTML_NAME).write_text("old html\n", encoding="utf-8")
+
+    def boom(_doc: Document) -> str:
+        raise RenderError("html failed")
+
+    monkeypatch.setattr("capmatrix._html.render_html", boom)
+    with pytest.raises(RenderError):
+        render_files(capmatrix.load(write_matrix()), out)
+    assert (out / MARKDOWN_NAME).read_text(encoding="utf-8") == "old md\n"
+    assert (out / HTML_NAME).read_text(encoding="utf-8") == "old html\n"
+    assert sorted(p.name for p in out.iterdir()) == sorted([MARKDOWN_NAME, HTML_NAME])
+
+
+def test_cli_check_missing_pages_and_bad_matrix(tmp_path: Path, write_matrix: Any) -> None:
+    root = write_matrix()
+    code, _, err = cli("render", "--check", "--matrix", str(root), "--out-dir", str(tmp_path))
+    assert code == 1
+    assert "+++ support-matrix.md (rendered)" in err
+    code, _, err = cli("render", "--matrix", str(tmp_path / "missing"), "--out-dir", str(tmp_path))
+    assert code == 2
+    assert "matrix directory not found" in err
