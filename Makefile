@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # torch is optional for users; the tests exercise the engine edge with the CPU build, always pinned.
 TORCH_PIN := torch==2.13.0
 
-.PHONY: venv dev run test lint unit bench fuzz clean
+.PHONY: venv dev run test lint unit docs bench fuzz clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ unit: dev
 	$(PY) -m coverage report
 
 test: lint unit
+
+# Regenerate docs/support-matrix.{md,html} from capabilities/ (tests fail while they are stale).
+docs: venv
+	$(PY) tools/render_matrix.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage
