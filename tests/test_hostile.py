@@ -1,0 +1,690 @@
+"""Hostile and broken input: every bad file, directory, query and command line gets a located error.
+
+Each file in ``tests/hostile/`` is dropped into an otherwise clean matrix; the test pins every error it
+causes (file, line, column, code, JSON path and the gist of the message), and checks that the CLI
+reports it with exit status 2 and no traceback. Inputs too large to commit are generated here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tracemalloc
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+import capmatrix
+from capmatrix import _yaml, loader
+from capmatrix.cli import run
+from capmatrix.errors import CapabilityError, CapabilityErrors, CapmatrixError, InvalidQuery
+from capmatrix.resolver import set_default_matrix
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+HOSTILE = Path(__file__).parent / "hostile"
+#: A wall-clock guard that only stops a hang (it is not a performance assertion).
+GUARD_S = 120
+#: Peak traced memory allowed while refusing a small hostile document (it stays near 12 MB).
+MEMORY_BOUND = 100 * 1024 * 1024
+
+Pin = tuple[str, int | None, int | None, str, str, str]
+
+#: file -> every error it causes: (path, line, column, code, json path, message fragment).
+EXPECTED: dict[str, list[Pin]] = {
+    "alias_bomb.yaml": [
+        ("caps/alias_bomb.yaml", 4, 52, "E001", "kernels.lol.e[3][3][8][8][6]",
+         f"document expands to more than {_yaml.MAX_NODES} nodes"),
+    ],
+    "bad_range.yaml": [
+        ("caps/bad_range.yaml", 6, 21, "E222", "kernels.ranges.rules[0].grant.sm",
+         "'>= eighty' is neither a family of 'sm' nor a range"),
+        ("caps/bad_range.yaml", 11, 21, "E223", "kernels.ranges.rules[1].grant.sm",
+         "range '[140, 130)' is empty"),
+    ],
+    "binary_and_date.yaml": [
+        ("caps/binary_and_date.yaml", 3, 18, "E103", "models.when.description",
+         "b'hello' is not of type 'string'"),
+        ("caps/binary_and_date.yaml", 5, 13, "E103", "models.when.source",
+         "datetime.date(2024, 1, 1) is not of type 'string'"),
+    ],
+    "both_effects.yaml": [
+        ("caps/both_effects.yaml", 5, 9, "E100", "kernels.both.rules[0]",
+         "a rule needs exactly one of 'grant' or 'exclude'"),
+    ],
+    "comments_only.yaml": [("caps/comments_only.yaml", 1, 1, "E001", "", "empty file")],
+    "complex_key.yaml": [
+        ("caps/complex_key.yaml", 2, 5, "E002", "kernels", "mapping keys must be plain strings"),
+    ],
+    "control_char.yaml": [
+        ("caps/control_char.yaml", 3, 26, "E001", "", "character U+0007 is not allowed in YAML"),
+    ],
+    "custom_tag.yaml": [
+        ("caps/custom_tag.yaml", 3, 18, "E002", "kernels.included.description",
+         "could not determine a constructor for the tag '!include'"),
+    ],
+    "deep_nesting.yaml": [
+        ("caps/deep_nesting.yaml", 3, 47, "E001", "", f"nesting deeper than {_yaml.MAX_DEPTH} levels"),
+    ],
+    "duplicate_key.yaml": [
+        ("caps/duplicate_key.yaml", 10, 5, "E002", "kernels.dup.description",
+         "duplicate key 'description' (first defined on line 3)"),
+    ],
+    "duplicate_rule_id.yaml": [
+        ("caps/kernels/test.yaml", 5, 13, "E220", "kernels.xqa.rules[0].id",
+         "rule id 'xqa.hmma' is already used at caps/duplicate_rule_id.yaml:5"),
+    ],
+    "empty.yaml": [("caps/empty.yaml", 1, 1, "E001", "", "empty file")],
+    "long_integer.yaml": [
+        ("caps/long_integer.yaml", 6, 21, "E002", "kernels.big.rules[0].grant.sm",
+         "cannot read this value: number too long"),
+        ("caps/long_integer.yaml", 11, 21, "E002", "kernels.big.rules[1].grant.sm",
+         f"integer out of range (more than {_yaml.MAX_INT_BITS} bits)"),
+    ],
+    "merge_key.yaml": [
+        ("caps/merge_key.yaml", 11, 5, "E002", "kernels.derived", "merge keys ('<<') are not supported"),
+    ],
+    "multi_document.yaml": [
+        ("caps/multi_document.yaml", 5, 1, "E001", "", "YAML syntax error: but found another document"),
+    ],
+    "non_utf8.yaml": [("caps/non_utf8.yaml", 3, 21, "E001", "", "not UTF-8 (byte 0xe9)")],
+    "nul_byte.yaml": [
+        ("caps/nul_byte.yaml", 3, 25, "E001", "", "character U+0000 is not allowed in YAML"),
+    ],
+    "null_sections.yaml": [
+        ("caps/null_sections.yaml", 1, 9, "E103", "kernels", "None is not of type 'object'"),
+        ("caps/null_sections.yaml", 2, 9, "E103", "models", "None is not of type 'object'"),
+    ],
+    "python_name_tag.yaml": [
+        ("caps/python_name_tag.yaml", 3, 18, "E002", "kernels.evil.description",
+         "tag 'tag:yaml.org,2002:python/name:os.system'"),
+    ],
+    "python_tag.yaml": [
+        ("caps/python_tag.yaml", 7, 17, "E002", "kernels.evil.rules[0].reason",
+         "tag 'tag:yaml.org,2002:python/object/apply:os.system' is not allowed"),
+    ],
+    "scalar_document.yaml": [
+        ("caps/scalar_document.yaml", 1, 1, "E103", "", "'just a string' is not of type 'object'"),
+    ],
+    "set_tag.yaml": [
+        ("caps/set_tag.yaml", 4, 17, "E002", "roles.gen.candidates",
+         "tag 'tag:yaml.org,2002:set' is not allowed"),
+    ],
+    "tab_indent.yaml": [("caps/tab_indent.yaml", 3, 1, "E001", "", "tab used for indentation")],
+    "top_level_list.yaml": [
+        ("caps/top_level_list.yaml", 1, 1, "E103", "", "['kernels', 'axes'] is not of type 'object'"),
+    ],
+    "unclosed_bracket.yaml": [
+        ("caps/unclosed_bracket.yaml", 6, 1, "E001", "",
+         "YAML syntax error: expected ',' or '}', but got '<stream end>'"),
+    ],
+    "unknown_axis.yaml": [
+        ("caps/unknown_axis.yaml", 6, 17, "E221", "kernels.typo.rules[0].grant.smm",
+         "unknown axis 'smm'"),
+    ],
+    "unknown_keys.yaml": [
+        ("caps/unknown_keys.yaml", 4, 5, "E101", "kernels.extra.rulez", "unknown key 'rulez'"),
+        ("caps/unknown_keys.yaml", 11, 9, "E101", "kernels.extra.rules[0].note", "unknown key 'note'"),
+    ],
+    "unknown_value.yaml": [
+        ("caps/unknown_value.yaml", 6, 21, "E222", "kernels.vals.rules[0].grant.sm",
+         "95 is not a known value of axis 'sm'"),
+        ("caps/unknown_value.yaml", 6, 36, "E222", "kernels.vals.rules[0].grant.attention",
+         "'gqq' is not one of: mha, gqa, mla"),
+        ("caps/unknown_value.yaml", 6, 52, "E222", "kernels.vals.rules[0].grant.kv[1]",
+         "'fp4' is not one of: bf16, fp8"),
+    ],
+    "utf16.yaml": [("caps/utf16.yaml", 1, 1, "E001", "", "not UTF-8 (byte 0xff)")],
+    "wrong_types.yaml": [
+        ("caps/wrong_types.yaml", 3, 18, "E103", "kernels.typed.description",
+         "42 is not of type 'string'"),
+        ("caps/wrong_types.yaml", 4, 11, "E103", "kernels.typed.kind",
+         "['kernel'] is not one of ['kernel', 'gate']"),
+        ("caps/wrong_types.yaml", 10, 17, "E103", "kernels.typed.rules[0].status",
+         "'maybe' is not one of ['verified', 'untested', 'known_issue']"),
+    ],
+    "yes_no_bool.yaml": [
+        ("caps/yes_no_bool.yaml", 6, 35, "E222", "kernels.norway.rules[0].grant.spec_dec",
+         "False is not one of: none, one_model"),
+    ],
+}
+
+#: Hints that must accompany some errors (the advice is the point of the message).
+EXPECTED_HINTS = {
+    "duplicate_key.yaml": "YAML would silently keep only the last one",
+    "python_tag.yaml": "only plain YAML is accepted",
+    "tab_indent.yaml": "YAML indents with spaces only",
+    "non_utf8.yaml": "save the file as UTF-8",
+    "unknown_axis.yaml": "did you mean 'sm'?",
+    "unknown_keys.yaml": "did you mean 'rules'?",
+    "yes_no_bool.yaml": "quote the word",
+    "alias_bomb.yaml": "each alias (*name) copies its anchor's whole value",
+}
+
+
+# --------------------------------------------------------------------------------------------------
+# helpers
+
+
+@pytest.fixture(autouse=True)
+def _guard() -> Iterator[None]:
+    """Fail (rather than hang) when one test runs past GUARD_S; a generous stop, not a benchmark."""
+
+    def expire(_signum: int, _frame: object) -> None:
+        msg = f"hostile-input test still running after {GUARD_S}s"
+        raise TimeoutError(msg)
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(GUARD_S)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.fixture
+def caps(write_matrix: Callable[..., Path], monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A clean small matrix at ./caps (the working directory is its parent)."""
+    root = write_matrix()
+    monkeypatch.chdir(root.parent)
+    return root
+
+
+def add(root: Path, name: str) -> None:
+    """Copy the hostile file ``name`` into the matrix, byte for byte."""
+    shutil.copyfile(HOSTILE / name, root / name)
+
+
+def errors_of(path: str | Path) -> tuple[CapabilityError, ...]:
+    with pytest.raises(CapabilityErrors) as info:
+        capmatrix.load(path)
+    return info.value.errors
+
+
+def pins(errors: tuple[CapabilityError, ...]) -> list[tuple[str, int | None, int | None, str, str]]:
+    return [(e.path, e.line, e.column, e.code, e.json_path) for e in errors]
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = run(list(argv), out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def only_error(path: str | Path) -> CapabilityError:
+    errors = errors_of(path)
+    assert len(errors) == 1, [str(e) for e in errors]
+    return errors[0]
+
+
+# --------------------------------------------------------------------------------------------------
+# the committed corpus
+
+
+def test_every_corpus_file_is_pinned() -> None:
+    on_disk = sorted(p.name for p in HOSTILE.iterdir() if p.is_file())
+    assert on_disk == sorted(EXPECTED)
+
+
+def test_the_base_matrix_is_clean(caps: Path) -> None:
+    assert list(capmatrix.iter_problems(caps)) == []
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_corpus_file_gives_exact_located_errors(caps: Path, name: str) -> None:
+    add(caps, name)
+    errors = errors_of("caps")
+    expected = EXPECTED[name]
+    assert pins(errors) == [pin[:5] for pin in expected]
+    for error, pin in zip(errors, expected, strict=True):
+        assert pin[5] in error.message
+        assert isinstance(error, CapmatrixError)
+        assert str(error).startswith(error.location + ": ")
+    if name in EXPECTED_HINTS:
+        assert any(EXPECTED_HINTS[name] in (e.hint or "") for e in errors)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_corpus_file_iter_problems_matches_load(caps: Path, name: str) -> None:
+    add(caps, name)
+    assert pins(tuple(capmatrix.iter_problems("caps"))) == [pin[:5] for pin in EXPECTED[name]]
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_corpus_file_cli_validate_exit_2(caps: Path, name: str) -> None:
+    add(caps, name)
+    code, out, err = cli("validate", "caps")
+    assert code == 2
+    assert out == ""
+    assert "Traceback" not in err
+    for path, line, column, _code, _json_path, fragment in EXPECTED[name]:
+        location = ":".join(str(p) for p in (path, line, column) if p is not None)
+        assert f"{location}: " in err
+        assert fragment in err
+    count = len(EXPECTED[name])
+    assert err.splitlines()[-1].startswith(f"capmatrix: {count} problem")
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_corpus_file_cli_validate_json(caps: Path, name: str) -> None:
+    add(caps, name)
+    code, out, _err = cli("validate", "caps", "--json")
+    assert code == 2
+    data = json.loads(out)
+    assert data["ok"] is False
+    got = [(p["path"], p["line"], p["column"], p["code"], p["json_path"]) for p in data["problems"]]
+    assert got == [pin[:5] for pin in EXPECTED[name]]
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_corpus_file_cli_query_exit_2(caps: Path, name: str) -> None:
+    add(caps, name)
+    code, out, err = cli("query", "xqa", "--matrix", "caps", "--sm", "90")
+    assert code == 2
+    assert out == ""
+    assert "Traceback" not in err
+    first = EXPECTED[name][0]
+    assert ":".join(str(p) for p in first[:3] if p is not None) in err
+
+
+@pytest.mark.parametrize("name", ["alias_bomb.yaml", "deep_nesting.yaml"])
+def test_small_bombs_stay_small_in_memory(name: str) -> None:
+    text = (HOSTILE / name).read_text(encoding="utf-8")
+    tracemalloc.start()
+    try:
+        with pytest.raises(CapabilityErrors):
+            _yaml.read_text(text, name)
+        _current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < MEMORY_BOUND
+
+
+def test_alias_bomb_expands_at_most_max_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The builder stops after MAX_NODES nodes whatever the document would expand to."""
+    built = 0
+    original = _yaml._Builder.build
+
+    def counting(self: Any, node: Any, path: Any) -> Any:
+        nonlocal built
+        built += 1
+        return original(self, node, path)
+
+    monkeypatch.setattr(_yaml._Builder, "build", counting)
+    with pytest.raises(CapabilityErrors):
+        _yaml.read_text((HOSTILE / "alias_bomb.yaml").read_text(encoding="utf-8"), "bomb")
+    assert built == _yaml.MAX_NODES + 1
+
+
+def test_python_tag_runs_nothing(caps: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[object] = []
+    monkeypatch.setattr(os, "system", calls.append)
+    add(caps, "python_tag.yaml")
+    errors_of("caps")
+    assert calls == []
+
+
+# --------------------------------------------------------------------------------------------------
+# generated inputs: too large to commit, or not plain files
+
+
+def test_file_above_the_size_limit(caps: Path) -> None:
+    big = caps / "huge_file.yaml"
+    big.write_bytes(b"# padding\n" * (_yaml.MAX_FILE_BYTES // 10 + 1))
+    error = only_error("caps")
+    size = big.stat().st_size
+    assert (error.path, error.line, error.column, error.code) == ("caps/huge_file.yaml", None, None, "E001")
+    assert error.message == f"file is {size} bytes, above the limit of {_yaml.MAX_FILE_BYTES} bytes"
+
+
+def test_file_growing_past_the_limit_after_stat(caps: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (caps / "grows.yaml").write_bytes(b"# a\n" * (_yaml.MAX_FILE_BYTES // 4 + 1))
+    real_fstat = os.fstat
+
+    def small_fstat(fd: int) -> os.stat_result:
+        info = real_fstat(fd)
+        fields = list(info)
+        fields[6] = 10  # st_size as it was before the file grew
+        return os.stat_result(fields)
+
+    monkeypatch.setattr(os, "fstat", small_fstat)
+    error = only_error("caps")
+    assert (error.path, error.line, error.code) == ("caps/grows.yaml", None, "E001")
+    assert f"above the limit of {_yaml.MAX_FILE_BYTES} bytes" in error.message
+
+
+@pytest.mark.parametrize("flow", [False, True])
+def test_document_with_too_many_nodes(caps: Path, flow: bool) -> None:
+    count = _yaml.MAX_NODES + 10
+    text = "[" + "a, " * count + "]\n" if flow else "- a\n" * count
+    assert len(text) < _yaml.MAX_FILE_BYTES
+    (caps / "many_nodes.yaml").write_text(text, encoding="utf-8")
+    error = only_error("caps")
+    assert error.message == f"document has more than {_yaml.MAX_NODES} nodes"
+    # node 1 is the list itself, so the refused node is item MAX_NODES (1-based)
+    expected = (1, 2 + 3 * (_yaml.MAX_NODES - 1)) if flow else (_yaml.MAX_NODES, 3)
+    assert (error.path, error.line, error.column, error.code) == (
+        "caps/many_nodes.yaml", *expected, "E001"
+    )
+
+
+def test_very_deep_flow_nesting_fails_fast_without_recursion_error(caps: Path) -> None:
+    (caps / "deep.yaml").write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    error = only_error("caps")
+    assert (error.line, error.column, error.code) == (1, _yaml.MAX_DEPTH + 1, "E001")
+
+
+def test_missing_directory(tmp_path: Path) -> None:
+    error = only_error(tmp_path / "nowhere")
+    assert (error.path, error.line, error.code) == (str(tmp_path / "nowhere"), None, "E001")
+    assert error.message == "matrix directory not found"
+
+
+def test_directory_without_yaml(tmp_path: Path) -> None:
+    (tmp_path / "README").write_text("no yaml here", encoding="utf-8")
+    error = only_error(tmp_path)
+    assert error.message == "no capability files found"
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_fifo_named_yaml_does_not_hang(caps: Path) -> None:
+    os.mkfifo(caps / "pipe.yaml")
+    error = only_error("caps")
+    assert (error.path, error.line, error.code) == ("caps/pipe.yaml", None, "E001")
+    assert error.message == "not a regular file"
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_fifo_as_the_matrix_root(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe")
+    error = only_error(tmp_path / "pipe")
+    assert error.message == "not a directory or a file"
+
+
+def test_self_referencing_symlink(caps: Path) -> None:
+    (caps / "loop.yaml").symlink_to("loop.yaml")
+    error = only_error("caps")
+    assert (error.path, error.line, error.code) == ("caps/loop.yaml", None, "E001")
+    assert error.message.startswith("cannot read file: ")
+    assert "symbolic links" in error.message
+
+
+def test_dangling_symlink(caps: Path) -> None:
+    (caps / "gone.yaml").symlink_to("missing-target.yaml")
+    error = only_error("caps")
+    assert (error.path, error.code) == ("caps/gone.yaml", "E001")
+    assert error.message == "cannot read file: No such file or directory"
+
+
+def test_directory_symlink_loop_is_walked_once(caps: Path) -> None:
+    (caps / "kernels" / "again").symlink_to("..", target_is_directory=True)
+    (caps / "kernels" / "self").symlink_to(".", target_is_directory=True)
+    matrix = capmatrix.load("caps")  # each real directory is read once: no duplicate kernels
+    assert sorted(matrix.files) == ["caps/axes.yaml", "caps/kernels/test.yaml"]
+
+
+def test_directory_named_like_a_yaml_file_is_walked(caps: Path) -> None:
+    (caps / "odd.yaml").mkdir()
+    (caps / "odd.yaml" / "broken.yaml").write_text("kernels: [\n", encoding="utf-8")
+    error = only_error("caps")
+    assert (error.path, error.line, error.code) == ("caps/odd.yaml/broken.yaml", 2, "E001")
+
+
+def test_unreadable_file(caps: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Root ignores chmod 000, so the refusal is simulated at os.open."""
+    (caps / "secret.yaml").write_text("kernels: {}\n", encoding="utf-8")
+    real_open = os.open
+
+    def guarded(path: Any, flags: int, *args: Any) -> int:
+        if Path(path).name == "secret.yaml":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", guarded)
+    error = only_error("caps")
+    assert (error.path, error.line, error.code) == ("caps/secret.yaml", None, "E001")
+    assert error.message == "cannot read file: Permission denied"
+
+
+def test_unreadable_directory(caps: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """os.walk's scandir failure is reported, not skipped (root ignores chmod, so it is simulated)."""
+    (caps / "locked").mkdir()
+    (caps / "locked" / "hidden.yaml").write_text("kernels: {}\n", encoding="utf-8")
+    real_scandir = os.scandir
+
+    def guarded(path: Any = ".") -> Any:
+        if Path(path).name == "locked":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", guarded)
+    error = only_error("caps")
+    assert (error.path, error.code) == ("caps/locked", "E001")
+    assert error.message == "cannot read directory: Permission denied"
+
+
+def test_too_many_files(caps: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(loader, "MAX_FILES", 3)
+    for i in range(3):
+        (caps / f"extra{i}.yaml").write_text("# nothing\n", encoding="utf-8")
+    error = only_error("caps")
+    assert (error.path, error.code) == ("caps", "E001")
+    assert error.message == "more than 3 YAML files"
+
+
+def test_too_many_bytes(caps: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(loader, "MAX_TOTAL_BYTES", 1000)
+    (caps / "padding.yaml").write_text("# pad\n" * 200, encoding="utf-8")
+    error = only_error("caps")
+    assert (error.path, error.code) == ("caps", "E001")
+    assert error.message == "YAML files add up to more than 1000 bytes"
+
+
+def test_too_deep_a_directory_tree(caps: Path) -> None:
+    deep = caps.joinpath(*["d"] * (loader.MAX_DIR_DEPTH + 2))
+    deep.mkdir(parents=True)
+    (deep / "x.yaml").write_text("kernels: {}\n", encoding="utf-8")
+    error = only_error("caps")
+    assert error.message == f"directories nested deeper than {loader.MAX_DIR_DEPTH} levels"
+    assert error.path == "caps/" + "/".join(["d"] * loader.MAX_DIR_DEPTH)
+
+
+def test_single_file_as_the_matrix(tmp_path: Path) -> None:
+    only = tmp_path / "lonely.yaml"
+    shutil.copyfile(HOSTILE / "tab_indent.yaml", only)
+    error = only_error(only)
+    assert (error.path, error.line, error.column, error.code) == (only.as_posix(), 3, 1, "E001")
+
+
+# --------------------------------------------------------------------------------------------------
+# hostile queries
+
+
+@pytest.fixture
+def small_default(small: capmatrix.Matrix) -> Iterator[capmatrix.Matrix]:
+    """Make the small matrix the default one for the test."""
+    set_default_matrix(small)
+    try:
+        yield small
+    finally:
+        set_default_matrix(None)
+
+
+BAD_QUERIES: list[tuple[str, Callable[[capmatrix.Matrix], object], type[Exception], str]] = [
+    ("axis None", lambda m: capmatrix.KernelQuery("xqa", sm=None), InvalidQuery,  # type: ignore[arg-type]
+     "axis 'sm' is None; give a value or leave the axis out"),
+    ("float value", lambda m: capmatrix.KernelQuery("xqa", sm=1.5), InvalidQuery,  # type: ignore[arg-type]
+     "axis 'sm' has a value of type float: 1.5; use a string, an int or a bool"),
+    ("list value", lambda m: capmatrix.KernelQuery("xqa", sm=[90]), InvalidQuery,  # type: ignore[arg-type]
+     "axis 'sm' has a value of type list: [90]"),
+    ("huge int", lambda m: capmatrix.KernelQuery("xqa", sm=10**5000), InvalidQuery,
+     "axis 'sm': integer out of range"),
+    ("kernel not a string", lambda m: capmatrix.KernelQuery(10**5000), InvalidQuery,  # type: ignore[arg-type]
+     "kernel must be a string, got <int too large to print>"),
+    ("model not a string", lambda m: capmatrix.KernelQuery("xqa", model=["llama"]), InvalidQuery,  # type: ignore[arg-type]
+     "model must be a string, got ['llama']"),
+    ("unknown axis", lambda m: capmatrix.resolve(capmatrix.KernelQuery("xqa", smm=90), m),
+     capmatrix.UnknownName, "unknown axis 'smm'"),
+    ("unknown enum value",
+     lambda m: capmatrix.resolve(capmatrix.KernelQuery("xqa", attention="gqq"), m), InvalidQuery,
+     "'gqq' is not a value of axis 'attention' (mha, gqa, mla) (did you mean 'gqa'?)"),
+    ("int for enum", lambda m: capmatrix.resolve(capmatrix.KernelQuery("xqa", attention=5), m),
+     InvalidQuery, "5 is not a value of axis 'attention'"),
+    ("string for int", lambda m: capmatrix.resolve(capmatrix.KernelQuery("xqa", sm="90"), m),
+     InvalidQuery, "axis 'sm' is int; got '90'"),
+    ("bool for int", lambda m: capmatrix.resolve(capmatrix.KernelQuery("xqa", sm=True), m),
+     InvalidQuery, "axis 'sm' is int; got True"),
+    ("int for bool", lambda m: capmatrix.resolve(capmatrix.KernelQuery("xqa", causal=1), m),
+     InvalidQuery, "axis 'causal' is bool; got 1"),
+    ("unknown kernel", lambda m: capmatrix.resolve(capmatrix.KernelQuery("xqb"), m),
+     capmatrix.UnknownName, "unknown kernel 'xqb'"),
+    ("unknown model", lambda m: capmatrix.resolve(capmatrix.KernelQuery("xqa", model="lama"), m),
+     capmatrix.UnknownName, "unknown model 'lama'"),
+    ("no kernel", lambda m: capmatrix.resolve(capmatrix.KernelQuery(None, sm=90), m), InvalidQuery,
+     "the query names no kernel; use select() for a role"),
+    ("query None", lambda m: capmatrix.resolve(None, m), InvalidQuery,  # type: ignore[arg-type]
+     "expected a KernelQuery, got NoneType: None"),
+    ("query a string", lambda m: capmatrix.resolve("xqa", m), InvalidQuery,  # type: ignore[arg-type]
+     "expected a KernelQuery, got str: 'xqa'"),
+    ("query unhashable", lambda m: capmatrix.resolve({"sm": 90}, m), InvalidQuery,  # type: ignore[arg-type]
+     "expected a KernelQuery, got dict"),
+    ("matrix a path", lambda m: capmatrix.resolve(capmatrix.KernelQuery("xqa"), "caps"),  # type: ignore[arg-type]
+     InvalidQuery, "expected a Matrix from capmatrix.load(), got str"),
+    ("unknown role", lambda m: capmatrix.select("generation", capmatrix.KernelQuery(sm=90), m),
+     capmatrix.UnknownName, "unknown role 'generation'"),
+    ("role None", lambda m: capmatrix.select(None, capmatrix.KernelQuery(sm=90), m),  # type: ignore[arg-type]
+     InvalidQuery, "role must be a string, got NoneType: None"),
+    ("role unhashable", lambda m: capmatrix.select(["gen"], capmatrix.KernelQuery(sm=90), m),  # type: ignore[arg-type]
+     InvalidQuery, "role must be a string, got list"),
+    ("select query None", lambda m: capmatrix.select("gen", None, m),  # type: ignore[arg-type]
+     InvalidQuery, "expected a KernelQuery"),
+    ("select bad value", lambda m: capmatrix.select("gen", capmatrix.KernelQuery(sm="x"), m),
+     InvalidQuery, "axis 'sm' is int; got 'x'"),
+    ("default matrix a string", lambda m: set_default_matrix("caps"),  # type: ignore[arg-type]
+     InvalidQuery, "expected a Matrix from capmatrix.load(), got str"),
+]
+
+
+@pytest.mark.parametrize(("label", "call", "kind", "message"), BAD_QUERIES, ids=[b[0] for b in BAD_QUERIES])
+def test_bad_query_raises_a_clear_capmatrix_error(
+    small_default: capmatrix.Matrix,
+    label: str,
+    call: Callable[[capmatrix.Matrix], object],
+    kind: type[Exception],
+    message: str,
+) -> None:
+    del label
+    with pytest.raises(kind) as info:
+        call(small_default)
+    assert isinstance(info.value, CapmatrixError)
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize("use_default", [False, True])
+def test_bad_queries_also_fail_through_the_default_matrix(
+    small_default: capmatrix.Matrix, use_default: bool
+) -> None:
+    matrix = None if use_default else small_default
+    capmatrix.resolve(capmatrix.KernelQuery("xqa", sm=90), matrix)  # warms the cache
+    with pytest.raises(InvalidQuery, match="expected a KernelQuery"):
+        capmatrix.resolve(["xqa"], matrix)  # type: ignore[arg-type]
+
+
+def test_value_outside_the_universe_is_answered_not_refused(small: capmatrix.Matrix) -> None:
+    r = capmatrix.resolve(capmatrix.KernelQuery("fallback", sm=2**62), small)
+    assert r.verdict is capmatrix.Verdict.UNSUPPORTED
+    assert r.outside == ("sm",)
+
+
+def test_reload_failure_keeps_the_previous_default(
+    small_default: capmatrix.Matrix, tmp_path: Path
+) -> None:
+    with pytest.raises(CapabilityErrors):
+        capmatrix.reload(tmp_path / "nowhere")
+    assert capmatrix.default_matrix() is small_default
+
+
+# --------------------------------------------------------------------------------------------------
+# bad command lines
+
+
+BAD_ARGS: list[tuple[list[str], str]] = [
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+    (["query"], "the following arguments are required: kernel"),
+    (["query", "xqa", "--matrix", "caps", "--sm", "abc"], "--sm expects an integer, got 'abc'"),
+    (["query", "xqa", "--matrix", "caps", "--sm"], "argument --sm: expected one argument"),
+    (["query", "xqa", "--matrix", "caps", "--sm", "9" * 5000], "--sm expects an integer"),
+    (["query", "xqa", "--matrix", "caps", "--sm", "9" * 30], "integer out of range"),
+    (["query", "xqa", "--matrix", "caps", "--causal", "maybe"], "--causal expects true or false"),
+    (["query", "xqa", "--matrix", "caps", "--bogus", "1"], "unrecognized arguments: --bogus 1"),
+    (["query", "xqb", "--matrix", "caps"], "unknown kernel 'xqb'"),
+    (["query", "xqa", "--matrix", "caps", "--model", "lama"], "unknown model 'lama'"),
+    (["query", "xqa", "--matrix", "caps", "--attention", "gqq"], "did you mean 'gqa'?"),
+    (["query", "xqa", "--matrix", "nowhere"], "nowhere: matrix directory not found"),
+    (["query", "xqa", "--matrix", "caps/kernels/test.yaml"], "no file declares the axes"),
+    (["query", "xqa", "--matrix", "caps/axes.yaml"], "unknown kernel 'xqa'; known: \n"),
+    (["select", "generation", "--matrix", "caps"], "unknown role 'generation'"),
+    (["validate", "nowhere"], "nowhere: matrix directory not found"),
+    (["validate", "caps", "extra"], "unrecognized arguments: extra"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), BAD_ARGS, ids=[" ".join(a[0])[:40] for a in BAD_ARGS])
+def test_bad_command_line_exits_2(caps: Path, argv: list[str], message: str) -> None:
+    del caps
+    code, _out, err = cli(*argv)
+    assert code == 2
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_no_arguments_prints_usage_and_exits_2() -> None:
+    code, out, _err = cli()
+    assert code == 2
+    assert "usage: capmatrix" in out
+
+
+def test_real_process_reports_without_traceback(caps: Path) -> None:
+    add(caps, "alias_bomb.yaml")
+    add(caps, "python_tag.yaml")
+    (caps / "loop.yaml").symlink_to("loop.yaml")
+    env = {**os.environ, "PYTHONPATH": str(Path(capmatrix.__file__).parent.parent)}
+    for argv in (["validate", "caps"], ["query", "xqa", "--matrix", "caps", "--sm", "abc"]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "capmatrix", *argv],
+            capture_output=True, text=True, env=env, timeout=GUARD_S, check=False,
+        )
+        assert proc.returncode == 2, proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert proc.stdout == ""
+        assert "caps/alias_bomb.yaml:4:52: " in proc.stderr
+        assert "caps/python_tag.yaml:7:17: " in proc.stderr
+        assert "caps/loop.yaml: cannot read file: " in proc.stderr
+
+
+def test_stdout_closed_early_is_not_a_traceback(caps: Path) -> None:
+    """`capmatrix query ... | head -0` closes the pipe; the CLI must not print a traceback."""
+    del caps
+    env = {**os.environ, "PYTHONPATH": str(Path(capmatrix.__file__).parent.parent)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "capmatrix", "query", "xqa", "--matrix", "caps", "--sm", "90", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+    )
+    assert proc.stdout is not None
+    proc.stdout.close()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=GUARD_S)
+    assert proc.stderr is not None
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert err == ""
+    assert proc.returncode == 0
