@@ -1,0 +1,72 @@
+"""docs/authoring.md: every validation code has an example, and each example prints what the doc says."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import capmatrix
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "authoring.md"
+LOADER_SOURCES = (ROOT / "capmatrix" / "loader.py", ROOT / "capmatrix" / "_yaml.py")
+
+_BLOCK = re.compile(r"```(yaml|text)\n(.*?)```", re.DOTALL)
+
+
+def _catalogue() -> tuple[dict[str, str], list[tuple[str, str, str, str]]]:
+    """The base files and, per code, (code, example path, example text, expected message)."""
+    text = DOC.read_text(encoding="utf-8")
+    body = text.split("## Validation codes", 1)[1]
+    head, *sections = re.split(r"^### ", body, flags=re.MULTILINE)
+    base = {}
+    for kind, block in _BLOCK.findall(head):
+        if kind == "yaml" and block.startswith("# capabilities/"):
+            path = block.splitlines()[0][2:].strip()
+            base[path] = block
+    examples = []
+    for section in sections:
+        code = section.split(":", 1)[0].strip()
+        blocks = _BLOCK.findall(section)
+        yaml_block = next(b for k, b in blocks if k == "yaml")
+        message = next(b for k, b in blocks if k == "text").strip()
+        path = yaml_block.splitlines()[0][2:].strip()
+        examples.append((code, path, yaml_block, message))
+    return base, examples
+
+
+BASE, EXAMPLES = _catalogue()
+
+
+def test_every_code_the_loader_uses_is_documented() -> None:
+    used = set()
+    for source in LOADER_SOURCES:
+        used |= set(re.findall(r'code="(E\d{3})"', source.read_text(encoding="utf-8")))
+    documented = {code for code, *_ in EXAMPLES}
+    assert used - {"E000"} <= documented, sorted(used - documented)
+    assert [code for code, *_ in EXAMPLES] == sorted(documented)  # listed once each, in order
+
+
+def test_base_matrix_is_clean(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for path, text in BASE.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert list(capmatrix.iter_problems("capabilities")) == []
+
+
+@pytest.mark.parametrize(("code", "path", "text", "message"), EXAMPLES,
+                         ids=[e[0] for e in EXAMPLES])
+def test_example_prints_what_the_doc_says(
+    code: str, path: str, text: str, message: str, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    files = {**BASE, path: text}
+    for name, body in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(body, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    problems = list(capmatrix.iter_problems("capabilities"))
+    assert [(p.code, str(p)) for p in problems] == [(code, message)]
