@@ -8,6 +8,7 @@ import itertools
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -47,7 +48,7 @@ SPEC_DECS = ("one_model", "two_model")
 BOOLS = (False, True)
 
 
-def _inputs(sms: tuple[int, ...] = SMS) -> list[dict[str, object]]:
+def _inputs(sms: tuple[int, ...] = SMS) -> list[dict[str, Any]]:
     return [
         {
             "spec_dec": spec_dec, "sm": sm, "is_mla": is_mla, "is_draft_model": draft,
@@ -59,7 +60,7 @@ def _inputs(sms: tuple[int, ...] = SMS) -> list[dict[str, object]]:
     ]
 
 
-def _fix_cell(kw: dict[str, object]) -> bool:
+def _fix_cell(kw: dict[str, Any]) -> bool:
     """The cells PR #10765 changed: SM120/121, not MLA, one-model."""
     return kw["sm"] in (120, 121) and not kw["is_mla"] and kw["spec_dec"] == "one_model"
 
@@ -74,7 +75,7 @@ def test_need_equals_legacy_after_everywhere(sms: tuple[int, ...]) -> None:
     assert len(rows) == len(sms) * 2 * 2**4 * 3
     mismatches = [
         kw for kw in rows
-        if attention_need_spec_dec_mode(**kw) != legacy.attention_need_spec_dec_mode_after(**kw)  # type: ignore[arg-type]
+        if attention_need_spec_dec_mode(**kw) != legacy.attention_need_spec_dec_mode_after(**kw)
     ]
     assert mismatches == []
 
@@ -83,20 +84,20 @@ def test_need_differs_from_legacy_before_exactly_on_the_fix() -> None:
     rows = _inputs()
     differing = [
         kw for kw in rows
-        if attention_need_spec_dec_mode(**kw) != legacy.attention_need_spec_dec_mode_before(**kw)  # type: ignore[arg-type]
+        if attention_need_spec_dec_mode(**kw) != legacy.attention_need_spec_dec_mode_before(**kw)
     ]
     expected = [kw for kw in rows if _fix_cell(kw)]
     assert differing == expected
     assert len(expected) == 2 * 2**3 * 3  # sm 120/121 x draft/first/chain x backends
     # On those cells the fix turns multi-token mode on (the Llama-on-SM120 accuracy fix).
-    assert all(attention_need_spec_dec_mode(**kw) for kw in expected)  # type: ignore[arg-type]
+    assert all(attention_need_spec_dec_mode(**kw) for kw in expected)
 
 
 @pytest.mark.parametrize("sms", [SMS, BEYOND], ids=["universe", "beyond"])
 def test_effective_equals_legacy_after_everywhere(sms: tuple[int, ...]) -> None:
     mismatches = [
         kw for kw in _inputs(sms)
-        if effective_spec_dec_mode(**kw) != legacy.effective_spec_dec_mode_after(**kw)  # type: ignore[arg-type]
+        if effective_spec_dec_mode(**kw) != legacy.effective_spec_dec_mode_after(**kw)
     ]
     assert mismatches == []
 
@@ -105,7 +106,7 @@ def test_effective_differs_from_before_on_the_fix_with_the_trtllm_backend() -> N
     rows = _inputs()
     differing = [
         kw for kw in rows
-        if effective_spec_dec_mode(**kw) != legacy.effective_spec_dec_mode_before(**kw)  # type: ignore[arg-type]
+        if effective_spec_dec_mode(**kw) != legacy.effective_spec_dec_mode_before(**kw)
     ]
     # Other backends' metadata drop the flag, so the fix shows only where TRTLLM keeps it.
     assert differing == [kw for kw in rows if _fix_cell(kw) and kw["attention_backend"] == "trtllm"]
@@ -121,7 +122,7 @@ def test_extend_ctx_equals_legacy_before_and_after(sms: tuple[int, ...]) -> None
 
 
 def test_truth_table_rows_of_the_seed_fix() -> None:
-    base = {"is_draft_model": False, "is_first_draft": False, "use_chain_drafter": False,
+    base: dict[str, Any] = {"is_draft_model": False, "is_first_draft": False, "use_chain_drafter": False,
             "attention_backend": "trtllm"}
     # Llama (GQA) one-model on SM120 and SM121: multi-token XQA after the fix.
     for sm in (120, 121):
@@ -147,7 +148,7 @@ def test_gate_resolution_over_axes_matches_the_compare_legacy_predicates(gate_na
         SMS, axes["attention"].values, axes["spec_dec"].values, axes["attention_backend"].values,
         axes["spec_dec_pass"].values,
     ):
-        values = {"sm": sm, "attention": attention, "spec_dec": spec_dec,
+        values: dict[str, Any] = {"sm": sm, "attention": attention, "spec_dec": spec_dec,
                   "attention_backend": backend, "spec_dec_pass": sd_pass}
         got = bool(capmatrix.resolve(capmatrix.KernelQuery(GATES["need"], **values)))
         if got != predicate(**values):
@@ -248,11 +249,11 @@ def test_gate_that_splits_non_mla_types_is_refused(tmp_path: Path) -> None:
 
 
 def test_module_cache_follows_the_default_matrix() -> None:
-    kw = {"spec_dec": "one_model", "sm": 120, "is_mla": False, "is_draft_model": False,
+    kw: dict[str, Any] = {"spec_dec": "one_model", "sm": 120, "is_mla": False, "is_draft_model": False,
           "is_first_draft": False, "use_chain_drafter": False, "attention_backend": "trtllm"}
-    assert attention_need_spec_dec_mode(**kw)  # type: ignore[arg-type]
+    assert attention_need_spec_dec_mode(**kw)
     first = trtllm._cache[("one_model", 120, False, False, False, "trtllm")]
-    assert attention_need_spec_dec_mode(**kw)  # type: ignore[arg-type]
+    assert attention_need_spec_dec_mode(**kw)
     assert trtllm._cache[("one_model", 120, False, False, False, "trtllm")] is first
 
 
@@ -275,7 +276,7 @@ def _conditional_nodes(tree: ast.AST) -> list[ast.AST]:
 
 def _forbidden_constants(source: str) -> list[tuple[int, object]]:
     names = {str(v) for v in MATRIX.axes["attention"].values} | set(MATRIX.kernels)
-    found = []
+    found: list[tuple[int, object]] = []
     for cond in _conditional_nodes(ast.parse(source)):
         for node in ast.walk(cond):
             if not isinstance(node, ast.Constant):

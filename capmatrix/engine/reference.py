@@ -134,7 +134,7 @@ class KVCache:
         return int(self.a.shape[-2])
 
 
-def verification_mask(past: int, drafts: int, device: object = None) -> Any:  # noqa: ANN401
+def verification_mask(past: int, drafts: int, device: Any = None) -> Any:  # noqa: ANN401
     """Boolean mask (drafts, past + drafts): draft i sees the cache and drafts 0..i (bottom-right causal)."""
     import torch  # noqa: PLC0415
 

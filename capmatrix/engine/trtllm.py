@@ -11,7 +11,7 @@ argument tuple.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
@@ -21,6 +21,7 @@ from capmatrix.resolver import default_matrix
 
 if TYPE_CHECKING:
     from capmatrix.matrix import Matrix
+    from capmatrix.model import AxisValue
 
 __all__ = [
     "GATES",
@@ -42,9 +43,9 @@ GATES: Final[Mapping[str, str]] = {
 
 #: spec_dec_pass values: the target's verification pass, the first step of a chain drafter, any other
 #: draft step.
-PASS_TARGET: Final = "target"
-PASS_FIRST_CHAIN_DRAFT: Final = "first_chain_draft"
-PASS_DRAFT: Final = "draft"
+PASS_TARGET: Final = "target"  # noqa: S105 - an axis value, not a secret
+PASS_FIRST_CHAIN_DRAFT: Final = "first_chain_draft"  # noqa: S105 - an axis value, not a secret
+PASS_DRAFT: Final = "draft"  # noqa: S105 - an axis value, not a secret
 
 
 class AmbiguousGate(CapmatrixError, ValueError):
@@ -121,7 +122,7 @@ def bind_spec_dec(
     :raises AmbiguousGate: when a gate answers differently for non-MLA attention types.
     """
     m = default_matrix() if matrix is None else matrix
-    passes = {
+    passes: dict[Hashable, AxisValue] = {
         first: spec_dec_pass(
             is_draft_model=is_draft_model, is_first_draft=first, use_chain_drafter=use_chain_drafter
         )

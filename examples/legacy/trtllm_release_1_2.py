@@ -42,7 +42,7 @@ def _need(
 def attention_need_spec_dec_mode_before(
     *, spec_dec, sm, is_mla, is_draft_model, is_first_draft, use_chain_drafter, attention_backend,
 ) -> bool:
-    # P7: xqa_supported = get_sm_version() < 120 (no MLA input yet).
+    # P7: before the fix, xqa_supported compared the SM with 120 only (no MLA input yet).
     xqa_supported = sm < 120
     return _need(
         xqa_supported_one_model=xqa_supported, spec_dec=spec_dec, is_draft_model=is_draft_model,
@@ -54,7 +54,7 @@ def attention_need_spec_dec_mode_before(
 def attention_need_spec_dec_mode_after(
     *, spec_dec, sm, is_mla, is_draft_model, is_first_draft, use_chain_drafter, attention_backend,
 ) -> bool:
-    # P8: xqa_supported = not is_mla or get_sm_version() < 120.
+    # P8: after the fix only MLA models lose the one-model mode on SM120 and later.
     xqa_supported = not is_mla or sm < 120
     return _need(
         xqa_supported_one_model=xqa_supported, spec_dec=spec_dec, is_draft_model=is_draft_model,
@@ -95,15 +95,15 @@ def effective_spec_dec_mode_after(**kwargs) -> bool:
 
 def _pass_flags(spec_dec_pass: str) -> tuple[bool, bool, bool]:
     """(is_draft_model, is_first_draft, use_chain_drafter) for a spec_dec_pass axis value."""
-    if spec_dec_pass == "target":
+    if spec_dec_pass == "target":  # noqa: S105 - an axis value
         return False, False, False
-    if spec_dec_pass == "first_chain_draft":
+    if spec_dec_pass == "first_chain_draft":  # noqa: S105 - an axis value
         return True, True, True
     return True, False, False
 
 
 def xqa_spec_dec_mode_before(
-    *, sm, attention, spec_dec, attention_backend="trtllm", spec_dec_pass="target", **_
+    *, sm, attention, spec_dec, attention_backend="trtllm", spec_dec_pass="target", **_  # noqa: S107
 ) -> bool:
     if spec_dec not in (ONE_MODEL, TWO_MODEL):
         return False
@@ -116,7 +116,7 @@ def xqa_spec_dec_mode_before(
 
 
 def xqa_spec_dec_mode_after(
-    *, sm, attention, spec_dec, attention_backend="trtllm", spec_dec_pass="target", **_
+    *, sm, attention, spec_dec, attention_backend="trtllm", spec_dec_pass="target", **_  # noqa: S107
 ) -> bool:
     if spec_dec not in (ONE_MODEL, TWO_MODEL):
         return False
