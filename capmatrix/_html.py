@@ -39,6 +39,7 @@ thead th { background: #f6f8fa; position: sticky; top: 0; white-space: nowrap; }
 tbody th { background: #f6f8fa; text-align: left; white-space: nowrap; font-weight: 600;
   position: sticky; left: 0; z-index: 1; }
 thead th:first-child { left: 0; z-index: 2; }
+thead th.group { border-bottom: 2px solid var(--muted); }
 td.c { text-align: center; white-space: nowrap; cursor: default; }
 td.c.supported, .sw.supported { background: var(--ok); border-color: var(--ok-b); color: var(--ok-b); }
 td.c.partial, .sw.partial { background: var(--part); border-color: var(--part-b); color: var(--part-b); }
@@ -166,8 +167,16 @@ def _grid(grid: Grid, *, role: bool = False) -> str:
     out = [f'<div class="scroll" role="region" tabindex="0" aria-labelledby="{_e(grid.anchor)}-cap">',
            f'<table id="{_e(grid.anchor)}" class="grid">',
            f'<caption id="{_e(grid.anchor)}-cap">{_e(grid.caption)}</caption>',
-           "<thead><tr>", f'<th scope="col">{_e(grid.corner)}</th>']
-    out.extend(f'<th scope="col">{_e(col)}</th>' for col in grid.columns)
+           "<thead><tr>"]
+    if grid.groups:
+        out.append(f'<th scope="col" rowspan="2">{_e(grid.corner)}</th>')
+        out.extend(f'<th scope="colgroup" colspan="{span}" class="group">{_e(label)}</th>'
+                   for label, span in grid.groups)
+        out.append("</tr><tr>")
+        out.extend(f'<th scope="col">{_e(col)}</th>' for col in grid.subcolumns)
+    else:
+        out.append(f'<th scope="col">{_e(grid.corner)}</th>')
+        out.extend(f'<th scope="col">{_e(col)}</th>' for col in grid.columns)
     out.append("</tr></thead><tbody>")
     for r, (label, cells) in enumerate(grid.rows):
         out.append(f'<tr><th scope="row">{_e(label)}</th>')

@@ -178,6 +178,9 @@ class Grid:
     columns: tuple[str, ...]
     rows: tuple[tuple[str, tuple[Cell, ...]], ...]
     notes: tuple[Note, ...] = ()
+    #: Two column axes: the first axis's values with their spans, and the second axis's values.
+    groups: tuple[tuple[str, int], ...] = ()
+    subcolumns: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -523,6 +526,9 @@ class _Builder:
             grid=Grid(
                 anchor=f"{anchor}-grid", caption=caption, corner="sm",
                 columns=columns, rows=tuple(rows), notes=notes.notes,
+                groups=tuple((_fmt(v), len(axes[1].values)) for v in axes[0].values)
+                if len(axes) == 2 else (),
+                subcolumns=tuple(_fmt(c[1]) for c in combos) if len(axes) == 2 else (),
             ),
             rules=tuple(_citation(r, self.paths) for r in kernel.rules),
         )

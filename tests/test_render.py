@@ -352,7 +352,8 @@ def test_html_is_self_contained_and_accessible(small_doc: Document) -> None:
     assert parser.tables >= 1 + len(small_doc.kernels) + sum(len(r.grids) for r in small_doc.roles)
     assert parser.described
     assert set(parser.described) <= parser.ids
-    assert all(scope in {"col", "row"} for scope in parser.th_scope)
+    assert all(scope in {"col", "colgroup", "row"} for scope in parser.th_scope)
+    assert "colgroup" in parser.th_scope  # two column axes: grouped headers
     assert not [u for u in parser.urls if u.startswith(("http:", "https:", "//"))]
     assert 'id="legend"' in page
     for symbol in ("✓", "◐", "✗"):
