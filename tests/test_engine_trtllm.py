@@ -183,6 +183,11 @@ def test_bound_decisions_are_plain_dict_lookups() -> None:
     assert d.effective_table == {False: False, True: True}
     assert d.extend_ctx is False
     assert d.kept is True
+    assert d.need_static is None  # the first chain-draft step differs from later draft steps
+    target = bind_spec_dec(spec_dec="two_model", sm=90, is_mla=False, is_draft_model=False,
+                           use_chain_drafter=True, attention_backend="trtllm")
+    assert target.need_static is True
+    assert target.effective_static is True
     assert d.need_decision.kernel == GATES["need"]
     reasons = d.need_decision.explain(True).rules
     assert "trtllm_spec_dec_mode.two_model" in reasons

@@ -68,7 +68,9 @@ class SpecDecDecisions:
     """The spec-dec decisions of one engine, bound at start.
 
     ``need(is_first_draft)`` and ``effective(is_first_draft)`` are dict lookups; ``extend_ctx`` is a
-    constant (it depends only on static inputs).
+    constant (it depends only on static inputs). ``need_static`` / ``effective_static`` hold the answer
+    when it does not depend on ``is_first_draft`` (target and one-model engines), else None, so that an
+    engine can hoist the decision out of its step entirely.
     """
 
     need: Callable[[bool], bool] = field(repr=False)
@@ -80,6 +82,8 @@ class SpecDecDecisions:
     kept_decision: BoundDecision = field(repr=False)
     need_table: Mapping[bool, bool]
     effective_table: Mapping[bool, bool]
+    need_static: bool | None
+    effective_static: bool | None
 
 
 def spec_dec_pass(*, is_draft_model: bool, is_first_draft: bool, use_chain_drafter: bool) -> str:
@@ -161,7 +165,16 @@ def bind_spec_dec(
         kept_decision=kept,
         need_table=need_table,
         effective_table=effective_table,
+        need_static=_constant(need_table),
+        effective_static=_constant(effective_table),
     )
+
+
+def _constant(table: Mapping[bool, bool]) -> bool | None:
+    """The table's single answer, or None when the answers differ."""
+    answers = set(table.values())
+    first = next(iter(answers))
+    return first if answers == {first} else None
 
 
 # --------------------------------------------------------------------------------------------------
