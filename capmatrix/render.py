@@ -85,6 +85,8 @@ MAX_DIFF_LINES = 60
 MAX_DISAGREEMENTS = 10
 
 REGENERATE = "python tools/render_matrix.py"
+#: Row label of a grid whose rules never name ``sm`` (every SM answers alike).
+ANY_SM = "any (no rule names sm)"
 
 
 class RenderError(CapmatrixError):
@@ -466,6 +468,13 @@ class _Builder:
         fams = [name for name, members in self.sm.families.items() if value in members]
         return _fmt(value) + (f" ({', '.join(fams)})" if fams else "")
 
+    def sm_rows(self, kernels: Sequence[str]) -> list[tuple[AxisValue, str]]:
+        """One row per SM, or a single "any" row when no rule of ``kernels`` names ``sm``."""
+        assert self.sm is not None  # noqa: S101
+        if "sm" not in self.constrained(kernels):
+            return [(self.sm.values[0], ANY_SM)]
+        return [(sm, self.sm_label(sm)) for sm in self.sm.values]
+
     def column_axes(self, kernel: Kernel) -> tuple[Axis, ...]:
         """The (up to two) axes the kernel's rules constrain most besides ``sm``, within MAX_COLUMNS."""
         counts = {
@@ -499,13 +508,13 @@ class _Builder:
         anchor = f"kernel-{_slug(kernel.name)}"
         notes = _Notes(_slug(kernel.name))
         rows = []
-        for sm in self.sm.values:
+        for sm, label in self.sm_rows([kernel.name]):
             cells = []
             for combo in combos:
                 fixed: dict[str, AxisValue] = {"sm": sm}
                 fixed.update({a.name: v for a, v in zip(axes, combo, strict=True)})
                 cells.append(self.cell(kernel, fixed, notes))
-            rows.append((self.sm_label(sm), tuple(cells)))
+            rows.append((label, tuple(cells)))
         shown = ["sm", *(a.name for a in axes)]
         caption = (
             f"{kernel.name}: SM rows; columns "
@@ -545,6 +554,7 @@ class _Builder:
         opened: Sequence[str] = (),
     ) -> str:
         """What the axes a grid does not show are set to (only those the rules name)."""
+        opened = [a for a in opened if a not in shown]
         hidden = [a for a in self.axes if a.name not in shown and a.name in relevant]
         defaults = [
             f"{a.name}={_fmt(a.default)}" for a in hidden
@@ -629,12 +639,12 @@ class _Builder:
             if split is not None and value is not None:
                 fixed[split.name] = value
             rows = []
-            for sm in self.sm.values:
+            for sm, label in self.sm_rows(role.candidates):
                 cells = tuple(
                     self.role_cell(role.candidates, model, {"sm": sm, **fixed}, notes)
                     for model in models
                 )
-                rows.append((self.sm_label(sm), cells))
+                rows.append((label, cells))
             caption = f"{name}: the winning candidate by SM (rows) and model (columns)"
             if split is not None:
                 caption += f", {split.name}={_fmt(value)}"

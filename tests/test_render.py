@@ -416,3 +416,45 @@ def test_cli_check_missing_pages_and_bad_matrix(tmp_path: Path, write_matrix: An
     code, _, err = cli("render", "--matrix", str(tmp_path / "missing"), "--out-dir", str(tmp_path))
     assert code == 2
     assert "matrix directory not found" in err
+
+
+CPU_AND_BEAM = """\
+kernels:
+  cpu:
+    description: no sm condition
+    rules:
+      - id: cpu.all
+        grant: {attention: mha}
+        reason: any device
+        source: test
+        status: untested
+  beamy:
+    description: only beam 4, whose default is 1
+    rules:
+      - id: beamy.four
+        grant: {sm: 90, beam: 4}
+        reason: beam search kernel
+        source: test
+        status: untested
+"""
+
+
+def test_kernel_without_sm_condition_has_one_row(write_matrix: Any) -> None:
+    doc = build(capmatrix.load(write_matrix({"kernels/extra.yaml": CPU_AND_BEAM})))
+    grid = section(doc, "cpu").grid
+    assert [label for label, _ in grid.rows] == [render.ANY_SM]
+    assert [c.status for c in dict(grid.rows)[render.ANY_SM]] == [
+        CellStatus.SUPPORTED, CellStatus.UNSUPPORTED, CellStatus.UNSUPPORTED
+    ]
+
+
+def test_default_no_grant_admits_is_opened(write_matrix: Any) -> None:
+    doc = build(capmatrix.load(write_matrix({"kernels/extra.yaml": CPU_AND_BEAM})))
+    beamy = section(doc, "beamy")
+    # beam's default 1 would hide the only grant: beam ranges instead (here it is the column axis).
+    assert beamy.grid.columns == ("1", "4")
+    assert "No grant admits the default" not in beamy.fixed
+    assert cell_at(beamy.grid, "90", "4").status is CellStatus.SUPPORTED
+    over = [c.status for c in dict(doc.overview.rows)["beamy"]]
+    assert over[1] is CellStatus.SUPPORTED  # sm 90
+    assert over.count(CellStatus.UNSUPPORTED) == len(over) - 1
