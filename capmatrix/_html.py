@@ -282,7 +282,8 @@ def render_html(doc: Document) -> str:
                    f"Defined at {_link(r.location, r.link)}.</p>")
         out.append(f"<p>{_e(r.fixed)} A cell names the winning kernel; — means no candidate "
                    "supports the query; a note explains cells where the winner depends on an axis "
-                   "the model leaves open.</p>")
+                   "the model leaves open. Green: some candidate serves every configuration of the "
+                   "cell; amber: some configurations have no candidate.</p>")
         out.extend(_grid(g, role=True) for g in r.grids)
         out.append("</section>")
     if doc.evidence:
