@@ -125,7 +125,10 @@ def _link(text: str, link: str | None) -> str:
 
 
 def _citation(c: Citation) -> str:
-    requires = f", requires <code>{_e(c.requires)}</code>" if c.requires else ""
+    requires = ""
+    if c.requires:
+        word = "requires" if c.effect == "grant" else "where"
+        requires = f", {word} <code>{_e(c.requires)}</code>"
     return (
         f'<div class="cite">{_e(c.effect)} <code>{_e(c.rule_id)}</code> ({_link(c.location, c.link)}; '
         f'<span class="status-{_e(c.status)}">{_e(c.verification)}</span>){requires}'

@@ -140,6 +140,13 @@ class Citation:
     status: str
     verification: str
 
+    @property
+    def scope(self) -> str:
+        """``requires dtype [fp16, bf16]`` for a grant, ``where head_dim <=128`` for an exclusion."""
+        if not self.requires:
+            return ""
+        return f"{'requires' if self.effect == 'grant' else 'where'} {self.requires}"
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Note:
@@ -857,8 +864,8 @@ def _md_grid(grid: Grid) -> list[str]:
 
 def _md_citation(c: Citation) -> list[str]:
     head = f"  - {c.effect} `{c.rule_id}` ({_md_link(c.location, c.link)}; {c.verification})"
-    if c.requires:
-        head += f", requires {c.requires}"
+    if c.scope:
+        head += f", {c.scope}"
     return [head, f"    - Reason: {c.reason}", f"    - Source: {c.source}"]
 
 
