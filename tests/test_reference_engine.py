@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import warnings
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -187,3 +188,74 @@ def test_gpu_selection_and_verification(shape: str) -> None:  # pragma: no cover
     x, cache = _inputs(layer)
     assert check_against_naive(layer, x, cache)["ok"]
     assert check_against_sequential(layer, x, cache)["ok"]
+
+
+# --------------------------------------------------------------------------------------------------
+# Paged KV cache and start-up checks
+
+
+@pytest.mark.parametrize("shape", ["gqa", "mla"])
+def test_paged_cache_gives_the_contiguous_answer(shape: str) -> None:
+    layer = VerificationAttention(config=SHAPES[shape], dtype="fp32")
+    gen = torch.Generator().manual_seed(5)
+    hidden = layer.config.hidden_size
+    prefix = torch.randn(2, 11, hidden, generator=gen)
+    drafts = torch.randn(2, 4, hidden, generator=gen)
+    order = [9, 3, 14, 0, 7, 12, 1, 5, 2, 8, 4, 6, 10, 11, 13, 15]
+    paged = layer.empty_paged_cache(2, blocks=16, tokens_per_block=4, order=order)
+    first = layer.forward_paged(prefix, paged)
+    second = layer.forward_paged(drafts, paged)
+    want_first, cache = layer.forward(prefix, layer.empty_cache(2))
+    want_second, cache = layer.forward(drafts, cache)
+    assert torch.equal(first, want_first)
+    assert torch.equal(second, want_second)
+    assert paged.length == 15
+    assert paged.tables == [[9, 3, 14, 1], [0, 7, 12, 5]]  # blocks need not be adjacent
+    gathered = layer.gather(paged)
+    assert torch.equal(gathered.a, cache.a)
+    assert torch.equal(gathered.b, cache.b)
+
+
+def test_paged_cache_runs_out_of_blocks() -> None:
+    layer = VerificationAttention(config=GQA, dtype="fp32")
+    paged = layer.empty_paged_cache(2, blocks=3, tokens_per_block=4)
+    with pytest.raises(MemoryError):
+        layer.forward_paged(torch.randn(2, 5, GQA.hidden_size), paged)
+
+
+def _matrix_with_cpu_role(tmp_path: Any, candidates: str) -> capmatrix.Matrix:
+    root = Path(__file__).resolve().parent.parent / "capabilities"
+    caps = tmp_path / "capabilities"
+    (caps / "kernels").mkdir(parents=True)
+    (caps / "axes.yaml").write_text((root / "axes.yaml").read_text())
+    cpu_yaml = (root / "kernels" / "torch_sdpa_cpu.yaml").read_text()
+    old = "candidates: [torch_sdpa_cpu_flash, torch_sdpa_cpu_math]"
+    assert old in cpu_yaml
+    (caps / "kernels" / "cpu.yaml").write_text(cpu_yaml.replace(old, f"candidates: {candidates}"))
+    (caps / "kernels" / "mystery.yaml").write_text(
+        "kernels:\n"
+        "  mystery:\n"
+        "    description: a kernel this engine has no implementation for\n"
+        "    rules:\n"
+        "      - id: mystery.all\n"
+        "        grant: {dtype: [fp32]}\n"
+        "        reason: test\n"
+        "        source: test\n"
+        "        status: untested\n"
+    )
+    return capmatrix.load(caps)
+
+
+def test_a_candidate_without_implementation_fails_at_start(tmp_path: Any) -> None:
+    m = _matrix_with_cpu_role(tmp_path, "[torch_sdpa_cpu_flash, mystery]")
+    with pytest.raises(NoImplementation) as info:
+        VerificationAttention(config=GQA, dtype="fp32", matrix=m)
+    assert "mystery" in info.value.detail
+    ok = _matrix_with_cpu_role(tmp_path / "ok", "[torch_sdpa_cpu_math]")
+    layer = VerificationAttention(config=GQA, dtype="fp32", matrix=ok)
+    assert layer.selection.kernel == "torch_sdpa_cpu_math"
+
+
+def test_an_unknown_role_is_a_query_error() -> None:
+    with pytest.raises(capmatrix.InvalidQuery):
+        VerificationAttention(config=GQA, dtype="fp32", role="torch_sdpa_gpu")

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from capmatrix.engine import ATTENTION_MHA, detect_sm, query_from_hf_config
-from capmatrix.errors import CapmatrixError
+from capmatrix.errors import CapmatrixError, UnknownName
 from capmatrix.query import KernelQuery
-from capmatrix.resolver import select
+from capmatrix.resolver import default_matrix, select
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -36,6 +36,7 @@ __all__ = [
     "KVCache",
     "LayerConfig",
     "NoImplementation",
+    "PagedKVCache",
     "VerificationAttention",
     "check_against_naive",
     "check_against_sequential",
@@ -134,6 +135,27 @@ class KVCache:
         return int(self.a.shape[-2])
 
 
+@dataclass(slots=True, kw_only=True)
+class PagedKVCache:
+    """A paged KV cache: fixed-size blocks in a pool, and a block table per sequence.
+
+    ``pool_a`` / ``pool_b`` have shape (blocks, tokens_per_block, *features), features being
+    (kv_heads, head_dim) for per-head K/V and (kv_lora_rank,) / (qk_rope_head_dim,) for MLA. Blocks are
+    taken from ``free`` in its order, so a sequence's blocks need not be adjacent.
+    """
+
+    tokens_per_block: int
+    pool_a: Any
+    pool_b: Any
+    tables: list[list[int]]
+    free: list[int]
+    length: int = 0
+
+    def blocks_for(self, tokens: int) -> int:
+        """Blocks needed to hold ``tokens`` tokens."""
+        return -(-tokens // self.tokens_per_block)
+
+
 def verification_mask(past: int, drafts: int, device: Any = None) -> Any:  # noqa: ANN401
     """Boolean mask (drafts, past + drafts): draft i sees the cache and drafts 0..i (bottom-right causal)."""
     import torch  # noqa: PLC0415
@@ -219,14 +241,18 @@ class VerificationAttention:
             query = query_from_hf_config(cfg.hf_config(), matrix=self.matrix, **axes)
         self.query = query
         self.role = role
-        self.selection = select(role, query, self.matrix)
+        # Fail at start when the role names a kernel this engine cannot run, whichever gets chosen.
+        matrix = default_matrix() if self.matrix is None else self.matrix
+        if role not in matrix.roles:
+            raise UnknownName("role", role, matrix.roles)
+        missing = [k for k in matrix.roles[role].candidates if k not in IMPLEMENTATIONS]
+        if missing:
+            raise NoImplementation(role, query, f"no implementation for candidates {missing}")
+        self.selection = select(role, query, matrix)
         kernel = self.selection.kernel
         if kernel is None:
             raise NoImplementation(role, query, "every candidate is unsupported")
-        implementation = IMPLEMENTATIONS.get(kernel)
-        if implementation is None:
-            raise NoImplementation(role, query, f"kernel {kernel!r} has no implementation here")
-        self.implementation = implementation
+        self.implementation = IMPLEMENTATIONS[kernel]
         self.weights = self._init_weights(torch, dev)
 
     # -- weights and projections ----------------------------------------------------------------
@@ -299,6 +325,65 @@ class VerificationAttention:
             new_cache = KVCache(a=k, b=v)
         mask = verification_mask(past, drafts, device=x.device)
         return _Captured(q=q, k=k, v=v, mask=mask, cache=new_cache)
+
+    # -- paged cache ----------------------------------------------------------------------------
+
+    def _token_major(self, cache: KVCache) -> tuple[Any, Any]:
+        """The cache as (batch, tokens, *features) tensors."""
+        if self.config.is_mla:
+            return cache.a, cache.b
+        return cache.a.transpose(1, 2), cache.b.transpose(1, 2)
+
+    def _from_token_major(self, a: Any, b: Any) -> KVCache:  # noqa: ANN401
+        if self.config.is_mla:
+            return KVCache(a=a, b=b)
+        return KVCache(a=a.transpose(1, 2).contiguous(), b=b.transpose(1, 2).contiguous())
+
+    def empty_paged_cache(
+        self, batch: int, *, blocks: int, tokens_per_block: int, order: list[int] | None = None
+    ) -> PagedKVCache:
+        """A paged cache with ``blocks`` free blocks, handed out in ``order`` (default: ascending)."""
+        a, b = self._token_major(self.empty_cache(1))
+        pool_a = a.new_zeros(blocks, tokens_per_block, *a.shape[2:])
+        pool_b = b.new_zeros(blocks, tokens_per_block, *b.shape[2:])
+        free = list(range(blocks)) if order is None else list(order)
+        return PagedKVCache(tokens_per_block=tokens_per_block, pool_a=pool_a, pool_b=pool_b,
+                            tables=[[] for _ in range(batch)], free=free)
+
+    def gather(self, paged: PagedKVCache) -> KVCache:
+        """The contiguous view of a paged cache (what the SDPA call reads)."""
+        import torch  # noqa: PLC0415
+
+        n = paged.length
+        rows_a, rows_b = [], []
+        for table in paged.tables:
+            index = torch.tensor(table, dtype=torch.long, device=paged.pool_a.device)
+            rows_a.append(paged.pool_a[index].flatten(0, 1)[:n])
+            rows_b.append(paged.pool_b[index].flatten(0, 1)[:n])
+        return self._from_token_major(torch.stack(rows_a), torch.stack(rows_b))
+
+    def forward_paged(self, x: Any, paged: PagedKVCache) -> Any:  # noqa: ANN401
+        """Verify ``x`` over a paged cache, writing the new tokens into its blocks; return the output.
+
+        :raises MemoryError: when the pool has too few free blocks.
+        """
+        out, grown = self.forward(x, self.gather(paged))
+        new_a, new_b = self._token_major(grown)
+        start, end = paged.length, grown.length
+        need = paged.blocks_for(end)
+        for table in paged.tables:
+            while len(table) < need:
+                if not paged.free:
+                    raise MemoryError("the paged KV cache has no free block left")
+                table.append(paged.free.pop(0))
+        block = paged.tokens_per_block
+        for seq, table in enumerate(paged.tables):
+            for pos in range(start, end):
+                slot = table[pos // block]
+                paged.pool_a[slot, pos % block] = new_a[seq, pos]
+                paged.pool_b[slot, pos % block] = new_b[seq, pos]
+        paged.length = end
+        return out
 
     # -- attention ------------------------------------------------------------------------------
 
