@@ -27,7 +27,8 @@ from capmatrix.engine import (
 
 def test_importing_capmatrix_and_engine_does_not_import_torch() -> None:
     code = (
-        "import sys, capmatrix, capmatrix.engine, capmatrix.engine.trtllm; "
+        "import sys, capmatrix, capmatrix.engine, capmatrix.engine.trtllm, "
+        "capmatrix.engine.reference; "
         "capmatrix.engine.trtllm.extend_ctx(spec_dec='two_model', sm=120, attention_backend='trtllm'); "
         "print('torch' in sys.modules)"
     )
