@@ -6,6 +6,7 @@ Exit statuses: 0 supported / clean, 1 unsupported (or a failed check), 3 depends
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import sys
@@ -90,7 +91,8 @@ def run(argv: Sequence[str], stdout: TextIO, stderr: TextIO) -> int:
         if not argv or argv[0] in {"-h", "--help"}:
             stdout.write(parser.format_help())
             return EXIT_OK if argv else EXIT_ERROR
-        args = parser.parse_args(argv)
+        with contextlib.redirect_stdout(stdout):  # `capmatrix query --help` writes to ``stdout`` too
+            args = parser.parse_args(argv)
         handler = handlers.get(args.command)
         if handler is None:
             stderr.write(parser.format_usage())
@@ -270,8 +272,8 @@ def format_selection(selection: Selection) -> str:
 
 
 def cmd_select(args: argparse.Namespace, out: TextIO, _err: TextIO) -> int:
-    """Select a kernel for a role; exit 0 when one is supported, 1 otherwise."""
-    from capmatrix.resolver import select  # noqa: PLC0415
+    """Select a kernel for a role; exit 0 when one is supported, 1 when none, 3 when it depends."""
+    from capmatrix.resolver import Verdict, select  # noqa: PLC0415
 
     query = query_from_args(args, None)
     selection = select(args.role, query, args._matrix)  # type: ignore[arg-type]  # noqa: SLF001
@@ -279,7 +281,9 @@ def cmd_select(args: argparse.Namespace, out: TextIO, _err: TextIO) -> int:
         _print_json(selection.as_dict(), out)
     else:
         out.write(format_selection(selection) + "\n")
-    return EXIT_OK if selection else EXIT_FAIL
+    return {Verdict.SUPPORTED: EXIT_OK, Verdict.UNSUPPORTED: EXIT_FAIL}.get(
+        selection.verdict, EXIT_DEPENDS
+    )
 
 
 def configure_validate(parser: argparse.ArgumentParser, _argv: Sequence[str]) -> None:
