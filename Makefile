@@ -40,5 +40,10 @@ test: lint unit
 docs: venv
 	$(PY) tools/render_matrix.py
 
+# A long Hypothesis run over every fuzz target (FUZZ_EXAMPLES per target); prints the inputs tried.
+FUZZ_EXAMPLES ?= 2000
+fuzz: dev
+	$(PY) tests/fuzz_main.py $(FUZZ_EXAMPLES)
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage

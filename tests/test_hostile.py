@@ -653,6 +653,16 @@ def test_no_arguments_prints_usage_and_exits_2() -> None:
     assert "usage: capmatrix" in out
 
 
+def test_subcommand_help_goes_to_the_given_stream(caps: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    del caps
+    code, out, err = cli("query", "--matrix", "caps", "--help")
+    assert code == 0
+    assert out.startswith("usage: capmatrix query")
+    assert "--sm VALUE" in out
+    assert err == ""
+    assert capsys.readouterr().out == ""
+
+
 def test_real_process_reports_without_traceback(caps: Path) -> None:
     add(caps, "alias_bomb.yaml")
     add(caps, "python_tag.yaml")
