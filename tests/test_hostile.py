@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import tracemalloc
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ import pytest
 
 import capmatrix
 from capmatrix import _yaml, loader
+from capmatrix._atomic import write_text_atomic
 from capmatrix.cli import run
 from capmatrix.errors import CapabilityError, CapabilityErrors, CapmatrixError, InvalidQuery
 from capmatrix.resolver import set_default_matrix
@@ -698,3 +700,81 @@ def test_stdout_closed_early_is_not_a_traceback(caps: Path) -> None:
     proc.stderr.close()
     assert err == ""
     assert proc.returncode == 0
+
+
+# --------------------------------------------------------------------------------------------------
+# atomic writes: nothing half-written, nothing lost
+
+
+def test_failed_write_keeps_the_old_file_and_leaves_no_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "docs" / "page.md"
+    write_text_atomic(target, "old content\n")
+
+    def broken_fsync(_fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", broken_fsync)
+    with pytest.raises(OSError, match="No space left"):
+        write_text_atomic(target, "new content that never lands\n" * 100)
+    assert target.read_text(encoding="utf-8") == "old content\n"
+    assert sorted(p.name for p in target.parent.iterdir()) == ["page.md"]
+
+
+def test_interrupted_write_keeps_the_old_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "page.md"
+    write_text_atomic(target, "old\n")
+
+    def interrupted(*_args: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_text_atomic(target, "new\n")
+    assert target.read_text(encoding="utf-8") == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["page.md"]
+
+
+def test_atomic_write_permissions(tmp_path: Path) -> None:
+    """New files get 0o666 less the umask (not mkstemp's 0o600); replaced files keep their mode."""
+    old_umask = os.umask(0o022)
+    try:
+        fresh = tmp_path / "fresh.md"
+        write_text_atomic(fresh, "a\n")
+        assert fresh.stat().st_mode & 0o777 == 0o644
+        kept = tmp_path / "kept.md"
+        kept.write_text("a\n", encoding="utf-8")
+        kept.chmod(0o640)
+        write_text_atomic(kept, "b\n")
+        assert kept.stat().st_mode & 0o777 == 0o640
+        assert kept.read_text(encoding="utf-8") == "b\n"
+    finally:
+        os.umask(old_umask)
+
+
+def test_readers_never_see_a_partial_file(tmp_path: Path) -> None:
+    target = tmp_path / "big.md"
+    versions = ["A" * 300_000 + "\n", "B" * 200_000 + "\n"]
+    write_text_atomic(target, versions[0])
+    stop = threading.Event()
+    seen: list[str] = []
+
+    def reader() -> None:
+        while not stop.is_set():
+            text = target.read_text(encoding="utf-8")
+            if text not in versions:
+                seen.append(text[:20] + f"... ({len(text)} chars)")
+
+    threads = [threading.Thread(target=reader) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    try:
+        for i in range(60):
+            write_text_atomic(target, versions[i % 2])
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(GUARD_S)
+    assert seen == []
+    assert [p.name for p in tmp_path.iterdir()] == ["big.md"]
