@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,8 @@ MAX_NODES = 50_000
 MAX_DEPTH = 32
 #: Integers must fit in a signed 64-bit word (larger ones are typos or attacks on ``str(int)``).
 MAX_INT_BITS = 63
+#: Line breaks YAML honours although many editors do not: NEL, U+2028, U+2029 and a lone CR.
+_ODD_LINE_BREAK = re.compile("[\x85\u2028\u2029]|\r(?!\n)")
 #: Tags a mapping or a sequence may carry; any other (``!!python/...``, ``!!set``, ...) is refused.
 _COLLECTION_TAGS = frozenset({"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"})
 
@@ -264,19 +267,32 @@ def read_text(text: str, path: str) -> tuple[Any, SourceMap]:
     """
     from capmatrix.errors import CapabilityErrors  # noqa: PLC0415 - avoid a cycle in docs
 
-    if "\t" in text:
-        line_no = text[: text.index("\t")].count("\n") + 1
-        tab_col = text.index("\t") - (text.rfind("\n", 0, text.index("\t")) + 1) + 1
-        lines = text.splitlines()
-        if lines and lines[line_no - 1][: tab_col - 1].strip() == "":
-            raise CapabilityErrors(
-                [
-                    CapabilityError(
-                        path, line_no, tab_col, "", "tab used for indentation",
-                        hint="YAML indents with spaces only", code="E001",
-                    )
-                ]
-            )
+    tab = text.find("\t")
+    if tab >= 0 and text[text.rfind("\n", 0, tab) + 1 : tab].strip(" ") == "":
+        line_no, tab_col = _text_position(text, tab)
+        raise CapabilityErrors(
+            [
+                CapabilityError(
+                    path, line_no, tab_col, "", "tab used for indentation",
+                    hint="YAML indents with spaces only", code="E001",
+                )
+            ]
+        )
+    # YAML also breaks lines at NEL, U+2028, U+2029 and a lone CR; with them, reported positions
+    # would disagree with what the author's editor shows, so such files are refused.
+    odd = _ODD_LINE_BREAK.search(text)
+    if odd is not None:
+        odd_break = odd.start()
+        line_no, break_col = _text_position(text, odd_break)
+        raise CapabilityErrors(
+            [
+                CapabilityError(
+                    path, line_no, break_col, "",
+                    f"line break U+{ord(text[odd_break]):04X} is not allowed",
+                    hint="end lines with \\n (or \\r\\n)", code="E001",
+                )
+            ]
+        )
     try:
         node = _compose(text)
     except _LimitError as exc:

@@ -69,6 +69,9 @@ EXPECTED: dict[str, list[Pin]] = {
     "control_char.yaml": [
         ("caps/control_char.yaml", 3, 26, "E001", "", "character U+0007 is not allowed in YAML"),
     ],
+    "cr_line_endings.yaml": [
+        ("caps/cr_line_endings.yaml", 1, 9, "E001", "", "line break U+000D is not allowed"),
+    ],
     "custom_tag.yaml": [
         ("caps/custom_tag.yaml", 3, 18, "E002", "kernels.included.description",
          "could not determine a constructor for the tag '!include'"),
@@ -85,6 +88,9 @@ EXPECTED: dict[str, list[Pin]] = {
          "rule id 'xqa.hmma' is already used at caps/duplicate_rule_id.yaml:5"),
     ],
     "empty.yaml": [("caps/empty.yaml", 1, 1, "E001", "", "empty file")],
+    "line_separator.yaml": [
+        ("caps/line_separator.yaml", 3, 40, "E001", "", "line break U+2028 is not allowed"),
+    ],
     "long_integer.yaml": [
         ("caps/long_integer.yaml", 6, 21, "E002", "kernels.big.rules[0].grant.sm",
          "cannot read this value: number too long"),
@@ -498,6 +504,13 @@ def test_too_deep_a_directory_tree(caps: Path) -> None:
     error = only_error("caps")
     assert error.message == f"directories nested deeper than {loader.MAX_DIR_DEPTH} levels"
     assert error.path == "caps/" + "/".join(["d"] * loader.MAX_DIR_DEPTH)
+
+
+@pytest.mark.parametrize("name", ["unknown_axis.yaml", "wrong_types.yaml", "tab_indent.yaml"])
+def test_crlf_files_give_the_same_positions(caps: Path, name: str) -> None:
+    crlf = (HOSTILE / name).read_bytes().replace(b"\n", b"\r\n")
+    (caps / name).write_bytes(crlf)
+    assert pins(errors_of("caps")) == [pin[:5] for pin in EXPECTED[name]]
 
 
 def test_single_file_as_the_matrix(tmp_path: Path) -> None:
