@@ -25,6 +25,7 @@ __all__ = [
     "KernelBoxes",
     "areas",
     "box_of",
+    "reduce_kernel",
     "supported_region",
     "witness_of",
     "with_values",
@@ -69,6 +70,21 @@ class KernelBoxes:
         return cls(kernel, boxes, grants, exclusions)
 
 
+def reduce_kernel(live: int, covering: int, grants: int, exclusions: int) -> tuple[int, bool]:
+    """The boxes of one kernel that still matter below a prefix, and whether it is surely supported.
+
+    A covering exclusion decides "unsupported" (nothing matters); no live grant decides it too; a
+    covering grant makes the other grants irrelevant, and with no live exclusion decides "supported".
+    """
+    if not live & grants or covering & exclusions:
+        return 0, False
+    live_excl = live & exclusions
+    covering_grants = covering & grants
+    if covering_grants:
+        return (covering_grants & -covering_grants) | live_excl, not live_excl
+    return live & (grants | exclusions), False
+
+
 def supported_region(space: Space, compiled: KernelBoxes, *, root: Box | None = None) -> Region:
     """Where the kernel is supported: some grant applies and no exclusion does."""
     grants, exclusions = compiled.grants, compiled.exclusions
@@ -76,7 +92,10 @@ def supported_region(space: Space, compiled: KernelBoxes, *, root: Box | None = 
     def label(live: int) -> bool:
         return bool(live & grants) and not live & exclusions
 
-    found = partition(space, compiled.boxes, label, root=root)
+    def relevant(live: int, covering: int) -> int:
+        return reduce_kernel(live, covering, grants, exclusions)[0]
+
+    found = partition(space, compiled.boxes, label, root=root, relevant=relevant)
     return Region(space, found.get(True, []), disjoint=True)
 
 
@@ -95,20 +114,37 @@ def witness_of(space: Space, box: Box) -> dict[str, AxisValue]:
     return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class Area:
-    """One box of a reported region: how it reads, its values per axis, and a cell inside it."""
+    """One box of a reported region: how it reads, its values per axis, and a cell inside it.
 
-    description: str
-    values: Mapping[str, tuple[AxisValue, ...]]
-    witness: Mapping[str, AxisValue]
+    It keeps the box and renders on demand, so analyses that find many regions stay cheap.
+    """
+
+    space: Space
+    box: Box
+
+    @property
+    def description(self) -> str:
+        """``sm in {120, 121} and attention=mla`` (axes left out range over all their values)."""
+        return Region(self.space, [self.box], disjoint=True).describe_box(self.box)
+
+    @property
+    def values(self) -> dict[str, tuple[AxisValue, ...]]:
+        """Every axis and the values the box takes on it."""
+        return {a.name: a.values_of(m) for a, m in zip(self.space.axes, self.box, strict=True)}
+
+    @property
+    def witness(self) -> dict[str, AxisValue]:
+        """One cell of the box (axis defaults where the box allows them)."""
+        return witness_of(self.space, self.box)
 
     def as_dict(self) -> dict[str, object]:
         """JSON-ready: ``description``, ``region`` (every axis -> its values) and ``witness``."""
         return {
             "description": self.description,
             "region": {k: list(v) for k, v in self.values.items()},
-            "witness": dict(self.witness),
+            "witness": self.witness,
         }
 
 
@@ -120,15 +156,7 @@ def areas(region: Region | Sequence[Box], space: Space | None = None) -> tuple[A
             raise ValueError(msg)
         region = Region(space, region, disjoint=True)
     merged = region.merged()
-    sp = merged.space
-    return tuple(
-        Area(
-            description=merged.describe_box(box),
-            values={a.name: a.values_of(m) for a, m in zip(sp.axes, box, strict=True)},
-            witness=witness_of(sp, box),
-        )
-        for box in merged.boxes
-    )
+    return tuple(Area(merged.space, box) for box in merged.boxes)
 
 
 def with_values(axis: Axis, values: Sequence[AxisValue]) -> Axis:

@@ -30,7 +30,7 @@ __all__ = ["bits", "partition"]
 
 L = TypeVar("L", bound=Hashable)
 
-_Tails = tuple[tuple[Hashable, tuple[int, ...]], ...]
+_Tails = tuple[tuple[Hashable, object], ...]
 
 
 def bits(value: int) -> list[int]:
@@ -49,12 +49,18 @@ def partition(
     label: Callable[[int], L],
     *,
     root: Box | None = None,
+    relevant: Callable[[int, int], int] | None = None,
 ) -> dict[L, list[Box]]:
     """Map each label to the disjoint boxes of ``root`` (default: the universe) where it holds.
 
     ``label`` receives the set of boxes containing a cell, as a bit set over positions in ``boxes``,
     and returns a hashable label; it is called once per distinct situation, not once per cell. The
     regions of all labels are pairwise disjoint and together cover ``root`` exactly.
+
+    ``relevant(live, covering)`` may drop boxes that cannot change the label below the current
+    prefix (``covering``: the live boxes that contain the whole rest of the sub-box); it must return a
+    subset of ``live`` on which ``label`` answers the same for every cell below. It prunes the
+    recursion and makes equal sub-problems meet in the memo.
     """
     width = len(space.axes)
     top = space.full_box() if root is None else root
@@ -92,8 +98,11 @@ def partition(
             if clipped[i][a] == top[a]:
                 full |= 1 << i
         covers_from[d] = full
-    tails_of = [tuple(top[a] for a in order[d:]) for d in range(width + 1)]
-    memo: dict[tuple[int, int], _Tails] = {}
+    # Tails are cons lists (mask, rest) over the axes from a depth on: O(1) to extend on the way up.
+    tails_of: list[object] = [()] * (width + 1)
+    for d in range(width - 1, -1, -1):
+        tails_of[d] = (top[order[d]], tails_of[d + 1])
+    memo: list[dict[int, _Tails]] = [{} for _ in range(width + 1)]
     labels: dict[int, Hashable] = {}
 
     def leaf(live: int) -> Hashable:
@@ -103,8 +112,10 @@ def partition(
         return found
 
     def node(d: int, live: int) -> _Tails:
-        key = (d, live)
-        cached = memo.get(key)
+        if relevant is not None:
+            live = relevant(live, live & covers_from[d])
+        table = memo[d]
+        cached = table.get(live)
         if cached is not None:
             return cached
         if live & ~covers_from[d] == 0:
@@ -114,19 +125,26 @@ def partition(
             for flag, admitting in by_value[d]:
                 sig = live & admitting
                 classes[sig] = classes.get(sig, 0) | flag
-            merged: dict[tuple[Hashable, tuple[int, ...]], int] = {}
-            for sig, mask in classes.items():
-                for lab, tail in node(d + 1, sig):
-                    k = (lab, tail)
-                    merged[k] = merged.get(k, 0) | mask
-            result = tuple((lab, (mask, *tail)) for (lab, tail), mask in merged.items())
-        memo[key] = result
+            if len(classes) == 1:
+                (sig, mask), = classes.items()
+                result = tuple((lab, (mask, tail)) for lab, tail in node(d + 1, sig))
+            else:
+                merged: dict[tuple[Hashable, object], int] = {}
+                for sig, mask in classes.items():
+                    for k in node(d + 1, sig):
+                        merged[k] = merged.get(k, 0) | mask
+                result = tuple((lab, (mask, tail)) for (lab, tail), mask in merged.items())
+        table[live] = result
         return result
 
-    inverse = [0] * width
-    for d, a in enumerate(order):
-        inverse[a] = d
     out: dict[L, list[Box]] = {}
     for lab, tail in node(0, live0):
-        out.setdefault(lab, []).append(tuple(tail[inverse[a]] for a in range(width)))  # type: ignore[arg-type]
+        flat = [0] * width
+        d = 0
+        rest: object = tail
+        while rest:
+            mask, rest = rest  # type: ignore[misc]
+            flat[order[d]] = mask
+            d += 1
+        out.setdefault(lab, []).append(tuple(flat))  # type: ignore[arg-type]
     return out

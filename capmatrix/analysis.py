@@ -11,7 +11,14 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from capmatrix._boxes import Area, KernelBoxes, areas, supported_region, witness_of
+from capmatrix._boxes import (
+    Area,
+    KernelBoxes,
+    areas,
+    reduce_kernel,
+    supported_region,
+    witness_of,
+)
 from capmatrix._partition import bits, partition
 from capmatrix.errors import CapabilityErrors
 from capmatrix.model import AxisType, Effect, Location, _StrEnum
@@ -505,7 +512,16 @@ def role_regions(
                 return name
         return None
 
-    found = partition(sp, boxes, winner)
+    def relevant(live: int, covering: int) -> int:
+        keep = 0
+        for g, e in per_candidate:
+            kept, decided = reduce_kernel(live, covering, g, e)
+            keep |= kept
+            if decided:
+                break
+        return keep
+
+    found = partition(sp, boxes, winner, relevant=relevant)
     return {k: Region(sp, v, disjoint=True).merged() for k, v in found.items()}
 
 

@@ -1,0 +1,335 @@
+"""Semantic diff of two matrices: per kernel where support was gained or lost, per role where the
+selected kernel changed, each as merged regions with a witness query.
+
+Both matrices are placed in one space: every axis of either, with the union of their values (a value
+one side does not declare is still answered by that side's rules, through their ranges). Nothing is
+compared cell by cell: one region partition per kernel and per role.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from capmatrix._boxes import Area, KernelBoxes, areas, reduce_kernel, with_values
+from capmatrix._partition import partition
+from capmatrix.errors import CapmatrixError
+from capmatrix.model import _StrEnum
+from capmatrix.regions import Region, Space
+
+if TYPE_CHECKING:
+    from capmatrix.matrix import Matrix
+    from capmatrix.model import Axis, AxisValue, Kernel, Role
+    from capmatrix.regions import Box
+
+__all__ = [
+    "Change",
+    "KernelDiff",
+    "MatrixDiff",
+    "RevisionError",
+    "RoleDiff",
+    "RoleShift",
+    "diff",
+    "extract_revision",
+    "union_space",
+]
+
+
+class Change(_StrEnum):
+    """How the supported region of a kernel (or the covered region of a role) moved."""
+
+    EQUIVALENT = "equivalent"
+    WIDER = "wider"
+    NARROWER = "narrower"
+    INCOMPARABLE = "incomparable"
+
+    @classmethod
+    def of(cls, gained: bool, lost: bool) -> Change:  # noqa: FBT001 - two facts, not flags
+        """The change for "something was gained" / "something was lost"."""
+        if gained and lost:
+            return cls.INCOMPARABLE
+        if gained:
+            return cls.WIDER
+        if lost:
+            return cls.NARROWER
+        return cls.EQUIVALENT
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KernelDiff:
+    """One kernel: ``presence`` is ``both``, ``added`` or ``removed``."""
+
+    kernel: str
+    change: Change
+    presence: str
+    gained: tuple[Area, ...]
+    lost: tuple[Area, ...]
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready form."""
+        return {
+            "kernel": self.kernel,
+            "change": str(self.change),
+            "presence": self.presence,
+            "gained": [a.as_dict() for a in self.gained],
+            "lost": [a.as_dict() for a in self.lost],
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RoleShift:
+    """Where a role's selection moved from ``old`` to ``new`` (None: no candidate)."""
+
+    old: str | None
+    new: str | None
+    areas: tuple[Area, ...]
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready form."""
+        return {"from": self.old, "to": self.new, "regions": [a.as_dict() for a in self.areas]}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RoleDiff:
+    """One role: ``coverage`` compares where some candidate is selected; ``shifts`` are the moves."""
+
+    role: str
+    coverage: Change
+    presence: str
+    shifts: tuple[RoleShift, ...]
+
+    @property
+    def changed(self) -> bool:
+        """Whether the selection changes anywhere."""
+        return bool(self.shifts)
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready form."""
+        return {
+            "role": self.role,
+            "changed": self.changed,
+            "coverage": str(self.coverage),
+            "presence": self.presence,
+            "shifts": [s.as_dict() for s in self.shifts],
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MatrixDiff:
+    """The semantic difference between two matrices."""
+
+    old: str
+    new: str
+    kernels: tuple[KernelDiff, ...]
+    roles: tuple[RoleDiff, ...]
+    axes: tuple[str, ...]
+
+    @property
+    def changed(self) -> bool:
+        """Whether any kernel or role answers differently (or the universe changed)."""
+        return bool(
+            self.axes
+            or any(k.change is not Change.EQUIVALENT or k.presence != "both" for k in self.kernels)
+            or any(r.changed for r in self.roles)
+        )
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready form (see docs/analysis.md)."""
+        return {
+            "old": self.old,
+            "new": self.new,
+            "changed": self.changed,
+            "axes": list(self.axes),
+            "kernels": [k.as_dict() for k in self.kernels],
+            "roles": [r.as_dict() for r in self.roles],
+        }
+
+
+def _merge_axis(old: Axis | None, new: Axis | None) -> Axis:
+    base = new if new is not None else old
+    assert base is not None  # noqa: S101 - one side always has the axis
+    values: list[AxisValue] = list(base.values)
+    other = old if base is new else new
+    if other is not None and other.type is base.type:
+        values.extend(v for v in other.values if base.index(v) is None)
+    return with_values(base, values)
+
+
+def union_space(old: Matrix, new: Matrix) -> tuple[Space, tuple[str, ...]]:
+    """One space for both matrices, and a description of each universe change."""
+    names = list(new.axes) + [n for n in old.axes if n not in new.axes]
+    axes = []
+    notes = []
+    for name in names:
+        a, b = old.axes.get(name), new.axes.get(name)
+        axes.append(_merge_axis(a, b))
+        if a is None:
+            notes.append(f"axis {name} added")
+        elif b is None:
+            notes.append(f"axis {name} removed")
+        else:
+            if a.type is not b.type:
+                notes.append(f"axis {name}: type {a.type} -> {b.type}")
+            added = [v for v in b.values if a.index(v) is None]
+            removed = [v for v in a.values if b.index(v) is None]
+            if added:
+                notes.append(f"axis {name}: values added {added}")
+            if removed:
+                notes.append(f"axis {name}: values removed {removed}")
+    return Space(tuple(axes)), tuple(notes)
+
+
+def _kernel_diff(space: Space, name: str, old: Kernel | None, new: Kernel | None) -> KernelDiff:
+    boxes: list[Box] = []
+    parts = []
+    for kernel in (old, new):
+        if kernel is None:
+            parts.append((0, 0))
+            continue
+        compiled = KernelBoxes.of(kernel, space)
+        offset = len(boxes)
+        boxes.extend(compiled.boxes)
+        parts.append((compiled.grants << offset, compiled.exclusions << offset))
+    (og, oe), (ng, ne) = parts
+
+    def label(live: int) -> tuple[bool, bool]:
+        return (bool(live & og) and not live & oe, bool(live & ng) and not live & ne)
+
+    def relevant(live: int, covering: int) -> int:
+        return reduce_kernel(live, covering, og, oe)[0] | reduce_kernel(live, covering, ng, ne)[0]
+
+    found = partition(space, boxes, label, relevant=relevant)
+    gained = areas(Region(space, found.get((False, True), []), disjoint=True))
+    lost = areas(Region(space, found.get((True, False), []), disjoint=True))
+    presence = "both" if old and new else ("added" if new else "removed")
+    return KernelDiff(
+        kernel=name, change=Change.of(bool(gained), bool(lost)), presence=presence,
+        gained=gained, lost=lost,
+    )
+
+
+def _winner_parts(
+    matrix: Matrix, role: Role | None, space: Space, boxes: list[Box]
+) -> list[tuple[str, int, int]]:
+    out: list[tuple[str, int, int]] = []
+    if role is None:
+        return out
+    for candidate in role.candidates:
+        kernel = matrix.kernels.get(candidate)
+        if kernel is None:
+            continue
+        compiled = KernelBoxes.of(kernel, space)
+        offset = len(boxes)
+        boxes.extend(compiled.boxes)
+        out.append((candidate, compiled.grants << offset, compiled.exclusions << offset))
+    return out
+
+
+def _role_diff(space: Space, name: str, old: Matrix, new: Matrix) -> RoleDiff:
+    boxes: list[Box] = []
+    sides = [
+        _winner_parts(old, old.roles.get(name), space, boxes),
+        _winner_parts(new, new.roles.get(name), space, boxes),
+    ]
+
+    def winner(parts: list[tuple[str, int, int]], live: int) -> str | None:
+        for candidate, g, e in parts:
+            if live & g and not live & e:
+                return candidate
+        return None
+
+    def label(live: int) -> tuple[str | None, str | None]:
+        return winner(sides[0], live), winner(sides[1], live)
+
+    def relevant(live: int, covering: int) -> int:
+        keep = 0
+        for parts in sides:
+            for _c, g, e in parts:
+                kept, decided = reduce_kernel(live, covering, g, e)
+                keep |= kept
+                if decided:
+                    break
+        return keep
+
+    found = partition(space, boxes, label, relevant=relevant)
+    shifts = []
+    gained = lost = False
+    for (was, now), found_boxes in sorted(found.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
+        if was == now:
+            continue
+        gained = gained or was is None
+        lost = lost or now is None
+        shifts.append(
+            RoleShift(old=was, new=now, areas=areas(Region(space, found_boxes, disjoint=True)))
+        )
+    in_old, in_new = name in old.roles, name in new.roles
+    presence = "both" if in_old and in_new else ("added" if in_new else "removed")
+    return RoleDiff(
+        role=name, coverage=Change.of(gained, lost), presence=presence, shifts=tuple(shifts)
+    )
+
+
+def diff(old: Matrix, new: Matrix, *, old_label: str = "old", new_label: str = "new") -> MatrixDiff:
+    """Compare ``old`` with ``new``: every kernel and role of either."""
+    space, notes = union_space(old, new)
+    kernel_names = list(old.kernels) + [k for k in new.kernels if k not in old.kernels]
+    kernels = tuple(
+        _kernel_diff(space, k, old.kernels.get(k), new.kernels.get(k)) for k in kernel_names
+    )
+    role_names = list(old.roles) + [r for r in new.roles if r not in old.roles]
+    roles = tuple(_role_diff(space, r, old, new) for r in role_names)
+    return MatrixDiff(old=old_label, new=new_label, kernels=kernels, roles=roles, axes=notes)
+
+
+def extract_revision(
+    revision: str, dest: Path, *, repo: Path | None = None, subdir: str = "capabilities"
+) -> Path:
+    """Write ``subdir`` of git ``revision`` under ``dest`` (with ``git archive``) and return it.
+
+    :raises RevisionError: when git is missing, the revision is unknown, or it has no ``subdir``.
+    """
+    cwd = repo if repo is not None else Path.cwd()
+    git = shutil.which("git")
+    if git is None:
+        raise RevisionError(revision, "git is not installed")
+    top = _git(git, cwd, revision, "rev-parse", "--show-toplevel").strip()
+    _git(git, Path(top), revision, "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}")
+    archive = subprocess.run(  # noqa: S603 - fixed argv, no shell
+        [git, "archive", "--format=tar", revision, "--", subdir],
+        cwd=top, capture_output=True, check=False,
+    )
+    if archive.returncode != 0:
+        message = archive.stderr.decode(errors="replace").strip()
+        raise RevisionError(revision, message or f"no {subdir}/ in this revision")
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(dest, filter="data")
+        else:  # pragma: no cover - Python without tarfile filters
+            tar.extractall(dest)  # noqa: S202 - git archive output of this repository
+    return dest / subdir
+
+
+def _git(git: str, cwd: Path, revision: str, *args: str) -> str:
+    done = subprocess.run(  # noqa: S603 - fixed argv, no shell
+        [git, *args], cwd=cwd, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise RevisionError(revision, done.stderr.strip() or "not a git revision of this repository")
+    return done.stdout
+
+
+class RevisionError(CapmatrixError):
+    """A git revision could not be read as a matrix."""
+
+    def __init__(self, revision: str, message: str) -> None:
+        super().__init__(revision, message)
+        self.revision = revision
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"cannot read revision {self.revision!r}: {self.message}"
