@@ -83,12 +83,29 @@ class Witness:
     values: Mapping[str, AxisValue]
     kernel: str | None = None
     role: str | None = None
+    #: Axes whose value is the axis default: the command line may leave them out.
+    implicit: tuple[str, ...] = ()
+
+    @classmethod
+    def at(
+        cls, space: Space, values: Mapping[str, AxisValue], *, kernel: str | None = None,
+        role: str | None = None,
+    ) -> Witness:
+        """A witness for ``values``, noting which of them are axis defaults."""
+        implicit = tuple(
+            a.name for a in space.axes
+            if a.default is not None and a.name in values
+            and values[a.name] == a.default and type(values[a.name]) is type(a.default)
+        )
+        return cls(values=dict(values), kernel=kernel, role=role, implicit=implicit)
 
     def command(self) -> str:
-        """The ``capmatrix query`` / ``select`` command line that asks it."""
+        """The ``capmatrix query`` / ``select`` command line that asks it (defaults left out)."""
         head = f"capmatrix select {self.role}" if self.role else f"capmatrix query {self.kernel}"
         parts = [head]
         for name, value in self.values.items():
+            if name in self.implicit:
+                continue
             shown = ("true" if value else "false") if isinstance(value, bool) else str(value)
             parts.append(f"--{name.replace('_', '-')} {shown}")
         return " ".join(parts)
@@ -305,7 +322,7 @@ def _kernel_findings(space: Space, compiled: KernelBoxes, supported: Region) -> 
     nonvacuous_excl = compiled.exclusions & ~vacuous
 
     def wit(box: Box) -> Witness:
-        return Witness(kernel=name, values=witness_of(space, box))
+        return Witness.at(space, witness_of(space, box), kernel=name)
 
     # C103 vacuous rules
     for i in bits(vacuous):
@@ -452,7 +469,7 @@ def _open_ended(
         f"(e.g. {axis.name}={future}, not declared yet)",
         severity=Severity.WARNING if grant else Severity.INFO,
         locations=(rule.location,), rules=(rule.id,), kernels=(rule.kernel,),
-        witness=Witness(kernel=rule.kernel, values=values),
+        witness=Witness.at(space, values, kernel=rule.kernel),
         regions=_rule_area(space, box),
     )
 
@@ -475,7 +492,7 @@ def _family_split(axis: Axis, a: int, rule: Rule, box: Box, space: Space) -> Ite
             f"its sibling{'s' if missing_mask.bit_count() > 1 else ''} {missing} "
             f"({axis.name} {rule.conditions[axis.name].text})",
             locations=(rule.location,), rules=(rule.id,), kernels=(rule.kernel,),
-            witness=Witness(kernel=rule.kernel, values=values),
+            witness=Witness.at(space, values, kernel=rule.kernel),
             regions=_rule_area(space, box),
         )
 
@@ -538,7 +555,7 @@ def _role_findings(matrix: Matrix, role: Role) -> Iterator[Finding]:
             f"{'s' if len(found) != 1 else ''} ({share:.1%} of the universe), e.g. "
             f"{found[0].description}",
             locations=(role.location,), kernels=tuple(role.candidates),
-            witness=Witness(role=role.name, values=found[0].witness), regions=found,
+            witness=Witness.at(space, found[0].witness, role=role.name), regions=found,
         )
     for candidate in role.candidates:
         kernel = matrix.kernels.get(candidate)
@@ -554,5 +571,5 @@ def _role_findings(matrix: Matrix, role: Role) -> Iterator[Finding]:
             f"role {role.name}: candidate {candidate} is never selected: earlier candidates "
             f"cover everywhere it is supported",
             locations=(role.location, kernel.location), kernels=(candidate,),
-            witness=Witness(role=role.name, values=found[0].witness), regions=found,
+            witness=Witness.at(space, found[0].witness, role=role.name), regions=found,
         )

@@ -38,6 +38,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "capmatrix.probe",
         "check the torch SDPA rules on this GPU (exit 0 agree, 1 disagree, 2 no GPU)",
     ),
+    "check": ("capmatrix._cli_analysis", "static analysis: dead, redundant, open-ended rules, gaps"),
+    "diff": ("capmatrix._cli_analysis", "semantic diff of two matrices or git revisions"),
+    "compare-legacy": ("capmatrix._cli_analysis", "compare a legacy predicate with a kernel"),
+    "test": ("capmatrix._cli_analysis", "run the expectation cases and report rule coverage"),
 }
 
 

@@ -1,0 +1,350 @@
+"""CLI commands of the analyses: ``check``, ``diff``, ``compare-legacy`` and ``test``, with their renderers.
+
+The analyses return data (:mod:`capmatrix.analysis`, :mod:`capmatrix.diff`, :mod:`capmatrix.legacy`,
+:mod:`capmatrix.expect`); this module only parses arguments and renders text, JSON or Markdown.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from contextlib import ExitStack
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+
+    from capmatrix._boxes import Area
+    from capmatrix.analysis import CheckResult, Finding, Witness
+    from capmatrix.diff import MatrixDiff
+    from capmatrix.expect import ExpectReport
+    from capmatrix.legacy import LegacyComparison
+
+__all__ = [
+    "cmd_check",
+    "cmd_compare_legacy",
+    "cmd_diff",
+    "cmd_test",
+    "configure_check",
+    "configure_compare_legacy",
+    "configure_diff",
+    "configure_test",
+    "render_check",
+    "render_diff_markdown",
+    "render_diff_text",
+    "render_legacy",
+    "render_test",
+]
+
+#: Regions shown per finding or change in text and Markdown (JSON always has all of them).
+SHOWN_REGIONS = 5
+
+
+def _json(data: object, out: TextIO) -> None:
+    out.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def _command(witness: Witness, matrix: str | None) -> str:
+    line = witness.command()
+    return f"{line} --matrix {matrix}" if matrix else line
+
+
+def _query_command(kind: str, name: str, area: Area, matrix: str | None) -> str:
+    from capmatrix.analysis import Witness  # noqa: PLC0415
+
+    witness = Witness.at(area.space, area.witness, **{kind: name})  # type: ignore[arg-type]
+    return _command(witness, matrix)
+
+
+# --------------------------------------------------------------------------------------------------
+# check
+
+
+def configure_check(parser: argparse.ArgumentParser, _argv: Sequence[str]) -> None:
+    """Arguments of ``capmatrix check``."""
+    parser.add_argument("path", nargs="?", help="matrix directory (default: the shipped one)")
+    parser.add_argument("--json", action="store_true", help="print the findings as JSON")
+    parser.add_argument("--strict", action="store_true", help="fail on warnings too")
+
+
+def render_finding(finding: Finding, matrix: str | None = None) -> list[str]:
+    """Text lines of one finding: location, severity, code, message, the rest indented."""
+    first = finding.locations[0] if finding.locations else None
+    where = f"{first}: " if first else ""
+    lines = [f"{where}{finding.severity} {finding.code} {finding.title}: {finding.message}"]
+    lines.extend(f"    see {loc}" for loc in finding.locations[1:])
+    shown = finding.regions[:SHOWN_REGIONS]
+    if finding.code == "C108" or len(finding.regions) > 1:
+        lines.extend(f"    region: {a.description}" for a in shown)
+        if len(finding.regions) > len(shown):
+            lines.append(f"    ... and {len(finding.regions) - len(shown)} more regions (--json)")
+    if finding.witness is not None:
+        lines.append(f"    witness: {_command(finding.witness, matrix)}")
+    return lines
+
+
+def render_check(result: CheckResult, matrix: str | None = None) -> str:
+    """The text report of ``capmatrix check``."""
+    from capmatrix.analysis import Severity  # noqa: PLC0415
+
+    lines = []
+    for finding in result.findings:
+        lines.extend(render_finding(finding, matrix))
+    counts = ", ".join(
+        f"{result.count(s)} {s}{'' if result.count(s) == 1 else 's'}" for s in Severity
+    )
+    state = "" if result.loaded else " (the matrix did not load)"
+    lines.append(f"capmatrix check: {counts}{state}")
+    return "\n".join(lines)
+
+
+def cmd_check(args: argparse.Namespace, out: TextIO, _err: TextIO) -> int:
+    """Check a matrix: exit 0 clean, 1 with errors (or warnings under --strict), 2 unloadable."""
+    from capmatrix.analysis import check_path  # noqa: PLC0415
+
+    result = check_path(args.path)
+    if args.json:
+        _json(result.as_dict(), out)
+    else:
+        out.write(render_check(result, args.path) + "\n")
+    return result.exit_status(strict=args.strict)
+
+
+# --------------------------------------------------------------------------------------------------
+# diff
+
+
+def configure_diff(parser: argparse.ArgumentParser, _argv: Sequence[str]) -> None:
+    """Arguments of ``capmatrix diff``."""
+    parser.add_argument("old", help="matrix directory or git revision (e.g. HEAD~1)")
+    parser.add_argument(
+        "new", nargs="?",
+        help="matrix directory or git revision (default: the working tree's capabilities/)",
+    )
+    form = parser.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help="print JSON")
+    form.add_argument("--markdown", action="store_true", help="print a Markdown PR comment")
+    parser.add_argument(
+        "--exit-code", action="store_true", help="exit 1 when the matrices answer differently"
+    )
+
+
+def _open_matrix(spec: str | None, stack: ExitStack) -> tuple[object, str]:
+    from capmatrix.diff import extract_revision  # noqa: PLC0415
+    from capmatrix.loader import default_path, load  # noqa: PLC0415
+
+    if spec is None:
+        return load(default_path()), "working tree"
+    path = Path(spec)
+    if path.is_dir():
+        return load(path), spec
+    tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="capmatrix-diff-")))
+    root = extract_revision(spec, tmp)
+    return load(root), spec
+
+
+def _area_lines(
+    areas: Sequence[Area], kind: str, name: str, matrix: str | None, indent: str, mark: str
+) -> list[str]:
+    lines = []
+    for area in areas[:SHOWN_REGIONS]:
+        lines.append(f"{indent}{mark} {area.description}")
+        lines.append(f"{indent}    witness: {_query_command(kind, name, area, matrix)}")
+    if len(areas) > SHOWN_REGIONS:
+        lines.append(f"{indent}... and {len(areas) - SHOWN_REGIONS} more (--json)")
+    return lines
+
+
+def render_diff_text(result: MatrixDiff, matrix: str | None = None) -> str:
+    """The text report of ``capmatrix diff``."""
+    from capmatrix.diff import Change  # noqa: PLC0415
+
+    lines = [f"capmatrix diff {result.old} -> {result.new}"]
+    lines.extend(f"  {note}" for note in result.axes)
+    same_k = same_r = 0
+    for k in result.kernels:
+        if k.change is Change.EQUIVALENT and k.presence == "both":
+            same_k += 1
+            continue
+        extra = "" if k.presence == "both" else f" (kernel {k.presence})"
+        lines.append(f"kernel {k.kernel}: {k.change}{extra}")
+        lines.extend(_area_lines(k.gained, "kernel", k.kernel, matrix, "  ", "+ gained:"))
+        lines.extend(_area_lines(k.lost, "kernel", k.kernel, matrix, "  ", "- lost:"))
+    for r in result.roles:
+        if not r.changed:
+            same_r += 1
+            continue
+        lines.append(f"role {r.role}: selection changes (coverage {r.coverage})")
+        for shift in r.shifts:
+            lines.append(f"  {shift.old or 'none'} -> {shift.new or 'none'}:")
+            lines.extend(_area_lines(shift.areas, "role", r.role, matrix, "    ", "*"))
+    lines.append(f"unchanged: {same_k} kernels, {same_r} roles")
+    return "\n".join(lines)
+
+
+def _md_areas(areas: Sequence[Area], kind: str, name: str) -> list[str]:
+    lines = []
+    for area in areas[:SHOWN_REGIONS]:
+        lines.append(f"- `{area.description}`  ")
+        lines.append(f"  witness: `{_query_command(kind, name, area, None)}`")
+    if len(areas) > SHOWN_REGIONS:
+        lines.append(f"- ... and {len(areas) - SHOWN_REGIONS} more regions (`capmatrix diff --json`)")
+    return lines
+
+
+def render_diff_markdown(result: MatrixDiff) -> str:
+    """A ready-to-post PR comment."""
+    from capmatrix.diff import Change  # noqa: PLC0415
+
+    lines = [f"### capmatrix diff: `{result.old}` → `{result.new}`", ""]
+    if not result.changed:
+        lines.append("No semantic change: every kernel and role answers exactly as before.")
+        return "\n".join(lines)
+    if result.axes:
+        lines.append("**Universe:** " + "; ".join(result.axes))
+        lines.append("")
+    changed = [k for k in result.kernels if k.change is not Change.EQUIVALENT or k.presence != "both"]
+    if changed:
+        lines += ["| kernel | change | gained | lost |", "|---|---|---|---|"]
+        for k in changed:
+            extra = "" if k.presence == "both" else f" ({k.presence})"
+            lines.append(
+                f"| `{k.kernel}` | **{k.change}**{extra} | {len(k.gained) or '–'} | "
+                f"{len(k.lost) or '–'} |"
+            )
+        lines.append("")
+    for k in changed:
+        lines.append(f"#### `{k.kernel}`: {k.change}")
+        if k.gained:
+            lines += ["", "**Gained** (now supported):", *_md_areas(k.gained, "kernel", k.kernel)]
+        if k.lost:
+            lines += ["", "**Lost** (no longer supported):", *_md_areas(k.lost, "kernel", k.kernel)]
+        lines.append("")
+    for r in result.roles:
+        if not r.changed:
+            continue
+        lines.append(f"#### role `{r.role}`: selection changes (coverage {r.coverage})")
+        for shift in r.shifts:
+            lines += ["", f"`{shift.old or 'none'}` → `{shift.new or 'none'}`:"]
+            lines += _md_areas(shift.areas, "role", r.role)
+        lines.append("")
+    same_k = sum(1 for k in result.kernels if k not in changed)
+    same_r = sum(1 for r in result.roles if not r.changed)
+    lines.append(f"<sub>{same_k} kernels and {same_r} roles unchanged.</sub>")
+    return "\n".join(lines)
+
+
+def cmd_diff(args: argparse.Namespace, out: TextIO, _err: TextIO) -> int:
+    """Compare two matrices; exit 0 (or 1 with --exit-code when they differ)."""
+    from capmatrix.diff import diff  # noqa: PLC0415
+
+    with ExitStack() as stack:
+        old, old_label = _open_matrix(args.old, stack)
+        new, new_label = _open_matrix(args.new, stack)
+        result = diff(old, new, old_label=old_label, new_label=new_label)  # type: ignore[arg-type]
+    if args.json:
+        _json(result.as_dict(), out)
+    elif args.markdown:
+        out.write(render_diff_markdown(result) + "\n")
+    else:
+        out.write(render_diff_text(result) + "\n")
+    return 1 if args.exit_code and result.changed else 0
+
+
+# --------------------------------------------------------------------------------------------------
+# compare-legacy
+
+
+def configure_compare_legacy(parser: argparse.ArgumentParser, _argv: Sequence[str]) -> None:
+    """Arguments of ``capmatrix compare-legacy``."""
+    parser.add_argument("function", metavar="FILE.py:FUNCTION", help="the legacy predicate")
+    parser.add_argument("--kernel", required=True, help="kernel (or gate) to compare with")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument(
+        "--where", action="append", default=[], metavar="AXIS=V1,V2",
+        help="restrict the universe (repeatable)",
+    )
+    parser.add_argument("--matrix", metavar="DIR", help="matrix directory (default: the shipped one)")
+
+
+def render_legacy(result: LegacyComparison, matrix: str | None = None) -> str:
+    """The text report of ``capmatrix compare-legacy``."""
+    lines = [
+        f"{result.function} vs kernel {result.kernel}: "
+        + ("agree everywhere" if result.agree else "disagree"),
+        f"  evaluated over {', '.join(result.evaluated_axes) or 'no axis'} "
+        f"({result.calls} calls)",
+    ]
+    if result.where:
+        shown = "; ".join(f"{k} in {list(v)}" for k, v in result.where.items())
+        lines.append(f"  within {shown}")
+    if result.legacy_only:
+        lines.append("legacy True, matrix unsupported:")
+        lines.extend(_area_lines(result.legacy_only, "kernel", result.kernel, matrix, "  ", "*"))
+    if result.matrix_only:
+        lines.append("legacy False, matrix supported:")
+        lines.extend(_area_lines(result.matrix_only, "kernel", result.kernel, matrix, "  ", "*"))
+    return "\n".join(lines)
+
+
+def cmd_compare_legacy(args: argparse.Namespace, out: TextIO, _err: TextIO) -> int:
+    """Compare a legacy predicate with a kernel; exit 0 agree, 1 disagree, 2 on errors."""
+    from capmatrix.cli import load_matrix  # noqa: PLC0415
+    from capmatrix.legacy import compare_legacy, load_predicate, parse_where  # noqa: PLC0415
+
+    matrix = load_matrix(args.matrix)
+    predicate = load_predicate(args.function)
+    where = parse_where(matrix, args.where)
+    result = compare_legacy(matrix, predicate, args.kernel, where=where, function=args.function)
+    if args.json:
+        _json(result.as_dict(), out)
+    else:
+        out.write(render_legacy(result, args.matrix) + "\n")
+    return 0 if result.agree else 1
+
+
+# --------------------------------------------------------------------------------------------------
+# test
+
+
+def configure_test(parser: argparse.ArgumentParser, _argv: Sequence[str]) -> None:
+    """Arguments of ``capmatrix test``."""
+    parser.add_argument("path", nargs="?", help="matrix directory (default: the shipped one)")
+    parser.add_argument("--expect", metavar="DIR", help="case directory (default: PATH/expect)")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def render_test(report: ExpectReport) -> str:
+    """The text report of ``capmatrix test``."""
+    lines = [str(p) for p in report.problems]
+    for r in report.results:
+        status = "PASS" if r.passed else "FAIL"
+        detail = "" if r.passed else f": {r.message}"
+        lines.append(f"{status} {r.case.location} {r.case.name}{detail}")
+    cited = report.total_rules - len(report.uncovered)
+    lines.append(f"rule coverage: {cited}/{report.total_rules} rules cited by some case")
+    if report.uncovered:
+        lines.append("rules no case cites:")
+        lines.extend(f"  {r.location} {r.id}" for r in report.uncovered)
+    passed = len(report.results) - len(report.failed)
+    lines.append(
+        f"capmatrix test: {passed} passed, {len(report.failed)} failed"
+        + (f", {len(report.problems)} problems in case files" if report.problems else "")
+    )
+    return "\n".join(lines)
+
+
+def cmd_test(args: argparse.Namespace, out: TextIO, _err: TextIO) -> int:
+    """Run expectation cases; exit 0 all pass, 1 any failure, 2 malformed cases or matrix."""
+    from capmatrix.cli import load_matrix  # noqa: PLC0415
+    from capmatrix.expect import run_expectations  # noqa: PLC0415
+
+    matrix = load_matrix(args.path)
+    report = run_expectations(matrix, Path(args.expect) if args.expect else None)
+    if args.json:
+        _json(report.as_dict(), out)
+    else:
+        out.write(render_test(report) + "\n")
+    return report.exit_status()
