@@ -13,7 +13,17 @@ import yaml
 
 from capmatrix.errors import CapabilityError
 
-__all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "MAX_INT_BITS", "MAX_NODES", "SourceMap", "read", "read_text"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_FILE_BYTES",
+    "MAX_INT_BITS",
+    "MAX_NODES",
+    "SourceMap",
+    "format_path",
+    "printable",
+    "read",
+    "read_text",
+]
 
 #: Files above this size are refused before parsing (a capability file is a few kB).
 MAX_FILE_BYTES = 2 * 1024 * 1024
@@ -24,6 +34,12 @@ MAX_NODES = 50_000
 MAX_DEPTH = 32
 #: Integers must fit in a signed 64-bit word (larger ones are typos or attacks on ``str(int)``).
 MAX_INT_BITS = 63
+#: Stands for "the key itself" at the end of a path while a key is read.
+_KEY = "<key>"
+#: Keys printed as they are in a JSON path; any other is quoted (``kernels['a.b']``).
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+\Z")
+#: C0 and C1 control characters other than tab and newline (never text in a capability file).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 #: Line breaks YAML honours although many editors do not: NEL, U+2028, U+2029 and a lone CR.
 _ODD_LINE_BREAK = re.compile("[\x85\u2028\u2029]|\r(?!\n)")
 #: Tags a mapping or a sequence may carry; any other (``!!python/...``, ``!!set``, ...) is refused.
@@ -83,14 +99,23 @@ class SourceMap:
 
 
 def format_path(path: JsonPath) -> str:
-    """Render a path tuple as ``kernels.xqa.rules[3].grant.sm``."""
+    """Render a path tuple as ``kernels.xqa.rules[3].grant.sm`` (odd keys as ``kernels['a.b']``)."""
     out = ""
     for part in path:
         if isinstance(part, int):
             out += f"[{part}]"
+        elif _PLAIN_KEY.match(part):
+            out += f".{part}" if out else part
         else:
-            out += f".{part}" if out else str(part)
+            out += f"[{printable(repr(part))}]"
     return out
+
+
+def printable(text: str) -> str:
+    """``text`` with control and other unprintable characters escaped (safe to print to a terminal)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 class _Builder:
@@ -112,6 +137,9 @@ class _Builder:
 
     def _fail(self, node: yaml.Node, path: JsonPath, message: str, hint: str | None = None) -> None:
         line, col = self._pos(node)
+        if path and path[-1] == _KEY:  # a refused key: name the mapping it is in
+            path = path[:-1]
+            message = f"key: {message}"
         self.errors.append(
             CapabilityError(self.path, line, col, format_path(path), message, hint=hint, code="E002")
         )
@@ -149,7 +177,12 @@ class _Builder:
             if not isinstance(key_node, yaml.ScalarNode):
                 self._reject(key_node, path, "mapping keys must be plain strings")
                 continue
-            key = str(self._scalar(key_node, (*path, "<key>")))
+            problems = len(self.errors)
+            key = str(self._scalar(key_node, (*path, _KEY)))
+            if len(self.errors) > problems:  # the key itself was refused; its entry is dropped
+                self.rejected.add(path)
+                self.build(value_node, (*path, str(key_node.value)))  # still report what is inside
+                continue
             if key in seen:
                 first = seen[key].start_mark.line + 1
                 self._fail(
@@ -182,6 +215,16 @@ class _Builder:
         if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > MAX_INT_BITS:
             self._reject(node, path, f"integer out of range (more than {MAX_INT_BITS} bits)")
             return None
+        if isinstance(value, str):
+            bad = _CONTROL.search(value)
+            if bad is not None:
+                # Double-quoted escapes ("\e", "\a", ...) can smuggle terminal control sequences into
+                # names and messages; text fields only need newlines and tabs.
+                self._reject(
+                    node, path, f"control character U+{ord(bad.group()):04X} in a string",
+                    hint="remove it (escapes such as \\e or \\a are not text)",
+                )
+                return None
         if isinstance(node, yaml.ScalarNode) and node.style is None:
             if isinstance(value, bool) and node.value in _YAML11_BOOL_WORDS:
                 self.yaml11.add(path)

@@ -93,7 +93,14 @@ def _display(path: Path, root: Path) -> str:
             base = root.resolve().relative_to(Path.cwd().resolve()).as_posix()
         except ValueError:
             base = root.as_posix()
-    return rel if base == "." else f"{base}/{rel}"
+    shown = rel if base == "." else f"{base}/{rel}"
+    return shown if shown.isprintable() else _yaml_printable(shown)
+
+
+def _yaml_printable(text: str) -> str:
+    from capmatrix._yaml import printable  # noqa: PLC0415 - PyYAML loads on first use
+
+    return printable(text)
 
 
 def discover(root: Path) -> list[tuple[Path, str]]:

@@ -91,6 +91,13 @@ EXPECTED: dict[str, list[Pin]] = {
     "line_separator.yaml": [
         ("caps/line_separator.yaml", 3, 40, "E001", "", "line break U+2028 is not allowed"),
     ],
+    "escape_sequences.yaml": [
+        ("caps/escape_sequences.yaml", 3, 3, "E002", "kernels", "key: control character U+001B in a string"),
+        ("caps/escape_sequences.yaml", 4, 18, "E002", "kernels['\\x1b[2J\\x1b[31mxqa'].description",
+         "control character U+001B in a string"),
+        ("caps/escape_sequences.yaml", 8, 17, "E002", "kernels['\\x1b[2J\\x1b[31mxqa'].rules[0].reason",
+         "control character U+0007 in a string"),
+    ],
     "long_integer.yaml": [
         ("caps/long_integer.yaml", 6, 21, "E002", "kernels.big.rules[0].grant.sm",
          "cannot read this value: number too long"),
@@ -280,6 +287,7 @@ def test_corpus_file_cli_validate_exit_2(caps: Path, name: str) -> None:
         assert fragment in err
     count = len(EXPECTED[name])
     assert err.splitlines()[-1].startswith(f"capmatrix: {count} problem")
+    assert not any(ord(c) < 32 and c != "\n" for c in err)  # no terminal control sequences
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -511,6 +519,16 @@ def test_crlf_files_give_the_same_positions(caps: Path, name: str) -> None:
     crlf = (HOSTILE / name).read_bytes().replace(b"\n", b"\r\n")
     (caps / name).write_bytes(crlf)
     assert pins(errors_of("caps")) == [pin[:5] for pin in EXPECTED[name]]
+
+
+def test_file_name_with_control_characters_is_printed_escaped(caps: Path) -> None:
+    (caps / "\x1b[31mred.yaml").write_text("kernels: [\n", encoding="utf-8")
+    error = only_error("caps")
+    assert error.path == "caps/\\x1b[31mred.yaml"
+    code, _out, err = cli("validate", "caps")
+    assert code == 2
+    assert "\x1b" not in err
+    assert "caps/\\x1b[31mred.yaml:2:1: " in err
 
 
 def test_single_file_as_the_matrix(tmp_path: Path) -> None:
