@@ -30,6 +30,8 @@ ANY: Final = _Any.ANY
 QueryValue = "AxisValue | _Any"
 #: Axis integers must fit in a signed 64-bit word (as in the YAML files).
 _MAX_INT_BITS = 63
+_INT_LIMIT = 1 << _MAX_INT_BITS
+_set = object.__setattr__
 
 
 def _short(value: object) -> str:
@@ -54,11 +56,14 @@ class KernelQuery:
     capmatrix.errors.InvalidQuery: axis 'sm' is None; give a value or leave the axis out
     """
 
-    __slots__ = ("_axes", "_hash", "kernel", "model")
+    __slots__ = ("_axes", "_hash", "_typed", "kernel", "model")
 
     kernel: str | None
     model: str | None
     _axes: tuple[tuple[str, AxisValue | _Any], ...]
+    #: (kernel, model, ((axis, type, value), ...)): the identity of the query, computed once, so that
+    #: equality (the dict lookup behind every cached answer) compares one tuple.
+    _typed: tuple[object, ...]
     _hash: int
 
     def __init__(
@@ -69,6 +74,9 @@ class KernelQuery:
         if model is not None and not isinstance(model, str):
             raise InvalidQuery(f"model must be a string, got {_short(model)}")
         for name, value in axes.items():
+            kind = type(value)
+            if kind is str or (kind is int and -_INT_LIMIT < value < _INT_LIMIT) or kind is bool:
+                continue  # the common case, checked without isinstance chains
             if value is None:
                 raise InvalidQuery(f"axis {name!r} is None; give a value or leave the axis out")
             if not isinstance(value, (str, int, _Any)):
@@ -79,12 +87,12 @@ class KernelQuery:
             if isinstance(value, int) and value.bit_length() > _MAX_INT_BITS:
                 raise InvalidQuery(f"axis {name!r}: integer out of range ({value.bit_length()} bits)")
         items = tuple(sorted(axes.items()))
-        object.__setattr__(self, "kernel", kernel)
-        object.__setattr__(self, "model", model)
-        object.__setattr__(self, "_axes", items)
-        object.__setattr__(
-            self, "_hash", hash((kernel, model, tuple((k, type(v), v) for k, v in items)))
-        )
+        typed = (kernel, model, tuple([(k, type(v), v) for k, v in items]))
+        _set(self, "kernel", kernel)
+        _set(self, "model", model)
+        _set(self, "_axes", items)
+        _set(self, "_typed", typed)
+        _set(self, "_hash", hash(typed))
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"KernelQuery is immutable; use replace() to change {name!r}")
@@ -111,16 +119,16 @@ class KernelQuery:
         if kernel == self.kernel:
             return self
         new = object.__new__(KernelQuery)
-        object.__setattr__(new, "kernel", kernel)
-        object.__setattr__(new, "model", self.model)
-        object.__setattr__(new, "_axes", self._axes)
-        object.__setattr__(
-            new, "_hash", hash((kernel, self.model, tuple((k, type(v), v) for k, v in self._axes)))
-        )
+        typed = (kernel, self.model, self._typed[2])
+        _set(new, "kernel", kernel)
+        _set(new, "model", self.model)
+        _set(new, "_axes", self._axes)
+        _set(new, "_typed", typed)
+        _set(new, "_hash", hash(typed))
         return new
 
     def _key(self) -> tuple[object, ...]:
-        return (self.kernel, self.model, tuple((k, type(v), v) for k, v in self._axes))
+        return self._typed
 
     def __hash__(self) -> int:
         return self._hash
@@ -130,7 +138,7 @@ class KernelQuery:
             return True
         if not isinstance(other, KernelQuery):
             return NotImplemented
-        return self._hash == other._hash and self._key() == other._key()
+        return self._hash == other._hash and self._typed == other._typed
 
     def __repr__(self) -> str:
         parts = [repr(self.kernel)] if self.kernel is not None else []

@@ -184,6 +184,8 @@ class _CompiledKernel:
     unconstrained: tuple[int, ...]
     #: per rule: its box over the known universe
     boxes: tuple[tuple[int, ...], ...]
+    #: per rule: ``"<id> (<file>:<line>)"`` and its status, rendered once for the reasons
+    labels: tuple[tuple[str, str], ...] = ()
 
 
 def _compile_kernel(kernel: Kernel, axes: tuple[Axis, ...]) -> _CompiledKernel:
@@ -222,6 +224,7 @@ def _compile_kernel(kernel: Kernel, axes: tuple[Axis, ...]) -> _CompiledKernel:
         by_value=tuple(tuple(v) for v in by_value),
         unconstrained=tuple(unconstrained),
         boxes=tuple(boxes),
+        labels=tuple((f"{rule.id} ({rule.location})", str(rule.status)) for rule in rules),
     )
 
 
@@ -230,12 +233,29 @@ def compile_matrix(matrix: Matrix) -> Resolver:
     return Resolver(matrix)
 
 
-def _bits(value: int) -> list[int]:
+#: Up to this many set bits, peeling the lowest bit off is cheaper than scanning the binary text.
+_PEEL_BITS = 16
+
+
+def _bits(value: int, limit: int | None = None) -> list[int]:
+    """Positions of the set bits of ``value`` (>= 0), lowest first; only the lowest ``limit`` if given.
+
+    Peeling costs one big-integer operation per set bit over the whole width, so a dense bitset over
+    thousands of rules is read from its binary text instead (linear in the width).
+    """
+    if (limit is not None and limit <= _PEEL_BITS) or value.bit_count() <= _PEEL_BITS:
+        out = []
+        while value and (limit is None or len(out) < limit):
+            low = value & -value
+            out.append(low.bit_length() - 1)
+            value ^= low
+        return out
+    text = bin(value)[:1:-1]  # bit i of value is character i
     out = []
-    while value:
-        low = value & -value
-        out.append(low.bit_length() - 1)
-        value ^= low
+    i = text.find("1")
+    while i >= 0 and (limit is None or len(out) < limit):
+        out.append(i)
+        i = text.find("1", i + 1)
     return out
 
 
@@ -434,16 +454,16 @@ class Resolver:
             outside=tuple(outside),
         )
 
-    def _rule_reason(self, rule: Rule, kind: str, verb: str) -> Reason:
+    def _rule_reason(self, rule: Rule, kind: str, verb: str, label: tuple[str, str]) -> Reason:
         return Reason(
             kind=kind,
-            message=f"{rule.id} ({rule.location}) {verb}: {rule.reason}",
+            message=f"{label[0]} {verb}: {rule.reason}",
             rule_id=rule.id,
             path=rule.location.path,
             line=rule.location.line,
             detail=rule.reason,
             source=rule.source,
-            status=str(rule.status),
+            status=label[1],
         )
 
     def _reasons(
@@ -461,10 +481,13 @@ class Resolver:
         reasons: list[Reason] = []
         rules = compiled.rules
         if verdict is not Verdict.UNSUPPORTED or not exclusions:
-            reasons.extend(self._rule_reason(rules[b], "grant", "grants") for b in _bits(grants))
+            reasons.extend(
+                self._rule_reason(rules[b], "grant", "grants", compiled.labels[b]) for b in _bits(grants)
+            )
         if verdict is not Verdict.SUPPORTED:
             reasons.extend(
-                self._rule_reason(rules[b], "exclude", "excludes") for b in _bits(exclusions)
+                self._rule_reason(rules[b], "exclude", "excludes", compiled.labels[b])
+                for b in _bits(exclusions)
             )
         if verdict is Verdict.UNSUPPORTED:
             reasons.extend(self._near_misses(compiled, values, admits, grants))
@@ -503,13 +526,15 @@ class Resolver:
         matched: int,
     ) -> list[Reason]:
         """Explain the grants that do not apply, closest first (fewest failing axes)."""
-        missing = compiled.grants & ~matched
+        # Bitsets stay non-negative (x ^ (x & y) rather than x & ~y): CPython's big-integer AND of a
+        # negative operand is several times slower.
+        missing = compiled.grants ^ (compiled.grants & matched)
         if not missing:
             return []
         # Bit-sliced counters: counters[k] holds bit k of each grant's number of failing axes.
         counters: list[int] = []
         for admit in admits.values():
-            carry = missing & ~admit
+            carry = missing ^ (missing & admit)
             k = 0
             while carry:
                 if k == len(counters):
@@ -522,13 +547,14 @@ class Resolver:
         for failures in range(1, 1 << len(counters)):
             level = missing
             for k, bits in enumerate(counters):
-                level &= bits if failures >> k & 1 else ~bits
-            chosen.extend(_bits(level))
+                level = level & bits if failures >> k & 1 else level ^ (level & bits)
+            chosen.extend(_bits(level, MAX_NEAR_MISSES - len(chosen)))
             if len(chosen) >= MAX_NEAR_MISSES:
                 break
         reasons = []
         for bit in chosen[:MAX_NEAR_MISSES]:
             rule = compiled.rules[bit]
+            label, status = compiled.labels[bit]
             for ai, admit in admits.items():
                 if admit >> bit & 1:
                     continue
@@ -539,8 +565,7 @@ class Resolver:
                     Reason(
                         kind="mismatch",
                         message=(
-                            f"{rule.id} ({rule.location}) needs {axis.name} {cond.text}, "
-                            f"got {_fmt(actual)}"
+                            f"{label} needs {axis.name} {cond.text}, got {_fmt(actual)}"
                         ),
                         rule_id=rule.id,
                         path=rule.location.path,
@@ -550,7 +575,7 @@ class Resolver:
                         actual=actual,
                         detail=rule.reason,
                         source=rule.source,
-                        status=str(rule.status),
+                        status=status,
                     )
                 )
         return reasons
