@@ -117,6 +117,11 @@ def run(argv: Sequence[str], stdout: TextIO, stderr: TextIO) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``capmatrix`` script."""
+    for stream in (sys.stdout, sys.stderr):
+        # Text from a matrix may not fit a narrow terminal encoding: escape it rather than crash.
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
     try:
         return run(sys.argv[1:] if argv is None else argv, sys.stdout, sys.stderr)
     except KeyboardInterrupt:

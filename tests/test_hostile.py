@@ -714,6 +714,22 @@ def test_real_process_reports_without_traceback(caps: Path) -> None:
         assert "caps/loop.yaml: cannot read file: " in proc.stderr
 
 
+def test_non_ascii_text_on_an_ascii_terminal(caps: Path) -> None:
+    kernels = caps / "kernels" / "test.yaml"
+    kernels.write_text(kernels.read_text(encoding="utf-8").replace("generic path", "générique ≥ sm80"),
+                       encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(Path(capmatrix.__file__).parent.parent),
+           "PYTHONIOENCODING": "ascii"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "capmatrix", "query", "xqa", "--matrix", "caps", "--sm", "120",
+         "--model", "llama"],
+        capture_output=True, env=env, timeout=GUARD_S, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == b""
+    assert b"g\\xe9n\\xe9rique \\u2265 sm80" in proc.stdout
+
+
 def test_stdout_closed_early_is_not_a_traceback(caps: Path) -> None:
     """`capmatrix query ... | head -0` closes the pipe; the CLI must not print a traceback."""
     del caps
