@@ -75,7 +75,7 @@ class KernelQuery:
             raise InvalidQuery(f"model must be a string, got {_short(model)}")
         for name, value in axes.items():
             kind = type(value)
-            if kind is str or (kind is int and -_INT_LIMIT < value < _INT_LIMIT) or kind is bool:
+            if kind is str or kind is bool or (kind is int and -_INT_LIMIT < value < _INT_LIMIT):  # type: ignore[operator]
                 continue  # the common case, checked without isinstance chains
             if value is None:
                 raise InvalidQuery(f"axis {name!r} is None; give a value or leave the axis out")

@@ -243,15 +243,14 @@ def _bits(value: int, limit: int | None = None) -> list[int]:
     Peeling costs one big-integer operation per set bit over the whole width, so a dense bitset over
     thousands of rules is read from its binary text instead (linear in the width).
     """
+    out: list[int] = []
     if (limit is not None and limit <= _PEEL_BITS) or value.bit_count() <= _PEEL_BITS:
-        out = []
         while value and (limit is None or len(out) < limit):
             low = value & -value
             out.append(low.bit_length() - 1)
             value ^= low
         return out
     text = bin(value)[:1:-1]  # bit i of value is character i
-    out = []
     i = text.find("1")
     while i >= 0 and (limit is None or len(out) < limit):
         out.append(i)
