@@ -45,5 +45,14 @@ FUZZ_EXAMPLES ?= 2000
 fuzz: dev
 	$(PY) tests/fuzz_main.py $(FUZZ_EXAMPLES)
 
+$(VENV)/.bench-installed: $(VENV)/.installed pyproject.toml
+	$(PY) -m pip install -q -e '.[bench]'
+	touch $@
+
+# Benchmarks against the hardcoded conditional and two rules engines (zen-engine, cedarpy); a few
+# minutes; rewrites docs/benchmarks.md from the run.
+bench: $(VENV)/.bench-installed
+	$(PY) -m benchmarks
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage
