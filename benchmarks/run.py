@@ -487,7 +487,8 @@ def analysis_once(what: str, shape: str, n: int) -> dict[str, Any]:
         other = synth.mutate(syn, 0.05).build()
         start = time.perf_counter()
         result = diff_mod.diff(m, other)
-        out["changes"] = len(getattr(result, "changes", result) or ())
+        out["kernels_changed"] = sum(1 for k in result.kernels if str(k.change) != "equivalent")
+        out["roles_changed"] = sum(1 for r in result.roles if r.changed)
     out["seconds"] = time.perf_counter() - start
     return out
 

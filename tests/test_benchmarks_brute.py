@@ -219,3 +219,34 @@ def test_report_marks_missed_targets() -> None:
     assert "**Targets: 1 of 2 met.**" in text
     assert "| b | 3 ns |  |  | <= 2 ns | **not met** |  |" in text
     assert "Not met: b (3 ns, target <= 2 ns)." in text
+
+
+def test_diff_of_mutated_matrix_equals_brute_force() -> None:
+    from capmatrix.diff import diff
+
+    base = synth.boxes_matrix(40, n_axes=4, values_per_axis=4, n_kernels=3, seed=3)
+    old, new = base.build(), synth.mutate(base, 0.3, seed=2).build()
+    result = diff(old, new)
+
+    def area_cells(areas: tuple[object, ...]) -> set[tuple[AxisValue, ...]]:
+        out: set[tuple[AxisValue, ...]] = set()
+        for area in areas:
+            out.update(itertools.product(*area.values.values()))  # type: ignore[attr-defined]
+        return out
+
+    every = cells(old)
+    assert result.changed
+    for kd in result.kernels:
+        before = {tuple(c.values()) for c in every if brute_supported(old.kernels[kd.kernel], c)}
+        after = {tuple(c.values()) for c in every if brute_supported(new.kernels[kd.kernel], c)}
+        assert area_cells(kd.gained) == after - before, kd.kernel
+        assert area_cells(kd.lost) == before - after, kd.kernel
+    for rd in result.roles:
+        role_old, role_new = old.roles[rd.role], new.roles[rd.role]
+        moves: dict[tuple[str | None, str | None], set[tuple[AxisValue, ...]]] = {}
+        for c in every:
+            a = next((k for k in role_old.candidates if brute_supported(old.kernels[k], c)), None)
+            b = next((k for k in role_new.candidates if brute_supported(new.kernels[k], c)), None)
+            if a != b:
+                moves.setdefault((a, b), set()).add(tuple(c.values()))
+        assert {(s.old, s.new): area_cells(s.areas) for s in rd.shifts} == moves, rd.role
