@@ -1,0 +1,255 @@
+"""capmatrix diff: the seed fix shows up as exactly the SM120/121 non-MLA one-model region."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+from itertools import product
+from pathlib import Path
+
+import pytest
+import yaml
+from analysis_synthetic import cells, random_matrix, supported_at
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import capmatrix
+from capmatrix._boxes import KernelBoxes, supported_region
+from capmatrix.cli import run
+from capmatrix.diff import Change, RevisionError, diff, extract_revision, union_space
+from capmatrix.loader import default_path
+from capmatrix.regions import Region
+
+SHIPPED = default_path()
+NON_MLA = {"mha", "gqa", "mqa"}
+
+
+def make_before_fix(dest: Path) -> Path:
+    """The shipped matrix with the release's pre-fix gate: XQA spec-dec off on SM12x for every
+    attention type in one-model mode (the MLA-only exclusion widened to all attention types)."""
+    shutil.copytree(SHIPPED, dest)
+    path = dest / "kernels" / "xqa.yaml"
+    data = yaml.safe_load(path.read_text())
+    rules = data["kernels"]["xqa"]["rules"]
+    fixed = next(r for r in rules if r["id"] == "xqa.sm12x_mla_spec_dec")
+    # Check what the shipped rule says before widening it.
+    assert fixed["exclude"]["sm"] == "sm_12x"
+    assert fixed["exclude"]["attention"] == "mla"
+    assert "one_model" in fixed["exclude"]["spec_dec"]
+    rules.append(
+        {
+            "id": "xqa.sm12x_spec_dec_before_fix",
+            "exclude": {"sm": "sm_12x", "spec_dec": "one_model"},
+            "reason": "before PR #10765: XQA spec-dec off on SM120 for every model",
+            "source": "test fixture",
+            "status": "untested",
+        }
+    )
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return dest
+
+
+@pytest.fixture(scope="module")
+def before_after(tmp_path_factory: pytest.TempPathFactory) -> tuple[capmatrix.Matrix, capmatrix.Matrix]:
+    before = capmatrix.load(make_before_fix(tmp_path_factory.mktemp("m") / "before"))
+    return before, capmatrix.load(SHIPPED)
+
+
+def _only_seed_region(values: dict[str, tuple[object, ...]]) -> None:
+    assert set(values["sm"]) <= {120, 121}
+    assert set(values["attention"]) <= NON_MLA
+    assert values["spec_dec"] == ("one_model",)
+
+
+def test_seed_fix_is_exactly_the_sm12x_non_mla_one_model_region(
+    before_after: tuple[capmatrix.Matrix, capmatrix.Matrix],
+) -> None:
+    before, after = before_after
+    result = diff(before, after)
+    changed = {k.kernel: k for k in result.kernels if k.change is not Change.EQUIVALENT}
+    assert list(changed) == ["xqa"]
+    xqa = changed["xqa"]
+    assert xqa.change is Change.WIDER
+    assert xqa.presence == "both"
+    assert xqa.lost == ()
+    assert xqa.gained
+    for area in xqa.gained:
+        _only_seed_region(area.values)
+        assert capmatrix.resolve(capmatrix.KernelQuery("xqa", **area.witness), matrix=after)
+        assert not capmatrix.resolve(capmatrix.KernelQuery("xqa", **area.witness), matrix=before)
+    # Exactly: the seed box intersected with where XQA is supported after the fix.
+    space = after.space
+    seed_box = tuple(
+        a.mask_of({120, 121}) if a.name == "sm"
+        else a.mask_of(NON_MLA) if a.name == "attention"
+        else a.mask_of({"one_model"}) if a.name == "spec_dec"
+        else a.full_mask
+        for a in space.axes
+    )
+    supported = supported_region(space, KernelBoxes.of(after.kernels["xqa"], space))
+    gained = Region(space, [tuple(a.mask_of(set(v)) for a, v in
+                                  zip(space.axes, area.values.values(), strict=True))
+                            for area in xqa.gained])
+    assert gained == supported & Region(space, [seed_box], disjoint=True)
+    sms = {v for area in xqa.gained for v in area.values["sm"]}
+    assert sms == {120, 121}  # SM121 is listed wherever SM120 is
+
+
+def test_seed_fix_role_moves_to_xqa(before_after: tuple[capmatrix.Matrix, capmatrix.Matrix]) -> None:
+    before, after = before_after
+    result = diff(before, after)
+    roles = {r.role: r for r in result.roles if r.changed}
+    assert set(roles) == {"trtllm_generation"}
+    role = roles["trtllm_generation"]
+    assert role.coverage in {Change.WIDER, Change.EQUIVALENT}
+    assert {s.new for s in role.shifts} == {"xqa"}
+    for shift in role.shifts:
+        for area in shift.areas:
+            _only_seed_region(area.values)
+            query = capmatrix.KernelQuery(**area.witness)
+            assert capmatrix.select("trtllm_generation", query, matrix=after).kernel == "xqa"
+            assert capmatrix.select("trtllm_generation", query, matrix=before).kernel == shift.old
+
+
+def test_reverse_diff_is_narrower(before_after: tuple[capmatrix.Matrix, capmatrix.Matrix]) -> None:
+    before, after = before_after
+    xqa = next(k for k in diff(after, before).kernels if k.kernel == "xqa")
+    assert xqa.change is Change.NARROWER
+    assert xqa.gained == ()
+    assert [a.description for a in xqa.lost] == [
+        a.description for a in next(k for k in diff(before, after).kernels if k.kernel == "xqa").gained
+    ]
+
+
+def test_identical_matrices_are_equivalent() -> None:
+    matrix = capmatrix.load()
+    result = diff(matrix, matrix)
+    assert not result.changed
+    assert all(k.change is Change.EQUIVALENT for k in result.kernels)
+    assert not any(r.changed for r in result.roles)
+
+
+def _run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    return run(list(argv), out, err), out.getvalue(), err.getvalue()
+
+
+def test_cli_diff_directories(tmp_path: Path) -> None:
+    before = make_before_fix(tmp_path / "before")
+    status, out, _ = _run("diff", str(before), str(SHIPPED), "--json")
+    assert status == 0
+    data = json.loads(out)
+    assert data["changed"] is True
+    xqa = next(k for k in data["kernels"] if k["kernel"] == "xqa")
+    assert xqa["change"] == "wider"
+    assert xqa["lost"] == []
+    assert all(set(g["region"]["sm"]) <= {120, 121} for g in xqa["gained"])
+    assert _run("diff", str(before), str(SHIPPED), "--exit-code")[0] == 1
+    status, out, _ = _run("diff", str(before), str(SHIPPED), "--markdown")
+    assert status == 0
+    assert "| `xqa` | **wider** |" in out
+    assert "witness: `capmatrix query xqa --sm 120 --attention mha --spec-dec one_model" in out
+    status, out, _ = _run("diff", str(SHIPPED), str(SHIPPED), "--markdown")
+    assert "No semantic change" in out
+    status, out, _ = _run("diff", str(before), str(SHIPPED))
+    assert "kernel xqa: wider" in out
+    assert "+ gained: sm in {120, 121} and attention in {mha, gqa, mqa} and spec_dec=one_model" in out
+
+
+def _git(repo: Path, *args: str) -> None:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e"}
+    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, env=env)  # noqa: S607
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_cli_diff_git_revisions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    make_before_fix(repo / "capabilities")
+    _git(repo, "add", "capabilities")
+    _git(repo, "commit", "-qm", "before")
+    shutil.rmtree(repo / "capabilities")
+    shutil.copytree(SHIPPED, repo / "capabilities")
+    _git(repo, "add", "-A", "capabilities")
+    _git(repo, "commit", "-qm", "after")
+    monkeypatch.chdir(repo)
+    status, out, _ = _run("diff", "HEAD~1", "HEAD", "--json")
+    assert status == 0, out
+    data = json.loads(out)
+    assert data["old"] == "HEAD~1"
+    assert [k["kernel"] for k in data["kernels"] if k["change"] != "equivalent"] == ["xqa"]
+    extracted = extract_revision("HEAD~1", tmp_path / "x")
+    assert (extracted / "kernels" / "xqa.yaml").is_file()
+    with pytest.raises(RevisionError, match="no-such-rev"):
+        extract_revision("no-such-rev", tmp_path / "y")
+    status, _, err = _run("diff", "no-such-rev")
+    assert status == 2
+    assert "cannot read revision 'no-such-rev'" in err
+
+
+def test_union_space_answers_new_values_with_old_ranges(write_matrix) -> None:  # noqa: ANN001
+    old = capmatrix.load(write_matrix())
+    axes = (Path(old.root) / "axes.yaml").read_text().replace(
+        "values: [80, 90, 100, 103, 120, 121]", "values: [80, 90, 100, 103, 110, 120, 121]"
+    )
+    new_root = Path(old.root).parent / "new"
+    shutil.copytree(old.root, new_root)
+    (new_root / "axes.yaml").write_text(axes)
+    new = capmatrix.load(new_root)
+    space, notes = union_space(old, new)
+    assert notes == ("axis sm: values added [110]",)
+    assert 110 in space.axes[0].values
+    result = diff(old, new)
+    # xqa.hmma is sm ">=80" on both sides, fallback "[80, 120)": 110 was already covered by ranges.
+    assert result.axes == notes  # the universe changed, the answers did not
+    assert all(k.change is Change.EQUIVALENT for k in result.kernels)
+    assert not any(r.changed for r in result.roles)
+
+
+# --------------------------------------------------------------------------------------------------
+# Brute force
+
+
+SMALL = (4, 3, 3, 2)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(0, 10**9), st.integers(0, 10**9), st.integers(1, 16))
+def test_diff_equals_brute_force(seed_a: int, seed_b: int, rules: int) -> None:
+    old = random_matrix(seed_a, sizes=SMALL, rules=rules, per_kernel=4, role_size=2)
+    new = random_matrix(seed_b, sizes=SMALL, rules=rules + seed_b % 3, per_kernel=4, role_size=2)
+    result = diff(old, new)
+    for kd in result.kernels:
+        a, b = old.kernels.get(kd.kernel), new.kernels.get(kd.kernel)
+        gained, lost = set(), set()
+        for c in cells(old):
+            was = a is not None and supported_at(a, c)
+            now = b is not None and supported_at(b, c)
+            key = tuple(c.values())
+            if now and not was:
+                gained.add(key)
+            if was and not now:
+                lost.add(key)
+        assert {x for area in kd.gained for x in product(*area.values.values())} == gained
+        assert {x for area in kd.lost for x in product(*area.values.values())} == lost
+        assert kd.change is Change.of(bool(gained), bool(lost))
+    for rd in result.roles:
+        expected: dict[tuple[str | None, str | None], set[tuple[object, ...]]] = {}
+        for c in cells(old):
+            picks = []
+            for matrix in (old, new):
+                role = matrix.roles.get(rd.role)
+                cands = role.candidates if role else ()
+                picks.append(next((k for k in cands if supported_at(matrix.kernels[k], c)), None))
+            if picks[0] != picks[1]:
+                expected.setdefault((picks[0], picks[1]), set()).add(tuple(c.values()))
+        got = {
+            (s.old, s.new): {x for area in s.areas for x in product(*area.values.values())}
+            for s in rd.shifts
+        }
+        assert got == expected

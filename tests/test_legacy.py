@@ -1,0 +1,245 @@
+"""capmatrix compare-legacy: regions where a legacy predicate and the matrix disagree."""
+
+from __future__ import annotations
+
+import inspect
+import io
+import json
+import random
+from itertools import product
+from pathlib import Path
+
+import pytest
+from analysis_synthetic import cells, random_matrix, supported_at
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import capmatrix
+from capmatrix.cli import run
+from capmatrix.legacy import LegacyError, compare_legacy, load_predicate, parse_where
+
+ROOT = Path(__file__).parent.parent
+TRTLLM = ROOT / "examples" / "legacy" / "trtllm_release_1_2.py"
+PREDICATES = Path(__file__).parent / "analysis_cases" / "legacy_predicates.py"
+SEED_REGION = "sm in {120, 121} and attention in {mha, gqa, mqa} and spec_dec=one_model"
+
+
+def _run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    return run(list(argv), out, err), out.getvalue(), err.getvalue()
+
+
+# --------------------------------------------------------------------------------------------------
+# The TensorRT-LLM release 1.2 conditional against the trtllm_spec_dec_mode gate
+
+
+def test_matrix_agrees_with_the_fixed_conditional() -> None:
+    result = compare_legacy(
+        capmatrix.load(), load_predicate(f"{TRTLLM}:xqa_spec_dec_mode_after"),
+        "trtllm_spec_dec_mode",
+    )
+    assert result.agree
+    assert result.legacy_only == ()
+    assert result.matrix_only == ()
+    assert set(result.named_axes) == {"sm", "attention", "spec_dec", "attention_backend",
+                                      "spec_dec_pass"}
+    assert set(result.evaluated_axes) == set(result.named_axes)
+
+
+def test_pre_fix_conditional_disagrees_exactly_on_sm12x_non_mla_one_model() -> None:
+    matrix = capmatrix.load()
+    result = compare_legacy(
+        matrix, load_predicate(f"{TRTLLM}:xqa_spec_dec_mode_before"), "trtllm_spec_dec_mode"
+    )
+    assert not result.agree
+    assert result.legacy_only == ()
+    assert [a.description for a in result.matrix_only] == [SEED_REGION]
+    area = result.matrix_only[0]
+    assert area.values["sm"] == (120, 121)
+    assert area.values["attention"] == ("mha", "gqa", "mqa")
+    assert area.values["spec_dec"] == ("one_model",)
+    assert all(area.values[a] == axis.values for a, axis in matrix.axes.items()
+               if a not in {"sm", "attention", "spec_dec"})
+    witness = capmatrix.KernelQuery("trtllm_spec_dec_mode", **area.witness)
+    assert capmatrix.resolve(witness, matrix=matrix)
+    before = load_predicate(f"{TRTLLM}:xqa_spec_dec_mode_before")
+    assert before(**area.witness) is False
+
+
+def test_cli_compare_legacy_trtllm() -> None:
+    status, out, _ = _run("compare-legacy", f"{TRTLLM}:xqa_spec_dec_mode_before",
+                          "--kernel", "trtllm_spec_dec_mode", "--json")
+    assert status == 1
+    data = json.loads(out)
+    assert data["agree"] is False
+    assert data["legacy_only"] == []
+    [region] = data["matrix_only"]
+    assert region["region"]["sm"] == [120, 121]
+    assert region["region"]["attention"] == ["mha", "gqa", "mqa"]
+    assert region["region"]["spec_dec"] == ["one_model"]
+    assert region["witness"]["sm"] == 120
+    status, out, _ = _run("compare-legacy", f"{TRTLLM}:xqa_spec_dec_mode_after",
+                          "--kernel", "trtllm_spec_dec_mode")
+    assert status == 0
+    assert "agree everywhere" in out
+    status, out, _ = _run("compare-legacy", f"{TRTLLM}:xqa_spec_dec_mode_before",
+                          "--kernel", "trtllm_spec_dec_mode", "--where", "sm=90,120")
+    assert status == 1
+    assert "legacy False, matrix supported:" in out
+    assert "sm=120 and attention in {mha, gqa, mqa} and spec_dec=one_model" in out
+
+
+# --------------------------------------------------------------------------------------------------
+# Own fixtures over the small matrix
+
+
+def test_agreement_and_kwargs_axes(small: capmatrix.Matrix) -> None:
+    result = compare_legacy(small, load_predicate(f"{PREDICATES}:mla_spec_only_off_sm12x"), "xqa")
+    assert result.named_axes == ("sm", "attention", "spec_dec")
+    assert result.kwargs_axes == ("kv", "beam", "causal")
+    assert result.evaluated_axes == ("sm", "attention", "spec_dec")
+    assert not result.agree
+    # The matrix grants MLA only on sm_12x with fp8 KV and takes MHA away with beam 4.
+    legacy_only = {a.description for a in result.legacy_only}
+    assert "sm in {80, 90, 100, 103} and attention=mla" in legacy_only
+    assert result.matrix_only == ()
+
+
+def test_predicate_reading_kwargs_is_detected(small: capmatrix.Matrix) -> None:
+    result = compare_legacy(small, load_predicate(f"{PREDICATES}:reads_kwargs"), "fallback")
+    assert result.named_axes == ("sm",)
+    assert result.evaluated_axes == ("sm", "attention")
+    descriptions = {a.description for a in result.legacy_only}
+    assert descriptions == {"sm in {120, 121} and attention in {mha, gqa}"}
+    assert {a.description for a in result.matrix_only} == {
+        "sm=80", "sm in {90, 100, 103} and attention=mla"
+    }
+
+
+def test_predicate_without_kwargs_sees_only_its_axes(small: capmatrix.Matrix) -> None:
+    result = compare_legacy(small, load_predicate(f"{PREDICATES}:no_kwargs"), "fallback")
+    assert result.kwargs_axes == ()
+    assert result.evaluated_axes == ("sm",)
+    assert result.calls == 6
+    assert {a.description for a in result.legacy_only} == {"sm in {120, 121}"}
+    assert {a.description for a in result.matrix_only} == {"sm in {80, 90}"}
+
+
+def test_where_restricts_both_sides(small: capmatrix.Matrix) -> None:
+    where = parse_where(small, ["sm=120,121", "attention=mla"])
+    assert where == {"sm": (120, 121), "attention": ("mla",)}
+    result = compare_legacy(
+        small, load_predicate(f"{PREDICATES}:no_kwargs"), "xqa", where=where
+    )
+    assert result.calls == 2
+    assert result.where == where
+    for area in result.legacy_only:
+        assert set(area.values["sm"]) <= {120, 121}
+        assert area.values["attention"] == ("mla",)
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("nocolon", "expected FILE.py:FUNCTION"),
+        ("missing.py:f", "no such file"),
+        (f"{PREDICATES}:nope", "has no function 'nope'"),
+        (f"{PREDICATES}:NOT_A_FUNCTION", "has no function"),
+    ],
+)
+def test_load_predicate_errors(spec: str, message: str) -> None:
+    with pytest.raises(LegacyError, match=message):
+        load_predicate(spec)
+
+
+def test_import_error_is_reported(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("raise RuntimeError('nope')\n")
+    with pytest.raises(LegacyError, match="import failed: RuntimeError: nope"):
+        load_predicate(f"{bad}:f")
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("raises", "the predicate raised ZeroDivisionError: boom"),
+        ("extra_param", "'threshold' is not an axis and has no default"),
+        ("positional_only", "positional-only"),
+    ],
+)
+def test_predicate_errors(small: capmatrix.Matrix, name: str, message: str) -> None:
+    with pytest.raises(LegacyError, match=message) as info:
+        compare_legacy(small, load_predicate(f"{PREDICATES}:{name}"), "xqa")
+    if name == "raises":
+        assert info.value.cell is not None
+        assert info.value.cell["sm"] == 120
+        assert "(at {" in str(info.value)
+
+
+def test_bad_where_and_kernel(small: capmatrix.Matrix) -> None:
+    with pytest.raises(LegacyError, match="expected AXIS=VALUES"):
+        parse_where(small, ["sm"])
+    with pytest.raises(capmatrix.InvalidQuery, match="unknown axis"):
+        parse_where(small, ["smm=90"])
+    with pytest.raises(LegacyError, match="takes integers"):
+        parse_where(small, ["sm=x"])
+    with pytest.raises(LegacyError, match="not a value of axis"):
+        parse_where(small, ["sm=130"])
+    with pytest.raises(LegacyError, match="takes true or false"):
+        parse_where(small, ["causal=maybe"])
+    assert parse_where(small, ["causal=true"]) == {"causal": (True,)}
+    with pytest.raises(capmatrix.InvalidQuery, match="unknown kernel"):
+        compare_legacy(small, load_predicate(f"{PREDICATES}:no_kwargs"), "xqaa")
+
+
+def test_cli_compare_legacy_errors(write_matrix) -> None:  # noqa: ANN001
+    root = write_matrix()
+    status, _, err = _run("compare-legacy", f"{PREDICATES}:raises", "--kernel", "xqa",
+                          "--matrix", str(root))
+    assert status == 2
+    assert "ZeroDivisionError" in err
+
+
+# --------------------------------------------------------------------------------------------------
+# Brute force
+
+
+SMALL = (4, 3, 3, 2)
+
+
+def _predicate(seed: int, named: list[str], secret: str | None):  # noqa: ANN202
+    rnd = random.Random(seed)
+    table: dict[tuple[object, ...], bool] = {}
+
+    def pred(**kwargs: object) -> bool:
+        key = tuple(kwargs[n] for n in named) + ((kwargs[secret],) if secret else ())
+        if key not in table:
+            table[key] = rnd.random() < 0.5
+        return table[key]
+
+    params = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY) for n in named]
+    params.append(inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD))
+    pred.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    return pred
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(0, 10**9), st.integers(0, 10**9), st.integers(0, 15), st.booleans())
+def test_compare_legacy_equals_brute_force(seed: int, pseed: int, pick: int, secret: bool) -> None:
+    matrix = random_matrix(seed, sizes=SMALL, rules=8, per_kernel=8)
+    names = list(matrix.axes)
+    named = [n for i, n in enumerate(names) if pick >> i & 1]
+    hidden = next((n for n in names if n not in named), None) if secret else None
+    pred = _predicate(pseed, named, hidden)
+    kernel = matrix.kernels["k0"]
+    result = compare_legacy(matrix, pred, "k0")
+    legacy_only, matrix_only = set(), set()
+    for c in cells(matrix):
+        legacy = pred(**c)
+        supported = supported_at(kernel, c)
+        if legacy and not supported:
+            legacy_only.add(tuple(c.values()))
+        if supported and not legacy:
+            matrix_only.add(tuple(c.values()))
+    assert {x for a in result.legacy_only for x in product(*a.values.values())} == legacy_only
+    assert {x for a in result.matrix_only for x in product(*a.values.values())} == matrix_only
