@@ -1,0 +1,182 @@
+"""Expectation tests: the shipped cases hold; failures, malformed files and coverage are reported."""
+
+from __future__ import annotations
+
+import io
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import capmatrix
+from capmatrix.cli import run
+from capmatrix.expect import (
+    Case,
+    discover_cases,
+    load_cases,
+    run_case,
+    run_expectations,
+)
+from capmatrix.loader import default_path
+
+SHIPPED_CASES = [
+    case for file in discover_cases(default_path() / "expect") for case in load_cases(file)[0]
+]
+
+
+def test_shipped_expectation_files_are_well_formed() -> None:
+    files = discover_cases(default_path() / "expect")
+    assert any(f.name == "seed.yaml" for f in files)
+    for file in files:
+        cases, problems = load_cases(file)
+        assert problems == [], [str(p) for p in problems]
+        assert cases
+
+
+@pytest.mark.parametrize("case", SHIPPED_CASES, ids=lambda c: f"{c.location} {c.name}")
+def test_shipped_expectation(case: Case) -> None:
+    result = run_case(capmatrix.default_matrix(), case)
+    assert result.passed, f"{case.location}: {result.message}"
+
+
+def _write(root: Path, text: str, name: str = "cases.yaml") -> Path:
+    path = root / "expect" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def _run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    return run(list(argv), out, err), out.getvalue(), err.getvalue()
+
+
+def test_pass_fail_and_coverage(write_matrix) -> None:  # noqa: ANN001
+    root = write_matrix()
+    _write(root, """\
+        cases:
+          - name: llama on sm120 runs xqa
+            kernel: xqa
+            query: {model: llama, sm: 120, spec_dec: one_model, causal: false}
+            expect: supported
+            because: [xqa.hmma]
+          - kernel: xqa
+            query: {model: dsv3, sm: 120, spec_dec: one_model, causal: false}
+            expect: supported
+          - role: gen
+            query: {model: llama, sm: 90, spec_dec: none, causal: true}
+            expect: xqa
+          - kernel: xqa
+            query: {model: dsv3, sm: "*", spec_dec: none, causal: false}
+            expect: depends
+          - kernel: xqa
+            query: {model: llama, sm: 90, spec_dec: none, causal: false}
+            expect: supported
+            because: [xqa.mla]
+          - kernel: xqa
+            query: {smm: 90}
+            expect: supported
+        """)
+    matrix = capmatrix.load(root)
+    report = run_expectations(matrix)
+    assert report.problems == ()
+    outcomes = [(r.case.line, r.passed) for r in report.results]
+    assert outcomes == [(2, True), (7, False), (10, True), (13, True), (16, False), (20, False)]
+    wrong = report.results[1]
+    assert wrong.actual == "unsupported"
+    assert wrong.message.startswith("expected supported, got unsupported")
+    assert "xqa.no-mla-spec" in wrong.message
+    assert "not because of xqa.mla" in report.results[4].message
+    assert report.results[5].actual == "error"
+    assert "unknown axis 'smm'" in report.results[5].message
+    assert report.exit_status() == 1
+    uncovered = {r.id for r in report.uncovered}
+    assert "xqa.hmma" not in uncovered
+    assert "xqa.no-mla-spec" not in uncovered  # cited by the failing case's exclusion
+    assert "fallback.all" in uncovered
+    assert "xqa.beam" in uncovered
+    assert report.total_rules == 5
+
+    status, out, _ = _run("test", str(root))
+    assert status == 1
+    lines = out.splitlines()
+    assert any(
+        line.startswith("PASS ") and line.endswith("cases.yaml:2 llama on sm120 runs xqa")
+        for line in lines
+    )
+    assert any(
+        line.startswith("FAIL ") and "cases.yaml:7 " in line
+        and "expected supported, got unsupported" in line
+        for line in lines
+    )
+    assert "rules no case cites:" in out
+    assert "fallback.all" in out
+    assert "capmatrix test: 3 passed, 3 failed" in out
+
+    status, out, _ = _run("test", str(root), "--json")
+    data = json.loads(out)
+    assert status == 1
+    assert data["passed"] == 3
+    assert data["failed"] == 3
+    assert data["cases"][1]["line"] == 7
+    assert data["coverage"]["rules"] == 5
+    assert {u["rule"] for u in data["coverage"]["uncovered"]} == uncovered
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "message"),
+    [
+        ("cases: 3\n", 1, "a mapping with a 'cases' list"),
+        ("cases: []\nextra: 1\n", 2, "unknown key 'extra'"),
+        ("cases:\n  - kernel: xqa\n    role: gen\n    expect: supported\n", 2, "exactly one of"),
+        ("cases:\n  - kernel: xqa\n    query: {sm: 90}\n", 2, "needs 'expect'"),
+        ("cases:\n  - kernel: xqa\n    expect: xqa\n", 3, "expects one of depends"),
+        ("cases:\n  - kernel: xqa\n    expect: supported\n    colour: red\n", 4, "unknown key"),
+        ("cases:\n  - kernel: xqa\n    query: [1]\n    expect: supported\n", 3, "is a mapping"),
+        ("cases:\n  - kernel: xqa\n    query: {sm: [90]}\n    expect: supported\n", 3,
+         "is not a value"),
+        ("cases:\n  - kernel: xqa\n    because: xqa.hmma\n    expect: supported\n", 3,
+         "list of rule ids"),
+        ("cases:\n  - just a string\n", 2, "a case is a mapping"),
+        ("cases:\n  - kernel: 3\n    expect: supported\n", 2, "must be a string"),
+        ("cases: [\n", 2, "YAML syntax error"),
+    ],
+)
+def test_malformed_case_files_are_located(
+    write_matrix, text: str, line: int, message: str  # noqa: ANN001
+) -> None:
+    root = write_matrix()
+    path = _write(root, text)
+    cases, problems = load_cases(path)
+    assert cases == []
+    assert problems
+    assert problems[0].line == line
+    assert message in str(problems[0])
+    report = run_expectations(capmatrix.load(root))
+    assert report.exit_status() == 2
+    status, out, _ = _run("test", str(root))
+    assert status == 2
+    assert message in out
+
+
+def test_expect_directory_option(write_matrix, tmp_path: Path) -> None:  # noqa: ANN001
+    root = write_matrix()
+    other = tmp_path / "elsewhere"
+    _write(other, "cases:\n  - role: gen\n    query: {sm: 120, attention: mla, kv: fp8, "
+                  "spec_dec: none, causal: false}\n    expect: xqa\n")
+    status, out, _ = _run("test", str(root), "--expect", str(other / "expect"))
+    assert status == 0
+    assert "1 passed, 0 failed" in out
+    # No expectation directory: nothing to run, everything uncovered.
+    report = run_expectations(capmatrix.load(root), tmp_path / "none")
+    assert report.results == ()
+    assert len(report.uncovered) == report.total_rules
+
+
+def test_loader_skips_the_expect_directory(write_matrix) -> None:  # noqa: ANN001
+    root = write_matrix()
+    _write(root, "cases:\n  - kernel: xqa\n    expect: supported\n")
+    matrix = capmatrix.load(root)
+    assert matrix.files
+    assert all(Path(f).parent.name != "expect" for f in matrix.files)
