@@ -15,7 +15,7 @@ from capmatrix.model import Axis, AxisValue, Effect
 from capmatrix.regions import Region
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Sequence
 
     from capmatrix.model import Kernel, Rule
     from capmatrix.regions import Box, Space
@@ -27,8 +27,8 @@ __all__ = [
     "box_of",
     "reduce_kernel",
     "supported_region",
-    "witness_of",
     "with_values",
+    "witness_of",
 ]
 
 

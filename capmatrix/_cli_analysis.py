@@ -54,7 +54,7 @@ def _command(witness: Witness, matrix: str | None) -> str:
 def _query_command(kind: str, name: str, area: Area, matrix: str | None) -> str:
     from capmatrix.analysis import Witness  # noqa: PLC0415
 
-    witness = Witness.at(area.space, area.witness, **{kind: name})  # type: ignore[arg-type]
+    witness = Witness.at(area.space, area.witness, **{kind: name})
     return _command(witness, matrix)
 
 
@@ -211,8 +211,8 @@ def render_diff_markdown(result: MatrixDiff) -> str:
         for k in changed:
             extra = "" if k.presence == "both" else f" ({k.presence})"
             lines.append(
-                f"| `{k.kernel}` | **{k.change}**{extra} | {len(k.gained) or '–'} | "
-                f"{len(k.lost) or '–'} |"
+                f"| `{k.kernel}` | **{k.change}**{extra} | {len(k.gained) or '-'} | "
+                f"{len(k.lost) or '-'} |"
             )
         lines.append("")
     for k in changed:
@@ -274,8 +274,10 @@ def render_legacy(result: LegacyComparison, matrix: str | None = None) -> str:
     lines = [
         f"{result.function} vs kernel {result.kernel}: "
         + ("agree everywhere" if result.agree else "disagree"),
-        f"  evaluated over {', '.join(result.evaluated_axes) or 'no axis'} "
-        f"({result.calls} calls)",
+        (
+            f"  evaluated over {', '.join(result.evaluated_axes) or 'no axis'} "
+            f"({result.calls} calls)"
+        ),
     ]
     if result.where:
         shown = "; ".join(f"{k} in {list(v)}" for k, v in result.where.items())

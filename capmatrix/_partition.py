@@ -21,7 +21,7 @@ Axes are visited most-constrained first, which makes the early stop fire high up
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from capmatrix.regions import Box, Space
@@ -141,10 +141,10 @@ def partition(
     for lab, tail in node(0, live0):
         flat = [0] * width
         d = 0
-        rest: object = tail
+        rest: Any = tail
         while rest:
-            mask, rest = rest  # type: ignore[misc]
-            flat[order[d]] = mask
+            flat[order[d]] = rest[0]
+            rest = rest[1]
             d += 1
         out.setdefault(lab, []).append(tuple(flat))  # type: ignore[arg-type]
     return out

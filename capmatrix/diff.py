@@ -1,5 +1,7 @@
-"""Semantic diff of two matrices: per kernel where support was gained or lost, per role where the
-selected kernel changed, each as merged regions with a witness query.
+"""Semantic diff of two matrices, as regions with witness queries.
+
+Per kernel: where support was gained or lost. Per role: where the selected kernel changed. Each
+change is a list of merged regions with a witness query.
 
 Both matrices are placed in one space: every axis of either, with the union of their values (a value
 one side does not declare is still answered by that side's rules, through their ranges). Nothing is
@@ -49,7 +51,7 @@ class Change(_StrEnum):
     INCOMPARABLE = "incomparable"
 
     @classmethod
-    def of(cls, gained: bool, lost: bool) -> Change:  # noqa: FBT001 - two facts, not flags
+    def of(cls, gained: bool, lost: bool) -> Change:
         """The change for "something was gained" / "something was lost"."""
         if gained and lost:
             return cls.INCOMPARABLE

@@ -1,5 +1,6 @@
-"""Expectation tests: YAML cases ``query -> expected verdict (or selected kernel)``, run against a matrix,
-with rule coverage (the rules no case cites).
+"""Expectation tests: YAML cases ``query -> expected verdict (or kernel)``, with rule coverage.
+
+Each case is run against a matrix; the report also lists the rules no case cites.
 
 Cases live in ``<matrix>/expect/*.yaml`` (the loader skips that directory)::
 
@@ -159,15 +160,13 @@ def load_cases(path: Path) -> tuple[list[Case], list[CapabilityError]]:
         problems.append(smap.error((), "an expectation file is a mapping with a 'cases' list",
                                    code="T001"))
         return [], problems
-    for key in data:
-        if key not in {"cases", "description"}:
-            problems.append(smap.error((key,), f"unknown key {key!r}", key=True, code="T001"))
-    cases = []
-    for i, raw in enumerate(data["cases"]):
-        case = _case(raw, ("cases", i), smap, problems)
-        if case is not None:
-            cases.append(case)
-    return cases, problems
+    problems.extend(
+        smap.error((key,), f"unknown key {key!r}", key=True, code="T001")
+        for key in data
+        if key not in {"cases", "description"}
+    )
+    found = [_case(raw, ("cases", i), smap, problems) for i, raw in enumerate(data["cases"])]
+    return [case for case in found if case is not None], problems
 
 
 def _case(

@@ -284,7 +284,7 @@ def compare_legacy(
     found = partition(space, boxes, label, root=root, relevant=relevant)
     return LegacyComparison(
         kernel=kernel,
-        function=function or getattr(predicate, "__qualname__", repr(predicate)),
+        function=function or str(getattr(predicate, "__qualname__", repr(predicate))),
         where={k: tuple(v) for k, v in restriction.items()},
         named_axes=tuple(named),
         kwargs_axes=tuple(others),

@@ -81,7 +81,7 @@ def random_matrix(
     reuse the same value sets: the same head sizes, dtypes, SM ranges); without it every condition is
     fresh, which fragments regions far more than real data does.
     """
-    rnd = random.Random(seed)
+    rnd = random.Random(seed)  # noqa: S311 - test data, not secrets
     axes = make_axes(sizes)
     axis_list = list(axes.values())
     pools = (

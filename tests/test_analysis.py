@@ -8,6 +8,7 @@ import re
 import shutil
 from itertools import product
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from analysis_synthetic import cells, random_matrix, rule_applies, supported_at
@@ -29,6 +30,11 @@ from capmatrix.analysis import (
 from capmatrix.cli import run
 from capmatrix.model import Effect
 from capmatrix.regions import Region
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from capmatrix.model import AxisValue
 
 CASES = Path(__file__).parent / "analysis_cases"
 PLANTED = sorted(p for p in CASES.glob("*.yaml") if p.name != "axes.yaml")
@@ -86,7 +92,7 @@ def test_dead_grant_names_the_exclusion_that_kills_it(tmp_path: Path) -> None:
     assert dead.witness.values["sm"] in {120, 121}
     assert dead.witness.values["attention"] == "mla"
     matrix = capmatrix.load(_materialise(CASES / "dead_grant.yaml", tmp_path / "again"))
-    query = capmatrix.KernelQuery("k", **dead.witness.values)
+    query = capmatrix.KernelQuery("k", **dead.witness.values)  # type: ignore[arg-type]
     assert not capmatrix.resolve(query, matrix=matrix)
     assert dead.regions[0].description == "sm in {120, 121} and attention=mla"
 
@@ -118,7 +124,8 @@ def test_role_gap_is_a_merged_region(tmp_path: Path) -> None:
     assert [a.description for a in gap.regions] == ["sm in {80, 90} and attention=mla"]
     assert gap.witness is not None
     assert gap.witness.role == "gen"
-    selection = capmatrix.select("gen", capmatrix.KernelQuery(**gap.witness.values), matrix=matrix)
+    query = capmatrix.KernelQuery(**gap.witness.values)  # type: ignore[arg-type]
+    selection = capmatrix.select("gen", query, matrix=matrix)
     assert selection.kernel is None
 
 
@@ -183,8 +190,9 @@ def test_cli_check_json(tmp_path: Path) -> None:
 
 
 def test_witness_command_leaves_defaults_out(small: capmatrix.Matrix) -> None:
-    values = {"sm": 120, "attention": "mla", "spec_dec": "none", "kv": "fp8", "beam": 1,
-              "causal": False}
+    values: dict[str, AxisValue] = {
+        "sm": 120, "attention": "mla", "spec_dec": "none", "kv": "fp8", "beam": 1, "causal": False,
+    }
     witness = Witness.at(small.space, values, kernel="xqa")
     assert witness.implicit == ("beam",)
     assert witness.command() == (
@@ -208,7 +216,7 @@ def test_finding_as_dict_round_trips_through_json(small: capmatrix.Matrix) -> No
 SMALL = (4, 3, 3, 2)
 
 
-def _cell_key(matrix: capmatrix.Matrix, cell: dict[str, object]) -> tuple[object, ...]:
+def _cell_key(matrix: capmatrix.Matrix, cell: Mapping[str, AxisValue]) -> tuple[object, ...]:
     return tuple(cell[a] for a in matrix.axes)
 
 
@@ -362,7 +370,7 @@ def test_partition_with_root_covers_root_exactly(matrix: capmatrix.Matrix, pick:
     assert everything.cells() == space.cells(root)
     for count, found_boxes in found.items():
         for c in _region_cells(Region(space, found_boxes, disjoint=True)):
-            cell = dict(zip(matrix.axes, c, strict=True))
+            cell: dict[str, AxisValue] = dict(zip(matrix.axes, c, strict=True))  # type: ignore[arg-type]
             live = sum(rule_applies(r, cell) for r in kernel.rules)
             assert live % 3 == count
 

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 from itertools import product
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
@@ -22,6 +23,13 @@ from capmatrix.cli import run
 from capmatrix.diff import Change, RevisionError, diff, extract_revision, union_space
 from capmatrix.loader import default_path
 from capmatrix.regions import Region
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from conftest import WriteMatrix
+
+    from capmatrix.model import AxisValue
 
 SHIPPED = default_path()
 NON_MLA = {"mha", "gqa", "mqa"}
@@ -58,7 +66,7 @@ def before_after(tmp_path_factory: pytest.TempPathFactory) -> tuple[capmatrix.Ma
     return before, capmatrix.load(SHIPPED)
 
 
-def _only_seed_region(values: dict[str, tuple[object, ...]]) -> None:
+def _only_seed_region(values: Mapping[str, tuple[object, ...]]) -> None:
     assert set(values["sm"]) <= {120, 121}
     assert set(values["attention"]) <= NON_MLA
     assert values["spec_dec"] == ("one_model",)
@@ -78,16 +86,16 @@ def test_seed_fix_is_exactly_the_sm12x_non_mla_one_model_region(
     assert xqa.gained
     for area in xqa.gained:
         _only_seed_region(area.values)
-        assert capmatrix.resolve(capmatrix.KernelQuery("xqa", **area.witness), matrix=after)
-        assert not capmatrix.resolve(capmatrix.KernelQuery("xqa", **area.witness), matrix=before)
+        query = capmatrix.KernelQuery("xqa", **area.witness)  # type: ignore[arg-type]
+        assert capmatrix.resolve(query, matrix=after)
+        assert not capmatrix.resolve(query, matrix=before)
     # Exactly: the seed box intersected with where XQA is supported after the fix.
     space = after.space
+    wanted: dict[str, set[AxisValue]] = {
+        "sm": {120, 121}, "attention": set(NON_MLA), "spec_dec": {"one_model"}
+    }
     seed_box = tuple(
-        a.mask_of({120, 121}) if a.name == "sm"
-        else a.mask_of(NON_MLA) if a.name == "attention"
-        else a.mask_of({"one_model"}) if a.name == "spec_dec"
-        else a.full_mask
-        for a in space.axes
+        a.mask_of(wanted[a.name]) if a.name in wanted else a.full_mask for a in space.axes
     )
     supported = supported_region(space, KernelBoxes.of(after.kernels["xqa"], space))
     gained = Region(space, [tuple(a.mask_of(set(v)) for a, v in
@@ -109,7 +117,7 @@ def test_seed_fix_role_moves_to_xqa(before_after: tuple[capmatrix.Matrix, capmat
     for shift in role.shifts:
         for area in shift.areas:
             _only_seed_region(area.values)
-            query = capmatrix.KernelQuery(**area.witness)
+            query = capmatrix.KernelQuery(**area.witness)  # type: ignore[arg-type]
             assert capmatrix.select("trtllm_generation", query, matrix=after).kernel == "xqa"
             assert capmatrix.select("trtllm_generation", query, matrix=before).kernel == shift.old
 
@@ -162,7 +170,7 @@ def test_cli_diff_directories(tmp_path: Path) -> None:
 def _git(repo: Path, *args: str) -> None:
     env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e"}
-    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, env=env)  # noqa: S607
+    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, env=env)
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
@@ -192,7 +200,7 @@ def test_cli_diff_git_revisions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert "cannot read revision 'no-such-rev'" in err
 
 
-def test_union_space_answers_new_values_with_old_ranges(write_matrix) -> None:  # noqa: ANN001
+def test_union_space_answers_new_values_with_old_ranges(write_matrix: WriteMatrix) -> None:
     old = capmatrix.load(write_matrix())
     axes = (Path(old.root) / "axes.yaml").read_text().replace(
         "values: [80, 90, 100, 103, 120, 121]", "values: [80, 90, 100, 103, 110, 120, 121]"

@@ -6,6 +6,7 @@ import io
 import json
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -19,6 +20,9 @@ from capmatrix.expect import (
     run_expectations,
 )
 from capmatrix.loader import default_path
+
+if TYPE_CHECKING:
+    from conftest import WriteMatrix
 
 SHIPPED_CASES = [
     case for file in discover_cases(default_path() / "expect") for case in load_cases(file)[0]
@@ -52,7 +56,7 @@ def _run(*argv: str) -> tuple[int, str, str]:
     return run(list(argv), out, err), out.getvalue(), err.getvalue()
 
 
-def test_pass_fail_and_coverage(write_matrix) -> None:  # noqa: ANN001
+def test_pass_fail_and_coverage(write_matrix: WriteMatrix) -> None:
     root = write_matrix()
     _write(root, """\
         cases:
@@ -144,7 +148,7 @@ def test_pass_fail_and_coverage(write_matrix) -> None:  # noqa: ANN001
     ],
 )
 def test_malformed_case_files_are_located(
-    write_matrix, text: str, line: int, message: str  # noqa: ANN001
+    write_matrix: WriteMatrix, text: str, line: int, message: str
 ) -> None:
     root = write_matrix()
     path = _write(root, text)
@@ -160,7 +164,7 @@ def test_malformed_case_files_are_located(
     assert message in out
 
 
-def test_expect_directory_option(write_matrix, tmp_path: Path) -> None:  # noqa: ANN001
+def test_expect_directory_option(write_matrix: WriteMatrix, tmp_path: Path) -> None:
     root = write_matrix()
     other = tmp_path / "elsewhere"
     _write(other, "cases:\n  - role: gen\n    query: {sm: 120, attention: mla, kv: fp8, "
@@ -174,7 +178,7 @@ def test_expect_directory_option(write_matrix, tmp_path: Path) -> None:  # noqa:
     assert len(report.uncovered) == report.total_rules
 
 
-def test_loader_skips_the_expect_directory(write_matrix) -> None:  # noqa: ANN001
+def test_loader_skips_the_expect_directory(write_matrix: WriteMatrix) -> None:
     root = write_matrix()
     _write(root, "cases:\n  - kernel: xqa\n    expect: supported\n")
     matrix = capmatrix.load(root)

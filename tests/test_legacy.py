@@ -8,6 +8,7 @@ import json
 import random
 from itertools import product
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from analysis_synthetic import cells, random_matrix, supported_at
@@ -17,6 +18,11 @@ from hypothesis import strategies as st
 import capmatrix
 from capmatrix.cli import run
 from capmatrix.legacy import LegacyError, compare_legacy, load_predicate, parse_where
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from conftest import WriteMatrix
 
 ROOT = Path(__file__).parent.parent
 TRTLLM = ROOT / "examples" / "legacy" / "trtllm_release_1_2.py"
@@ -60,7 +66,7 @@ def test_pre_fix_conditional_disagrees_exactly_on_sm12x_non_mla_one_model() -> N
     assert area.values["spec_dec"] == ("one_model",)
     assert all(area.values[a] == axis.values for a, axis in matrix.axes.items()
                if a not in {"sm", "attention", "spec_dec"})
-    witness = capmatrix.KernelQuery("trtllm_spec_dec_mode", **area.witness)
+    witness = capmatrix.KernelQuery("trtllm_spec_dec_mode", **area.witness)  # type: ignore[arg-type]
     assert capmatrix.resolve(witness, matrix=matrix)
     before = load_predicate(f"{TRTLLM}:xqa_spec_dec_mode_before")
     assert before(**area.witness) is False
@@ -192,7 +198,7 @@ def test_bad_where_and_kernel(small: capmatrix.Matrix) -> None:
         compare_legacy(small, load_predicate(f"{PREDICATES}:no_kwargs"), "xqaa")
 
 
-def test_cli_compare_legacy_errors(write_matrix) -> None:  # noqa: ANN001
+def test_cli_compare_legacy_errors(write_matrix: WriteMatrix) -> None:
     root = write_matrix()
     status, _, err = _run("compare-legacy", f"{PREDICATES}:raises", "--kernel", "xqa",
                           "--matrix", str(root))
@@ -207,8 +213,8 @@ def test_cli_compare_legacy_errors(write_matrix) -> None:  # noqa: ANN001
 SMALL = (4, 3, 3, 2)
 
 
-def _predicate(seed: int, named: list[str], secret: str | None):  # noqa: ANN202
-    rnd = random.Random(seed)
+def _predicate(seed: int, named: list[str], secret: str | None) -> Callable[..., bool]:
+    rnd = random.Random(seed)  # noqa: S311 - test data, not secrets
     table: dict[tuple[object, ...], bool] = {}
 
     def pred(**kwargs: object) -> bool:
