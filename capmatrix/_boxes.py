@@ -85,7 +85,9 @@ def reduce_kernel(live: int, covering: int, grants: int, exclusions: int) -> tup
     return live & (grants | exclusions), False
 
 
-def supported_region(space: Space, compiled: KernelBoxes, *, root: Box | None = None) -> Region:
+def supported_region(
+    space: Space, compiled: KernelBoxes, *, root: Box | None = None, local: bool | None = None
+) -> Region:
     """Where the kernel is supported: some grant applies and no exclusion does."""
     grants, exclusions = compiled.grants, compiled.exclusions
 
@@ -95,7 +97,7 @@ def supported_region(space: Space, compiled: KernelBoxes, *, root: Box | None = 
     def relevant(live: int, covering: int) -> int:
         return reduce_kernel(live, covering, grants, exclusions)[0]
 
-    found = partition(space, compiled.boxes, label, root=root, relevant=relevant)
+    found = partition(space, compiled.boxes, label, root=root, relevant=relevant, local=local)
     return Region(space, found.get(True, []), disjoint=True)
 
 

@@ -5,17 +5,18 @@ apply" or "where do two matrices pick different kernels". Each answer is a funct
 contain a cell*. :func:`partition` computes, for every label such a function takes, the exact region
 where it takes it, as disjoint boxes.
 
-It splits the universe axis by axis. At one axis it groups the values into classes that the live boxes
-(those containing the current prefix) cannot tell apart, and recurses once per class, so the work grows
-with the number of distinct situations the rules create, not with the number of cells. Three things keep
-it small:
+It splits the universe one axis at a time, like a decision tree. At a node it picks the open axis on
+which most undecided live boxes (those containing the node's sub-box prefix but not all of it) are
+constrained, groups that axis's values into classes the live boxes cannot tell apart, and recurses once
+per class, so the work grows with the number of distinct situations the rules create, not with the
+number of cells. What keeps it small:
 
-- a branch stops as soon as every live box covers the rest of the universe (the label is then constant);
-- results are memoised per (axis, live set), so equal sub-problems are solved once;
-- sibling results with equal tails are merged on the way up (merge as you go), so the output does not
-  fragment into one box per class combination.
-
-Axes are visited most-constrained first, which makes the early stop fire high up the tree.
+- a branch stops as soon as every live box covers the rest of the sub-box (the label is then constant),
+  and the caller's ``relevant`` hook drops boxes that can no longer change the answer;
+- results are memoised per (open axes, live set), so equal sub-problems are solved once;
+- sibling results with equal tails are merged on the way up (merge as you go), and an axis whose
+  classes all merge back is not even recorded, so the output does not fragment into one box per
+  class combination.
 """
 
 from __future__ import annotations
@@ -26,11 +27,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     from capmatrix.regions import Box, Space
 
-__all__ = ["bits", "partition"]
+__all__ = ["bits", "mostly_disjoint", "partition", "uncovered"]
 
 L = TypeVar("L", bound=Hashable)
 
-_Tails = tuple[tuple[Hashable, object], ...]
+#: A node's result: (label, tail) pairs, a tail being a cons list ((axis, mask), rest) of the axes the
+#: node's subtree narrowed; axes not in it take the root's values.
+_Tails = tuple[tuple[Hashable, Any], ...]
 
 
 def bits(value: int) -> list[int]:
@@ -50,6 +53,7 @@ def partition(
     *,
     root: Box | None = None,
     relevant: Callable[[int, int], int] | None = None,
+    local: bool | None = None,
 ) -> dict[L, list[Box]]:
     """Map each label to the disjoint boxes of ``root`` (default: the universe) where it holds.
 
@@ -61,6 +65,10 @@ def partition(
     prefix (``covering``: the live boxes that contain the whole rest of the sub-box); it must return a
     subset of ``live`` on which ``label`` answers the same for every cell below. It prunes the
     recursion and makes equal sub-problems meet in the memo.
+
+    ``local`` picks the split axis per node (good for decision-table-shaped, mostly disjoint rules)
+    instead of one global order (good for overlapping rules); None decides from ``boxes`` with
+    :func:`mostly_disjoint`.
     """
     width = len(space.axes)
     top = space.full_box() if root is None else root
@@ -71,80 +79,176 @@ def partition(
     for i, box in enumerate(clipped):
         if 0 not in box:
             live0 |= 1 << i
-    # Most-constrained axes first: the early stop then fires near the root of the recursion.
-    constrained = [
-        sum(1 for i in bits(live0) if clipped[i][a] != top[a]) for a in range(width)
-    ]
-    order = sorted(range(width), key=lambda a: -constrained[a])
-    # Per depth: (value bit, boxes admitting it) for the values of the root mask on that axis.
-    by_value: list[list[tuple[int, int]]] = []
-    for a in order:
-        rows = []
-        for v in bits(top[a]):
-            flag = 1 << v
-            admitting = 0
-            for i in bits(live0):
-                if clipped[i][a] & flag:
-                    admitting |= 1 << i
-            rows.append((flag, admitting))
-        by_value.append(rows)
-    # covers_from[d]: boxes equal to the root on every axis at depth >= d.
-    covers_from = [0] * (width + 1)
-    covers_from[width] = live0
-    for d in range(width - 1, -1, -1):
-        a = order[d]
+    members = bits(live0)
+    # Per axis: (value bit, boxes admitting it) for the root's values, and the boxes whole on it.
+    rows: list[list[tuple[int, int]]] = []
+    whole: list[int] = []
+    for a in range(width):
+        admitting: dict[int, int] = {}
         full = 0
-        for i in bits(covers_from[d + 1]):
-            if clipped[i][a] == top[a]:
+        for i in members:
+            mask = clipped[i][a]
+            if mask == top[a]:
                 full |= 1 << i
-        covers_from[d] = full
-    # Tails are cons lists (mask, rest) over the axes from a depth on: O(1) to extend on the way up.
-    tails_of: list[object] = [()] * (width + 1)
-    for d in range(width - 1, -1, -1):
-        tails_of[d] = (top[order[d]], tails_of[d + 1])
-    memo: list[dict[int, _Tails]] = [{} for _ in range(width + 1)]
+            for v in bits(mask):
+                admitting[v] = admitting.get(v, 0) | 1 << i
+        rows.append([(1 << v, admitting.get(v, 0)) for v in bits(top[a])])
+        whole.append(full)
+    # Axis choice. Overlapping rule sets split best in one global order (most-constrained axis
+    # first): sibling results then have equal tails and merge. Decision-table-shaped rule sets (boxes
+    # mostly disjoint) split best like the table itself: each node takes the axis most of its
+    # undecided boxes constrain.
+    counts = [(live0 & ~whole[a]).bit_count() for a in range(width)]
+    priority = sorted(range(width), key=lambda a: -counts[a])
+    per_node = mostly_disjoint(clipped) if local is None else local
+    memo: dict[tuple[int, int], _Tails] = {}
     labels: dict[int, Hashable] = {}
+    open_info: dict[int, tuple[list[int], int]] = {}
 
-    def leaf(live: int) -> Hashable:
-        if live in labels:
-            return labels[live]
-        found = labels[live] = label(live)
+    def info(open_axes: int) -> tuple[list[int], int]:
+        found = open_info.get(open_axes)
+        if found is None:
+            axes = [a for a in priority if open_axes >> a & 1]
+            all_whole = -1
+            for a in axes:
+                all_whole &= whole[a]
+            found = open_info[open_axes] = (axes, all_whole)
         return found
 
-    def node(d: int, live: int) -> _Tails:
+    def node(open_axes: int, live: int) -> _Tails:
+        axes, all_whole = info(open_axes)
+        cover = live & all_whole
         if relevant is not None:
-            live = relevant(live, live & covers_from[d])
-        table = memo[d]
-        cached = table.get(live)
+            live = relevant(live, cover)
+            cover &= live
+        key = (open_axes, live)
+        cached = memo.get(key)
         if cached is not None:
             return cached
-        if live & ~covers_from[d] == 0:
-            result: _Tails = ((leaf(live), tails_of[d]),)
+        undecided = live & ~cover
+        if not undecided:
+            if live in labels:
+                found = labels[live]
+            else:
+                found = labels[live] = label(live)
+            result: _Tails = ((found, ()),)
         else:
+            split = -1
+            if per_node:
+                best = -1
+                for a in axes:
+                    count = (undecided & ~whole[a]).bit_count()
+                    if count > best:
+                        best, split = count, a
+            else:
+                for a in axes:
+                    if undecided & ~whole[a]:
+                        split = a
+                        break
             classes: dict[int, int] = {}
-            for flag, admitting in by_value[d]:
+            for flag, admitting in rows[split]:
                 sig = live & admitting
                 classes[sig] = classes.get(sig, 0) | flag
-            if len(classes) == 1:
-                (sig, mask), = classes.items()
-                result = tuple((lab, (mask, tail)) for lab, tail in node(d + 1, sig))
-            else:
-                merged: dict[tuple[Hashable, object], int] = {}
-                for sig, mask in classes.items():
-                    for k in node(d + 1, sig):
-                        merged[k] = merged.get(k, 0) | mask
-                result = tuple((lab, (mask, tail)) for (lab, tail), mask in merged.items())
-        table[live] = result
+            rest = open_axes & ~(1 << split)
+            merged: dict[tuple[Hashable, Any], int] = {}
+            for sig, mask in classes.items():
+                for entry in node(rest, sig):
+                    merged[entry] = merged.get(entry, 0) | mask
+            full_mask = top[split]
+            result = tuple(
+                (lab, tail) if mask == full_mask else (lab, ((split, mask), tail))
+                for (lab, tail), mask in merged.items()
+            )
+        memo[key] = result
         return result
 
     out: dict[L, list[Box]] = {}
-    for lab, tail in node(0, live0):
-        flat = [0] * width
-        d = 0
+    for lab, tail in node((1 << width) - 1, live0):
+        flat = list(top)
         rest: Any = tail
         while rest:
-            flat[order[d]] = rest[0]
+            axis, mask = rest[0]
+            flat[axis] = mask
             rest = rest[1]
-            d += 1
         out.setdefault(lab, []).append(tuple(flat))  # type: ignore[arg-type]
     return out
+
+
+def mostly_disjoint(boxes: Sequence[Box]) -> bool:
+    """Whether a deterministic sample of box pairs shows mostly disjoint boxes (a decision table)."""
+    members = [i for i, box in enumerate(boxes) if 0 not in box]
+    n = len(members)
+    if n < 16:
+        return False
+    pairs = hits = 0
+    for k in range(min(n, 256)):
+        i, j = members[k * 7 % n], members[(k * 13 + n // 2 + 1) % n]
+        if i == j:
+            continue
+        pairs += 1
+        hits += all(x & y for x, y in zip(boxes[i], boxes[j], strict=True))
+    return hits * 4 < pairs
+
+
+def uncovered(space: Space, root: Box, boxes: Sequence[Box]) -> Box | None:
+    """A sub-box of ``root`` that none of ``boxes`` touches, or None when they cover ``root``.
+
+    The same axis-by-axis split as :func:`partition`, stopping at the first uncovered sub-box.
+    """
+    width = len(space.axes)
+    if 0 in root:
+        return None
+    clipped = [tuple(m & r for m, r in zip(box, root, strict=True)) for box in boxes]
+    live0 = 0
+    for i, box in enumerate(clipped):
+        if 0 not in box:
+            live0 |= 1 << i
+    members = bits(live0)
+    rows: list[list[tuple[int, int]]] = []
+    whole: list[int] = []
+    for a in range(width):
+        admitting: dict[int, int] = {}
+        full = 0
+        for i in members:
+            mask = clipped[i][a]
+            if mask == root[a]:
+                full |= 1 << i
+            for v in bits(mask):
+                admitting[v] = admitting.get(v, 0) | 1 << i
+        rows.append([(1 << v, admitting.get(v, 0)) for v in bits(root[a])])
+        whole.append(full)
+    covered: set[tuple[int, int]] = set()
+
+    def walk(open_axes: int, live: int) -> list[tuple[int, int]] | None:
+        if not live:
+            return []
+        axes = [a for a in range(width) if open_axes >> a & 1]
+        cover = live
+        for a in axes:
+            cover &= whole[a]
+        if cover or (open_axes, live) in covered:
+            return None
+        best, split = -1, 0
+        for a in axes:
+            count = (live & ~whole[a]).bit_count()
+            if count > best:
+                best, split = count, a
+        classes: dict[int, int] = {}
+        for flag, admitting in rows[split]:
+            sig = live & admitting
+            classes[sig] = classes.get(sig, 0) | flag
+        rest = open_axes & ~(1 << split)
+        for sig, mask in sorted(classes.items(), key=lambda kv: kv[0].bit_count()):
+            found = walk(rest, sig)
+            if found is not None:
+                return [(split, mask), *found]
+        covered.add((open_axes, live))
+        return None
+
+    path = walk((1 << width) - 1, live0)
+    if path is None:
+        return None
+    out = list(root)
+    for axis, mask in path:
+        out[axis] = mask
+    return tuple(out)

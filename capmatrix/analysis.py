@@ -19,7 +19,7 @@ from capmatrix._boxes import (
     supported_region,
     witness_of,
 )
-from capmatrix._partition import bits, partition
+from capmatrix._partition import bits, mostly_disjoint, partition, uncovered
 from capmatrix.errors import CapabilityErrors
 from capmatrix.model import AxisType, Effect, Location, _StrEnum
 from capmatrix.regions import Region
@@ -40,6 +40,7 @@ __all__ = [
     "Witness",
     "check",
     "check_path",
+    "role_gap",
     "role_regions",
 ]
 
@@ -244,13 +245,14 @@ def check(matrix: Matrix) -> tuple[Finding, ...]:
     space = matrix.space
     findings: list[Finding] = []
     supported: dict[str, Region] = {}
-    for name, kernel in matrix.kernels.items():
-        compiled = KernelBoxes.of(kernel, space)
-        region = supported_region(space, compiled)
+    compiled = {name: KernelBoxes.of(kernel, space) for name, kernel in matrix.kernels.items()}
+    local = mostly_disjoint([b for c in compiled.values() for b in c.boxes])
+    for name, boxes in compiled.items():
+        region = supported_region(space, boxes, local=local)
         supported[name] = region
-        findings.extend(_kernel_findings(space, compiled, region))
+        findings.extend(_kernel_findings(space, boxes, region))
     for role in matrix.roles.values():
-        findings.extend(_role_findings(matrix, role))
+        findings.extend(_role_findings(matrix, role, supported, local=local))
     return tuple(sorted(findings, key=Finding.sort_key))
 
 
@@ -542,10 +544,47 @@ def role_regions(
     return {k: Region(sp, v, disjoint=True).merged() for k, v in found.items()}
 
 
-def _role_findings(matrix: Matrix, role: Role) -> Iterator[Finding]:
+def role_gap(
+    matrix: Matrix,
+    role: Role,
+    supported: Mapping[str, Region] | None = None,
+    *,
+    local: bool | None = None,
+) -> Region:
+    """Where no candidate of ``role`` is supported (merged).
+
+    ``local``: the partition strategy (see :func:`capmatrix._partition.partition`); by default it is
+    decided from the candidates' rules, not from their supported regions (which are disjoint boxes
+    whatever the rules look like).
+    """
     space = matrix.space
-    regions = role_regions(matrix, role)
-    gap = regions.get(None)
+    if local is None:
+        local = mostly_disjoint(
+            [b for c in role.candidates if c in matrix.kernels
+             for b in KernelBoxes.of(matrix.kernels[c], space).boxes]
+        )
+    boxes: list[Box] = []
+    for candidate in role.candidates:
+        kernel = matrix.kernels.get(candidate)
+        if kernel is None:
+            continue
+        own = supported.get(candidate) if supported is not None else None
+        if own is None:
+            own = supported_region(space, KernelBoxes.of(kernel, space))
+        boxes.extend(own.boxes)
+
+    def relevant(live: int, covering: int) -> int:
+        return covering & -covering if covering else live
+
+    found = partition(space, boxes, bool, relevant=relevant, local=local)
+    return Region(space, found.get(False, []), disjoint=True).merged()
+
+
+def _role_findings(
+    matrix: Matrix, role: Role, supported: Mapping[str, Region], *, local: bool
+) -> Iterator[Finding]:
+    space = matrix.space
+    gap = role_gap(matrix, role, supported, local=local)
     if gap:
         found = areas(gap)
         share = gap.cells() / space.cells(space.full_box())
@@ -557,19 +596,19 @@ def _role_findings(matrix: Matrix, role: Role) -> Iterator[Finding]:
             locations=(role.location,), kernels=tuple(role.candidates),
             witness=Witness.at(space, found[0].witness, role=role.name), regions=found,
         )
+    earlier: list[Box] = []
     for candidate in role.candidates:
         kernel = matrix.kernels.get(candidate)
-        if kernel is None or candidate in regions:
+        if kernel is None:
             continue
-        compiled = KernelBoxes.of(kernel, space)
-        own = supported_region(space, compiled)
-        if not own:
-            continue  # C110 already says the kernel supports nothing
-        found = areas(own)
-        yield _finding(
-            "C109",
-            f"role {role.name}: candidate {candidate} is never selected: earlier candidates "
-            f"cover everywhere it is supported",
-            locations=(role.location, kernel.location), kernels=(candidate,),
-            witness=Witness.at(space, found[0].witness, role=role.name), regions=found,
-        )
+        own = supported[candidate]
+        if own and earlier and all(uncovered(space, box, earlier) is None for box in own.boxes):
+            found = areas(own)
+            yield _finding(
+                "C109",
+                f"role {role.name}: candidate {candidate} is never selected: earlier candidates "
+                f"cover everywhere it is supported",
+                locations=(role.location, kernel.location), kernels=(candidate,),
+                witness=Witness.at(space, found[0].witness, role=role.name), regions=found,
+            )
+        earlier.extend(own.boxes)
