@@ -18,6 +18,7 @@ __all__ = [
     "MAX_FILE_BYTES",
     "MAX_INT_BITS",
     "MAX_NODES",
+    "MAX_TEXT_CHARS",
     "SourceMap",
     "format_path",
     "printable",
@@ -30,6 +31,10 @@ MAX_FILE_BYTES = 2 * 1024 * 1024
 #: Bound on the nodes one document may hold or expand to (a shipped file has under 500); it bounds
 #: parse time and memory and stops alias bombs ("billion laughs").
 MAX_NODES = 50_000
+#: Bound on the characters of text (keys and strings) one document may expand to. A document without
+#: aliases stays below its byte size; aliases of a long string would otherwise multiply it, and every
+#: error message that quotes it, without bound.
+MAX_TEXT_CHARS = MAX_FILE_BYTES
 #: Deepest nesting of mappings and sequences (a rule's condition list sits at depth 7).
 MAX_DEPTH = 32
 #: Integers must fit in a signed 64-bit word (larger ones are typos or attacks on ``str(int)``).
@@ -131,6 +136,7 @@ class _Builder:
         self.errors: list[CapabilityError] = []
         self.rejected: set[JsonPath] = set()
         self.count = 0
+        self.chars = 0
 
     def _pos(self, node: yaml.Node) -> tuple[int, int]:
         return (node.start_mark.line + 1, node.start_mark.column + 1)
@@ -216,6 +222,10 @@ class _Builder:
             self._reject(node, path, f"integer out of range (more than {MAX_INT_BITS} bits)")
             return None
         if isinstance(value, str):
+            self.chars += len(value)
+            if self.chars > MAX_TEXT_CHARS:
+                msg = f"document expands to more than {MAX_TEXT_CHARS} characters of text (alias bomb?)"
+                raise _TooLargeError(msg, node, path)
             bad = _CONTROL.search(value)
             if bad is not None:
                 # Double-quoted escapes ("\e", "\a", ...) can smuggle terminal control sequences into

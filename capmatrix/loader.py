@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import heapq
 import json
 import os
 import re
+import threading
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,6 +56,14 @@ MAX_FILES = 2000
 MAX_TOTAL_BYTES = 8 * 1024 * 1024
 #: Refuse directory trees nested deeper than this below the matrix root.
 MAX_DIR_DEPTH = 16
+#: Spelling guesses ("did you mean ...?") per load, and the most choices one guess compares with:
+#: a hostile matrix could otherwise ask for millions of comparisons (10k typos x 10k axes).
+MAX_SUGGESTIONS = 200
+MAX_SUGGEST_CHOICES = 1000
+#: Names a hint lists before "...".
+MAX_LISTED = 16
+#: The guesses left to the load running in this thread.
+_suggestions = threading.local()
 
 _CMP = re.compile(r"^\s*(>=|<=|>|<|==)\s*(-?\d+)\s*$")
 _INTERVAL = re.compile(r"^\s*([\[(])\s*(-?\d+)\s*,\s*(-?\d+)\s*([\])])\s*$")
@@ -210,6 +220,8 @@ def iter_problems(path: str | os.PathLike[str] | None = None) -> Iterator[Capabi
 
 def _build(root: Path, problems: list[CapabilityError]) -> Matrix | None:
     from capmatrix import _yaml  # noqa: PLC0415 - PyYAML loads on first use, not on import
+
+    _suggestions.left = MAX_SUGGESTIONS
     docs: list[tuple[dict[str, Any], _yaml.SourceMap]] = []
     broken_paths: dict[str, set[tuple[str | int, ...]]] = {}
     for file, display in discover(root):
@@ -293,10 +305,32 @@ def _shape_problems(
         yield smap.error(path, error.message, hint=hint, code="E103"), path
 
 
+def _spend() -> bool:
+    """Take one costly hint from the load's budget; False when it is spent."""
+    left: int = getattr(_suggestions, "left", MAX_SUGGESTIONS)
+    if left <= 0:
+        return False
+    _suggestions.left = left - 1
+    return True
+
+
+def _close(word: str, choices: set[str] | list[str]) -> str | None:
+    """did_you_mean within the load's budget (a guess compares ``word`` with every choice)."""
+    if len(choices) > MAX_SUGGEST_CHOICES or not _spend():
+        return None
+    return did_you_mean(word, choices)
+
+
 def _suggest(word: str, choices: set[str] | list[str], label: str) -> str:
-    close = did_you_mean(word, choices)
-    listed = ", ".join(sorted(choices))
-    return f"did you mean {close!r}?" if close else f"{label}: {listed}"
+    close = _close(word, choices)
+    if close:
+        return f"did you mean {close!r}?"
+    if len(choices) <= MAX_LISTED:
+        return f"{label}: {', '.join(sorted(choices))}"
+    if _spend():
+        first = ", ".join(heapq.nsmallest(MAX_LISTED, choices))
+        return f"{label}: {first}, ... ({len(choices)} in all)"
+    return f"{label}: {len(choices)} in all"
 
 
 class _Semantics:
@@ -620,7 +654,7 @@ class _Semantics:
                     return None
                 return interval
             choices = list(axis.families)
-            close = did_you_mean(item, choices)
+            close = _close(item, choices)
             self.fail(
                 smap, path,
                 f"{item!r} is neither a family of {axis.name!r} nor a range",

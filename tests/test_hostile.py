@@ -341,6 +341,51 @@ def test_alias_bomb_expands_at_most_max_nodes(monkeypatch: pytest.MonkeyPatch) -
     assert built == _yaml.MAX_NODES + 1
 
 
+def test_aliases_of_a_long_string_are_bounded(caps: Path) -> None:
+    """Aliases multiplying a long string (and every message quoting it) stop at MAX_TEXT_CHARS."""
+    long_name = "a" * 100_000
+    (caps / "roles.yaml").write_text(
+        f"roles:\n  r:\n    description: &a {long_name}\n    candidates: [{', '.join(['*a'] * 100)}]\n",
+        encoding="utf-8",
+    )
+    error = only_error("caps")
+    assert (error.path, error.line, error.column, error.code) == ("caps/roles.yaml", 3, 18, "E001")
+    assert error.message == (
+        f"document expands to more than {_yaml.MAX_TEXT_CHARS} characters of text (alias bomb?)"
+    )
+    assert error.json_path == f"roles.r.candidates[{_yaml.MAX_TEXT_CHARS // len(long_name) - 1}]"
+
+
+def test_many_typos_against_many_names_cost_a_bounded_number_of_guesses(
+    caps: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """5k unknown axes against 500 declared ones: every error is kept, guesses stop at the budget."""
+    guesses = 0
+    real = loader.did_you_mean
+
+    def counting(word: str, choices: Any) -> str | None:
+        nonlocal guesses
+        guesses += 1
+        return real(word, choices)
+
+    monkeypatch.setattr(loader, "did_you_mean", counting)
+    monkeypatch.setattr(loader, "MAX_SUGGESTIONS", 50)
+    axes = "".join(f"  a{i}: {{type: bool, description: d}}\n" for i in range(500))
+    (caps / "axes.yaml").write_text("axes:\n" + axes, encoding="utf-8")
+    typos = ", ".join(f"zz{i}: true" for i in range(5000))
+    (caps / "kernels" / "test.yaml").write_text(
+        "kernels:\n  k:\n    description: d\n    rules:\n      - id: k.r\n        reason: r\n"
+        f"        source: s\n        status: untested\n        grant: {{{typos}}}\n",
+        encoding="utf-8",
+    )
+    errors = errors_of("caps")
+    assert len(errors) == 5000
+    assert {e.code for e in errors} == {"E221"}
+    assert 0 < guesses <= 50
+    assert errors[-1].hint == "axes: 500 in all"
+    assert sum(len(str(e)) for e in errors) < 1_000_000
+
+
 def test_python_tag_runs_nothing(caps: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[object] = []
     monkeypatch.setattr(os, "system", calls.append)
