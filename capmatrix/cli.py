@@ -111,6 +111,12 @@ def run(argv: Sequence[str], stdout: TextIO, stderr: TextIO) -> int:
     except CapmatrixError as exc:
         stderr.write(f"capmatrix: error: {exc}\n")
         return EXIT_ERROR
+    except BrokenPipeError:
+        raise  # the reader went away: main() exits quietly
+    except OSError as exc:  # e.g. --out-dir under a file, a full disk: a message, not a traceback
+        where = f"{exc.filename}: " if exc.filename else ""
+        stderr.write(f"capmatrix: error: {where}{exc.strerror or exc}\n")
+        return EXIT_ERROR
     except SystemExit as exc:  # argparse's --help inside a subcommand
         return int(exc.code or 0)
 

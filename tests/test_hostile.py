@@ -725,6 +725,13 @@ def test_bad_command_line_exits_2(caps: Path, argv: list[str], message: str) -> 
     assert "Traceback" not in err
 
 
+def test_unwritable_output_is_an_error_not_a_traceback(caps: Path) -> None:
+    (caps.parent / "afile").write_text("not a directory\n", encoding="utf-8")
+    code, _out, err = cli("render", "--matrix", "caps", "--out-dir", "afile/docs")
+    assert code == 2
+    assert err == "capmatrix: error: afile/docs: Not a directory\n"
+
+
 def test_no_arguments_prints_usage_and_exits_2() -> None:
     code, out, _err = cli()
     assert code == 2
