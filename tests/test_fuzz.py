@@ -379,24 +379,115 @@ def chdir(path: str) -> Iterator[None]:
         os.chdir(previous)
 
 
+def _naive_contains(raw: Any, spec: dict[str, Any], value: Any) -> bool:
+    """Whether a condition as written in YAML admits ``value``: an oracle independent of the loader."""
+    negated = isinstance(raw, dict)
+    body = raw["not"] if negated else raw
+    hit = False
+    for item in body if isinstance(body, list) else [body]:
+        if isinstance(item, str) and spec["type"] == "int":
+            if item in spec.get("families", {}):
+                hit = hit or value in spec["families"][item]
+            elif item.startswith(">="):
+                hit = hit or value >= int(item[2:])
+            elif item.startswith("<"):
+                hit = hit or value < int(item[1:])
+            else:  # "[low, high)"
+                low, high = (int(x) for x in item[1:-1].split(","))
+                hit = hit or low <= value < high
+        else:
+            hit = hit or (item == value and type(item) is type(value))
+    return hit != negated
+
+
+def _naive_verdict(kernel: dict[str, Any], axes: dict[str, Any], values: dict[str, Any]) -> str:
+    def applies(region: dict[str, Any]) -> bool:
+        return all(_naive_contains(cond, axes[a], values[a]) for a, cond in region.items())
+
+    granted = any(applies(r["grant"]) for r in kernel["rules"] if "grant" in r)
+    excluded = any(applies(r["exclude"]) for r in kernel["rules"] if "exclude" in r)
+    return "supported" if granted and not excluded else "unsupported"
+
+
 @FUZZ
-@given(matrices())
-def test_generated_matrices_load_and_answer(files: dict[str, dict[str, Any]]) -> None:
-    """A schema-valid generated matrix loads cleanly; fully specified queries never 'depend'."""
+@given(matrices(), st.data())
+def test_generated_matrices_load_and_answer(files: dict[str, dict[str, Any]], data: st.DataObject) -> None:
+    """A schema-valid generated matrix loads cleanly, and answers fully specified queries exactly as
+    a naive reading of its YAML does; open queries and role selections answer without error."""
     TRIED["generated"] += 1
     with written({k: _dump(v) for k, v in files.items()}) as root:
         matrix = capmatrix.load(root)
         assert capmatrix.cli.run(["validate", str(root)], io.StringIO(), io.StringIO()) == 0
     axes = files["axes.yaml"]["axes"]
-    values = {a: _values(spec)[0] for a, spec in axes.items()}
+    kernels = files["kernels/gen.yaml"]["kernels"]
+    for _ in range(3):
+        values = {a: data.draw(st.sampled_from(_values(spec)), label=a) for a, spec in axes.items()}
+        for kernel in matrix.kernels:
+            r = capmatrix.resolve(KernelQuery(kernel, **values), matrix)
+            assert str(r.verdict) == _naive_verdict(kernels[kernel], axes, values), (kernel, values)
+        for role in matrix.roles:
+            s = capmatrix.select(role, KernelQuery(**values), matrix)
+            assert s.kernel is None or s.kernel in matrix.roles[role].candidates
+    opened = data.draw(st.lists(st.sampled_from(sorted(axes)), unique=True), label="open axes")
+    query = {a: (ANY if a in opened else _values(spec)[0]) for a, spec in axes.items()}
     for kernel in matrix.kernels:
-        r = capmatrix.resolve(KernelQuery(kernel, **values), matrix)
-        assert r.verdict is not capmatrix.Verdict.DEPENDS
-        open_r = capmatrix.resolve(KernelQuery(kernel, **dict.fromkeys(axes, ANY)), matrix)  # type: ignore[arg-type]
+        open_r = capmatrix.resolve(KernelQuery(kernel, **query), matrix)  # type: ignore[arg-type]
         json.dumps(open_r.as_dict(), default=str)
-    for role in matrix.roles:
-        s = capmatrix.select(role, KernelQuery(**values), matrix)
-        assert s.kernel is None or s.kernel in matrix.roles[role].candidates
+        if not opened:
+            assert open_r.verdict is not capmatrix.Verdict.DEPENDS
+
+
+LAYOUT_NAMES = ["a", "kernels", "x.yaml", "y.yml", "z.txt", ".hidden.yaml", "expect", "deep"]
+
+
+@st.composite
+def layouts(draw: st.DrawFn) -> list[tuple[str, str, int]]:
+    """Operations that build a hostile directory tree next to the small matrix."""
+    kinds = ["file", "broken_file", "dir", "link_up", "link_root", "link_self", "dangling", "fifo",
+             "dev_zero", "empty"]
+    return draw(st.lists(st.tuples(st.sampled_from(kinds), st.sampled_from(LAYOUT_NAMES),
+                                   st.integers(0, 7)), max_size=8))
+
+
+def _build_layout(root: Path, ops: list[tuple[str, str, int]]) -> None:
+    dirs = [root]
+    for kind, name, pick in ops:
+        here = dirs[pick % len(dirs)]
+        path = here / name
+        if path.exists() or path.is_symlink():
+            continue
+        if kind == "dir":
+            path.mkdir()
+            dirs.append(path)
+        elif kind == "file":
+            path.write_text("models:\n  extra_model:\n    description: d\n    axes: {}\n    source: s\n",
+                            encoding="utf-8")
+        elif kind == "broken_file":
+            path.write_text("kernels: [\n", encoding="utf-8")
+        elif kind == "empty":
+            path.write_bytes(b"")
+        elif kind == "link_up":
+            path.symlink_to("..", target_is_directory=True)
+        elif kind == "link_root":
+            path.symlink_to(root, target_is_directory=True)
+        elif kind == "link_self":
+            path.symlink_to(name)
+        elif kind == "dangling":
+            path.symlink_to("no-such-target")
+        elif kind == "fifo" and hasattr(os, "mkfifo"):
+            os.mkfifo(path)
+        elif kind == "dev_zero" and Path("/dev/zero").exists():
+            path.symlink_to("/dev/zero")
+
+
+@FUZZ
+@given(layouts())
+def test_hostile_directory_layouts(ops: list[tuple[str, str, int]]) -> None:
+    """Symlink loops, FIFOs, devices, dangling links, odd names: load answers or locates, never hangs."""
+    TRIED["layout"] += 1
+    with written(SMALL_FILES) as root:
+        _build_layout(root, ops)
+        load_or_locate(root)
 
 
 @FUZZ
@@ -504,6 +595,7 @@ def test_random_command_lines(argv: list[str], with_matrix: bool) -> None:
 
 TARGETS: list[tuple[str, Callable[[], None]]] = [
     ("generated", test_generated_matrices_load_and_answer),
+    ("layout", test_hostile_directory_layouts),
     ("data-mutation", test_data_mutations_give_located_errors),
     ("text-mutation", test_text_mutations_give_located_errors),
     ("yaml-text", test_yaml_like_text),
