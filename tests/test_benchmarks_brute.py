@@ -181,6 +181,17 @@ def test_role_regions_equal_brute_force(syn: synth.Synthetic) -> None:
             assert holders == [winner], (role.name, cell)
 
 
+@pytest.mark.parametrize("syn", [s for s in SMALL if s.roles], ids=[s.name for s in SMALL if s.roles])
+def test_role_gap_equals_brute_force(syn: synth.Synthetic) -> None:
+    from capmatrix.analysis import role_gap
+
+    m = syn.build()
+    for role in m.roles.values():
+        truth = {tuple(c.values()) for c in cells(m)
+                 if not any(brute_supported(m.kernels[k], c) for k in role.candidates)}
+        assert region_cells(role_gap(m, role)) == truth, role.name
+
+
 # --------------------------------------------------------------------------------------------------
 # baselines
 
