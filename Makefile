@@ -49,10 +49,12 @@ $(VENV)/.bench-installed: $(VENV)/.installed pyproject.toml
 	$(PY) -m pip install -q -e '.[bench]'
 	touch $@
 
-# Benchmarks against the hardcoded conditional and two rules engines (zen-engine, cedarpy); a few
-# minutes; rewrites docs/benchmarks.md from the run.
+# Benchmarks against the hardcoded conditional and two rules engines (zen-engine, cedarpy); about a
+# quarter of an hour (analyses that overrun are killed and reported); rewrites docs/benchmarks.md.
+# BENCH_ARGS=--quick is a smoke run (smaller sizes; still rewrites the report unless --out - is given).
+BENCH_ARGS ?=
 bench: $(VENV)/.bench-installed
-	$(PY) -m benchmarks
+	$(PY) -m benchmarks $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage

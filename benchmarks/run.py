@@ -42,7 +42,7 @@ DMN_BASELINES = {
     "role-gap": ("704.5 s (missing rules)", 704.510),
 }
 #: Analyses run in a child process each, killed after this many seconds (reported as not met).
-ANALYSIS_TIMEOUT = 300.0
+ANALYSIS_TIMEOUT = 200.0
 
 
 @dataclass(slots=True)
