@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -25,7 +26,6 @@ from capmatrix.query import ANY, KernelQuery
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
-    from pathlib import Path
 
 THREADS = 16
 OPS_PER_THREAD = 300
@@ -318,3 +318,32 @@ def test_resolve_reads_the_default_once(
     assert r.verdict is capmatrix.Verdict.UNSUPPORTED  # A's answer; B grants sm 120
     assert all(reason.path is None or reason.path.startswith(two_roots["a"].as_posix())
                for reason in r.reasons)
+
+
+def test_concurrent_loads_of_good_and_hostile_matrices(
+    write_matrix: Callable[..., Path], tmp_path: Path, fast_switching: None
+) -> None:
+    """Loading (validation, error hints and their budget included) is safe from many threads."""
+    del fast_switching
+    base = write_matrix()
+    roots = [base]
+    hostile = sorted((Path(__file__).parent / "hostile").iterdir())
+    for i, file in enumerate(hostile):
+        root = tmp_path / f"h{i}"
+        shutil.copytree(base, root)
+        shutil.copyfile(file, root / file.name)
+        roots.append(root)
+
+    def outcome(root: Path) -> list[str]:
+        try:
+            matrix = capmatrix.load(root)
+        except capmatrix.CapabilityErrors as exc:
+            return [str(e) for e in exc.errors]
+        return [f"ok {len(matrix.kernels)} kernels"]
+
+    expected = {root: outcome(root) for root in roots}
+    work = roots * 4
+    random.Random(5).shuffle(work)  # noqa: S311 - reproducible test data
+    with ThreadPoolExecutor(max_workers=THREADS) as pool:
+        results = list(pool.map(outcome, work, timeout=JOIN_GUARD_S))
+    assert results == [expected[root] for root in work]
