@@ -71,7 +71,8 @@ class SourceMap:
     floats: frozenset[JsonPath] = frozenset()
     #: Problems that did not stop the parse (duplicate keys, unsafe tags); reported with the rest.
     problems: tuple[CapabilityError, ...] = ()
-    #: Paths whose value the reader refused (a tag, an overlong number) and replaced with None.
+    #: Paths whose value the reader refused and replaced with None (a tag, an overlong number, a
+    #: control character), or whose mapping lost a refused key; schema errors there are not repeated.
     rejected: frozenset[JsonPath] = frozenset()
 
     def locate(self, path: JsonPath, *, key: bool = False) -> tuple[int | None, int | None]:
