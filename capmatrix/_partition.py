@@ -22,7 +22,7 @@ number of cells. What keeps it small:
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     from capmatrix.regions import Box, Space
@@ -31,9 +31,9 @@ __all__ = ["bits", "mostly_disjoint", "partition", "uncovered"]
 
 L = TypeVar("L", bound=Hashable)
 
-#: A node's result: (label, tail) pairs, a tail being a cons list ((axis, mask), rest) of the axes the
-#: node's subtree narrowed; axes not in it take the root's values.
-_Tails = tuple[tuple[Hashable, Any], ...]
+#: A node's result: (label, tail id) pairs; a tail lists the (axis, mask) pairs the node's subtree
+#: narrowed (axes not in it take the root's values), interned as an int.
+_Tails = tuple[tuple[Hashable, int], ...]
 
 
 def bits(value: int) -> list[int]:
@@ -104,19 +104,20 @@ def partition(
     memo: dict[tuple[int, int], _Tails] = {}
     labels: dict[int, Hashable] = {}
     open_info: dict[int, tuple[list[int], int]] = {}
+    # Tails are interned: id 0 is the empty tail, id n > 0 stands for (axis, mask, rest id).
+    intern: dict[tuple[int, int, int], int] = {}
+    decode: list[tuple[int, int, int]] = [(0, 0, 0)]
 
     def info(open_axes: int) -> tuple[list[int], int]:
-        found = open_info.get(open_axes)
-        if found is None:
-            axes = [a for a in priority if open_axes >> a & 1]
-            all_whole = -1
-            for a in axes:
-                all_whole &= whole[a]
-            found = open_info[open_axes] = (axes, all_whole)
+        axes = [a for a in priority if open_axes >> a & 1]
+        all_whole = -1
+        for a in axes:
+            all_whole &= whole[a]
+        found = open_info[open_axes] = (axes, all_whole)
         return found
 
     def node(open_axes: int, live: int) -> _Tails:
-        axes, all_whole = info(open_axes)
+        axes, all_whole = open_info.get(open_axes) or info(open_axes)
         cover = live & all_whole
         if relevant is not None:
             live = relevant(live, cover)
@@ -131,7 +132,7 @@ def partition(
                 found = labels[live]
             else:
                 found = labels[live] = label(live)
-            result: _Tails = ((found, ()),)
+            result: _Tails = ((found, 0),)
         else:
             split = -1
             if per_node:
@@ -150,26 +151,33 @@ def partition(
                 sig = live & admitting
                 classes[sig] = classes.get(sig, 0) | flag
             rest = open_axes & ~(1 << split)
-            merged: dict[tuple[Hashable, Any], int] = {}
+            merged: dict[tuple[Hashable, int], int] = {}
+            get = merged.get
             for sig, mask in classes.items():
                 for entry in node(rest, sig):
-                    merged[entry] = merged.get(entry, 0) | mask
+                    merged[entry] = get(entry, 0) | mask
             full_mask = top[split]
-            result = tuple(
-                (lab, tail) if mask == full_mask else (lab, ((split, mask), tail))
-                for (lab, tail), mask in merged.items()
-            )
+            out_entries = []
+            for (lab, child_tail), mask in merged.items():
+                tail = child_tail
+                if mask != full_mask:
+                    triple = (split, mask, child_tail)
+                    tail = intern.get(triple, 0)
+                    if not tail:
+                        tail = intern[triple] = len(decode)
+                        decode.append(triple)
+                out_entries.append((lab, tail))
+            result = tuple(out_entries)
         memo[key] = result
         return result
 
     out: dict[L, list[Box]] = {}
     for lab, tail in node((1 << width) - 1, live0):
         flat = list(top)
-        rest: Any = tail
-        while rest:
-            axis, mask = rest[0]
+        at = tail
+        while at:
+            axis, mask, at = decode[at]
             flat[axis] = mask
-            rest = rest[1]
         out.setdefault(lab, []).append(tuple(flat))  # type: ignore[arg-type]
     return out
 

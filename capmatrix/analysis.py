@@ -571,7 +571,7 @@ def role_gap(
         own = supported.get(candidate) if supported is not None else None
         if own is None:
             own = supported_region(space, KernelBoxes.of(kernel, space))
-        boxes.extend(own.boxes)
+        boxes.extend(own.merged().boxes)
 
     def relevant(live: int, covering: int) -> int:
         return covering & -covering if covering else live
