@@ -73,11 +73,15 @@ class KernelBoxes:
 def reduce_kernel(live: int, covering: int, grants: int, exclusions: int) -> tuple[int, bool]:
     """The boxes of one kernel that still matter below a prefix, and whether it is surely supported.
 
-    A covering exclusion decides "unsupported" (nothing matters); no live grant decides it too; a
-    covering grant makes the other grants irrelevant, and with no live exclusion decides "supported".
+    A covering exclusion decides "unsupported" (it alone is kept, so the answer stays "unsupported"
+    whatever other boxes a caller keeps); no live grant decides it too; a covering grant makes the
+    other grants irrelevant, and with no live exclusion decides "supported".
     """
-    if not live & grants or covering & exclusions:
+    if not live & grants:
         return 0, False
+    covering_excl = covering & exclusions
+    if covering_excl:
+        return covering_excl & -covering_excl, False
     live_excl = live & exclusions
     covering_grants = covering & grants
     if covering_grants:

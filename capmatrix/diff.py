@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from capmatrix._boxes import Area, KernelBoxes, areas, reduce_kernel, with_values
-from capmatrix._partition import partition
+from capmatrix._partition import mostly_disjoint, partition
 from capmatrix.errors import CapmatrixError
 from capmatrix.model import _StrEnum
 from capmatrix.regions import Region, Space
@@ -186,26 +186,56 @@ def union_space(old: Matrix, new: Matrix) -> tuple[Space, tuple[str, ...]]:
     return Space(tuple(axes)), tuple(notes)
 
 
+class _Pool:
+    """Rule boxes of both matrices; a rule box equal in both (same kernel and effect) is shared."""
+
+    def __init__(self, space: Space) -> None:
+        self.space = space
+        self.boxes: list[Box] = []
+        self.index: dict[tuple[str, bool, Box], int] = {}
+        self.sides = [0, 0]
+
+    def add(self, side: int, kernel: Kernel) -> tuple[int, int]:
+        """Bit sets (grants, exclusions) of ``kernel``'s rules on ``side`` (0 old, 1 new)."""
+        compiled = KernelBoxes.of(kernel, self.space)
+        grants = exclusions = 0
+        for i, box in enumerate(compiled.boxes):
+            grant = bool(compiled.grants >> i & 1)
+            key = (kernel.name, grant, box)
+            at = self.index.get(key)
+            if at is None:
+                at = self.index[key] = len(self.boxes)
+                self.boxes.append(box)
+            if grant:
+                grants |= 1 << at
+            else:
+                exclusions |= 1 << at
+            self.sides[side] |= 1 << at
+        return grants, exclusions
+
+    @property
+    def changed(self) -> int:
+        """Boxes present on one side only: where none is live, both sides answer alike."""
+        return self.sides[0] ^ self.sides[1]
+
+
 def _kernel_diff(space: Space, name: str, old: Kernel | None, new: Kernel | None) -> KernelDiff:
-    boxes: list[Box] = []
-    parts = []
-    for kernel in (old, new):
-        if kernel is None:
-            parts.append((0, 0))
-            continue
-        compiled = KernelBoxes.of(kernel, space)
-        offset = len(boxes)
-        boxes.extend(compiled.boxes)
-        parts.append((compiled.grants << offset, compiled.exclusions << offset))
-    (og, oe), (ng, ne) = parts
+    pool = _Pool(space)
+    og, oe = pool.add(0, old) if old is not None else (0, 0)
+    ng, ne = pool.add(1, new) if new is not None else (0, 0)
+    changed = pool.changed
 
     def label(live: int) -> tuple[bool, bool]:
         return (bool(live & og) and not live & oe, bool(live & ng) and not live & ne)
 
     def relevant(live: int, covering: int) -> int:
+        # With no one-sided box live, both sides see the same rules: no change below (only the
+        # changed labels are read, so "unchanged" may be answered as (False, False)).
+        if not live & changed:
+            return 0
         return reduce_kernel(live, covering, og, oe)[0] | reduce_kernel(live, covering, ng, ne)[0]
 
-    found = partition(space, boxes, label, relevant=relevant)
+    found = partition(space, pool.boxes, label, relevant=relevant, local=_local(pool.boxes))
     gained = areas(Region(space, found.get((False, True), []), disjoint=True))
     lost = areas(Region(space, found.get((True, False), []), disjoint=True))
     presence = "both" if old and new else ("added" if new else "removed")
@@ -215,8 +245,12 @@ def _kernel_diff(space: Space, name: str, old: Kernel | None, new: Kernel | None
     )
 
 
+def _local(boxes: list[Box]) -> bool:
+    return mostly_disjoint(boxes)
+
+
 def _winner_parts(
-    matrix: Matrix, role: Role | None, space: Space, boxes: list[Box]
+    matrix: Matrix, role: Role | None, pool: _Pool, side: int
 ) -> list[tuple[str, int, int]]:
     out: list[tuple[str, int, int]] = []
     if role is None:
@@ -225,19 +259,19 @@ def _winner_parts(
         kernel = matrix.kernels.get(candidate)
         if kernel is None:
             continue
-        compiled = KernelBoxes.of(kernel, space)
-        offset = len(boxes)
-        boxes.extend(compiled.boxes)
-        out.append((candidate, compiled.grants << offset, compiled.exclusions << offset))
+        grants, exclusions = pool.add(side, kernel)
+        out.append((candidate, grants, exclusions))
     return out
 
 
 def _role_diff(space: Space, name: str, old: Matrix, new: Matrix) -> RoleDiff:
-    boxes: list[Box] = []
+    pool = _Pool(space)
     sides = [
-        _winner_parts(old, old.roles.get(name), space, boxes),
-        _winner_parts(new, new.roles.get(name), space, boxes),
+        _winner_parts(old, old.roles.get(name), pool, 0),
+        _winner_parts(new, new.roles.get(name), pool, 1),
     ]
+    same_order = [c for c, _g, _e in sides[0]] == [c for c, _g, _e in sides[1]]
+    changed = pool.changed
 
     def winner(parts: list[tuple[str, int, int]], live: int) -> str | None:
         for candidate, g, e in parts:
@@ -249,6 +283,8 @@ def _role_diff(space: Space, name: str, old: Matrix, new: Matrix) -> RoleDiff:
         return winner(sides[0], live), winner(sides[1], live)
 
     def relevant(live: int, covering: int) -> int:
+        if same_order and not live & changed:
+            return 0  # both sides see the same rules in the same order: the same winner
         keep = 0
         for parts in sides:
             for _c, g, e in parts:
@@ -258,7 +294,7 @@ def _role_diff(space: Space, name: str, old: Matrix, new: Matrix) -> RoleDiff:
                     break
         return keep
 
-    found = partition(space, boxes, label, relevant=relevant)
+    found = partition(space, pool.boxes, label, relevant=relevant, local=_local(pool.boxes))
     shifts = []
     gained = lost = False
     for (was, now), found_boxes in sorted(found.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):

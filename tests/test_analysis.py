@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import capmatrix
 from capmatrix._boxes import Area, KernelBoxes, box_of, supported_region, witness_of
-from capmatrix._partition import partition
+from capmatrix._partition import mostly_disjoint, partition, uncovered
 from capmatrix.analysis import (
     CODES,
     Finding,
@@ -381,3 +381,54 @@ def test_witness_prefers_axis_defaults(small: capmatrix.Matrix) -> None:
     assert witness_of(space, box)["beam"] == 1
     narrowed = tuple(m if a.name != "beam" else 0b10 for a, m in zip(space.axes, box, strict=True))
     assert witness_of(space, narrowed)["beam"] == 4
+
+
+@settings(max_examples=60, deadline=None)
+@given(matrices, st.booleans())
+def test_partition_strategies_agree_with_brute_force(matrix: capmatrix.Matrix, local: bool) -> None:
+    space = matrix.space
+    rules = [r for k in matrix.kernels.values() for r in k.rules]
+    boxes = [box_of(r, space) for r in rules]
+    found = partition(space, boxes, lambda live: live.bit_count() % 4, local=local)
+    for count, found_boxes in found.items():
+        for c in _region_cells(Region(space, found_boxes, disjoint=True)):
+            cell: dict[str, AxisValue] = dict(zip(matrix.axes, c, strict=True))  # type: ignore[arg-type]
+            assert sum(rule_applies(r, cell) for r in rules) % 4 == count
+    total = Region(space, [b for v in found.values() for b in v], disjoint=True)
+    assert total.cells() == space.cells(space.full_box())
+
+
+@settings(max_examples=60, deadline=None)
+@given(matrices, st.integers(0, 2**16))
+def test_uncovered_equals_brute_force(matrix: capmatrix.Matrix, pick: int) -> None:
+    space = matrix.space
+    rules = [r for k in matrix.kernels.values() for r in k.rules][:6]
+    boxes = [box_of(r, space) for r in rules]
+    root = tuple((m & (pick >> (3 * i))) or m for i, m in enumerate(space.full_box()))
+    hole = uncovered(space, root, boxes)
+    root_cells = _region_cells(Region(space, [root], disjoint=True))
+    covered = {
+        c for c in root_cells
+        if any(rule_applies(r, dict(zip(matrix.axes, c, strict=True))) for r in rules)  # type: ignore[arg-type]
+    }
+    if covered == root_cells:
+        assert hole is None
+    else:
+        assert hole is not None
+        hole_cells = _region_cells(Region(space, [hole], disjoint=True))
+        assert hole_cells
+        assert hole_cells <= root_cells - covered
+
+
+def test_mostly_disjoint_tells_tables_from_overlaps(small: capmatrix.Matrix) -> None:
+    space = small.space
+    full = space.full_box()
+    table = [
+        (1 << i, 1 << j, *full[2:])
+        for i in range(space.axes[0].full_mask.bit_length())
+        for j in range(3)
+    ]
+    assert len(table) >= 16
+    assert mostly_disjoint(table)
+    assert not mostly_disjoint([full] * 20)
+    assert not mostly_disjoint(table[:4])  # too few boxes to tell: global order
