@@ -154,13 +154,8 @@ class Area:
         }
 
 
-def areas(region: Region | Sequence[Box], space: Space | None = None) -> tuple[Area, ...]:
+def areas(region: Region) -> tuple[Area, ...]:
     """The merged boxes of a region, as areas (largest first)."""
-    if not isinstance(region, Region):
-        if space is None:
-            msg = "a space is needed for raw boxes"
-            raise ValueError(msg)
-        region = Region(space, region, disjoint=True)
     merged = region.merged()
     return tuple(Area(merged.space, box) for box in merged.boxes)
 

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 import capmatrix
 from capmatrix._boxes import KernelBoxes, supported_region
+from capmatrix._cli_analysis import render_diff_markdown, render_diff_text
 from capmatrix.cli import run
 from capmatrix.diff import Change, RevisionError, diff, extract_revision, union_space
 from capmatrix.loader import default_path
@@ -261,3 +262,42 @@ def test_diff_equals_brute_force(seed_a: int, seed_b: int, rules: int) -> None:
             for s in rd.shifts
         }
         assert got == expected
+
+
+def test_added_and_removed_kernels_roles_and_axes(write_matrix: WriteMatrix, tmp_path: Path) -> None:
+    old_root = write_matrix()
+    new_root = tmp_path / "new"
+    shutil.copytree(old_root, new_root)
+    axes = (new_root / "axes.yaml").read_text()
+    axes = axes.replace("    values: [bf16, fp8]\n", "    values: [bf16, fp8, int8]\n")
+    axes = axes.replace(
+        "  causal:\n    type: bool\n    description: causal mask\n",
+        "  phase:\n    type: enum\n    description: phase\n    values: [context, generation]\n",
+    )
+    (new_root / "axes.yaml").write_text(axes)
+    kernels = (new_root / "kernels" / "test.yaml").read_text()
+    kernels = kernels.replace("  fallback:\n    description: slow path\n", "  slow:\n    description: renamed\n")
+    kernels = kernels.replace("fallback.all", "slow.all").replace("[xqa, fallback]", "[xqa, slow]")
+    kernels += "  other:\n    description: new role\n    candidates: [slow]\n"
+    (new_root / "kernels" / "test.yaml").write_text(kernels)
+    old, new = capmatrix.load(old_root), capmatrix.load(new_root)
+    result = diff(old, new, old_label="a", new_label="b")
+    assert result.axes == (
+        "axis kv: values added ['int8']", "axis phase added", "axis causal removed",
+    )
+    by_kernel = {k.kernel: k for k in result.kernels}
+    assert by_kernel["fallback"].presence == "removed"
+    assert by_kernel["fallback"].change is Change.NARROWER
+    assert by_kernel["slow"].presence == "added"
+    assert by_kernel["slow"].change is Change.WIDER
+    roles = {r.role: r for r in result.roles}
+    assert roles["other"].presence == "added"
+    assert roles["gen"].changed
+    assert {(s.old, s.new) for s in roles["gen"].shifts} == {("fallback", "slow")}
+    text = render_diff_text(result)
+    assert "kernel fallback: narrower (kernel removed)" in text
+    assert "axis phase added" in text
+    markdown = render_diff_markdown(result)
+    assert "**Universe:** axis kv: values added ['int8']" in markdown
+    assert "| `slow` | **wider** (added) |" in markdown
+    assert "`fallback` → `slow`:" in markdown
