@@ -276,7 +276,9 @@ def test_added_and_removed_kernels_roles_and_axes(write_matrix: WriteMatrix, tmp
     )
     (new_root / "axes.yaml").write_text(axes)
     kernels = (new_root / "kernels" / "test.yaml").read_text()
-    kernels = kernels.replace("  fallback:\n    description: slow path\n", "  slow:\n    description: renamed\n")
+    kernels = kernels.replace(
+        "  fallback:\n    description: slow path\n", "  slow:\n    description: renamed\n"
+    )
     kernels = kernels.replace("fallback.all", "slow.all").replace("[xqa, fallback]", "[xqa, slow]")
     kernels += "  other:\n    description: new role\n    candidates: [slow]\n"
     (new_root / "kernels" / "test.yaml").write_text(kernels)
