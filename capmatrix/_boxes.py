@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from capmatrix._partition import bits, partition
 from capmatrix.model import Axis, AxisValue, Effect
-from capmatrix.regions import Region
+from capmatrix.regions import Region, subtract
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Area",
+    "BoxIndex",
     "KernelBoxes",
     "areas",
     "box_of",
@@ -89,11 +90,96 @@ def reduce_kernel(live: int, covering: int, grants: int, exclusions: int) -> tup
     return live & (grants | exclusions), False
 
 
+class BoxIndex:
+    """Per axis and value, the bit set of boxes whose mask admits the value."""
+
+    def __init__(self, space: Space, boxes: Sequence[Box], members: int) -> None:
+        self.rows: list[list[int]] = []
+        self.full: list[int] = []
+        for a, axis in enumerate(space.axes):
+            row = [0] * len(axis.values)
+            full = members
+            for i in bits(members):
+                mask = boxes[i][a]
+                for v in bits(mask):
+                    row[v] |= 1 << i
+            for v in range(len(axis.values)):
+                full &= row[v]
+            self.rows.append(row)
+            self.full.append(full)
+
+    def intersecting(self, box: Box, candidates: int) -> int:
+        """Boxes among ``candidates`` that intersect ``box``."""
+        out = candidates
+        for a, mask in enumerate(box):
+            if not out:
+                break
+            row = self.rows[a]
+            any_of = 0
+            for v in bits(mask):
+                any_of |= row[v]
+            out &= any_of
+        return out
+
+    def containing(self, box: Box, candidates: int) -> int:
+        """Boxes among ``candidates`` that contain ``box``."""
+        out = candidates
+        order = sorted(range(len(box)), key=lambda a: -box[a].bit_count())
+        for a in order:
+            if not out:
+                break
+            row = self.rows[a]
+            for v in bits(box[a]):
+                out &= row[v]
+                if not out:
+                    break
+        return out
+
+
+def _disjoint_union(space: Space, boxes: Sequence[Box], members: int) -> list[Box]:
+    """The union of ``boxes`` (those in ``members``) as disjoint boxes.
+
+    Each box minus the earlier ones it meets: cheap when boxes rarely overlap (decision tables).
+    """
+    index = BoxIndex(space, boxes, members)
+    out: list[Box] = []
+    earlier = 0
+    for i in bits(members):
+        pieces = [boxes[i]]
+        for j in bits(index.intersecting(boxes[i], earlier)):
+            pieces = [p for piece in pieces for p in subtract(piece, boxes[j])]
+            if not pieces:
+                break
+        out.extend(pieces)
+        earlier |= 1 << i
+    return out
+
+
+def _subtract_all(space: Space, pieces: list[Box], boxes: Sequence[Box], members: int) -> list[Box]:
+    """``pieces`` minus the ``boxes`` in ``members``, touching only the pairs that meet."""
+    if not members:
+        return pieces
+    index = BoxIndex(space, boxes, members)
+    out: list[Box] = []
+    for piece in pieces:
+        rest = [piece]
+        for j in bits(index.intersecting(piece, members)):
+            rest = [p for r in rest for p in subtract(r, boxes[j])]
+            if not rest:
+                break
+        out.extend(rest)
+    return out
+
+
 def supported_region(
     space: Space, compiled: KernelBoxes, *, root: Box | None = None, local: bool | None = None
 ) -> Region:
     """Where the kernel is supported: some grant applies and no exclusion does."""
     grants, exclusions = compiled.grants, compiled.exclusions
+    if local and root is None:
+        # Decision-table-shaped rules: the grants' union minus the exclusions, pair by pair.
+        union = _disjoint_union(space, compiled.boxes, grants)
+        return Region(space, _subtract_all(space, union, compiled.boxes, exclusions), disjoint=True)
 
     def label(live: int) -> bool:
         return bool(live & grants) and not live & exclusions

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from capmatrix._boxes import (
     Area,
+    BoxIndex,
     KernelBoxes,
     areas,
     reduce_kernel,
@@ -260,53 +261,6 @@ def check(matrix: Matrix) -> tuple[Finding, ...]:
 # Per-kernel analyses
 
 
-class _Index:
-    """Per axis and value, the bit set of boxes whose mask admits the value."""
-
-    def __init__(self, space: Space, boxes: Iterable[Box], members: int) -> None:
-        boxes = list(boxes)
-        self.rows: list[list[int]] = []
-        self.full: list[int] = []
-        for a, axis in enumerate(space.axes):
-            row = [0] * len(axis.values)
-            full = members
-            for i in bits(members):
-                mask = boxes[i][a]
-                for v in bits(mask):
-                    row[v] |= 1 << i
-            for v in range(len(axis.values)):
-                full &= row[v]
-            self.rows.append(row)
-            self.full.append(full)
-
-    def intersecting(self, box: Box, candidates: int) -> int:
-        """Boxes among ``candidates`` that intersect ``box``."""
-        out = candidates
-        for a, mask in enumerate(box):
-            if not out:
-                break
-            row = self.rows[a]
-            any_of = 0
-            for v in bits(mask):
-                any_of |= row[v]
-            out &= any_of
-        return out
-
-    def containing(self, box: Box, candidates: int) -> int:
-        """Boxes among ``candidates`` that contain ``box``."""
-        out = candidates
-        order = sorted(range(len(box)), key=lambda a: -box[a].bit_count())
-        for a in order:
-            if not out:
-                break
-            row = self.rows[a]
-            for v in bits(box[a]):
-                out &= row[v]
-                if not out:
-                    break
-        return out
-
-
 def _rule_area(space: Space, box: Box) -> tuple[Area, ...]:
     return areas(Region(space, [box], disjoint=True))
 
@@ -346,12 +300,12 @@ def _kernel_findings(space: Space, compiled: KernelBoxes, supported: Region) -> 
         )
     # C101 dead grants: g ∩ supported = ∅ (supported ∩ g is exactly g minus the exclusions).
     if supported.boxes and nonvacuous_grants:
-        sup_index = _Index(space, supported.boxes, (1 << len(supported.boxes)) - 1)
+        sup_index = BoxIndex(space, supported.boxes, (1 << len(supported.boxes)) - 1)
         all_supported = (1 << len(supported.boxes)) - 1
     else:
         sup_index = None
         all_supported = 0
-    excl_index = _Index(space, boxes, nonvacuous_excl)
+    excl_index = BoxIndex(space, boxes, nonvacuous_excl)
     for i in bits(nonvacuous_grants):
         box = boxes[i]
         if sup_index is not None and sup_index.intersecting(box, all_supported):
@@ -367,7 +321,7 @@ def _kernel_findings(space: Space, compiled: KernelBoxes, supported: Region) -> 
             witness=wit(box), regions=_rule_area(space, box),
         )
     # C102 dead exclusions: no grant intersects them.
-    grant_index = _Index(space, boxes, nonvacuous_grants)
+    grant_index = BoxIndex(space, boxes, nonvacuous_grants)
     for i in bits(nonvacuous_excl):
         box = boxes[i]
         if grant_index.intersecting(box, nonvacuous_grants):
@@ -420,7 +374,7 @@ def _redundant(
                     witness=make(boxes[members[0]]),  # type: ignore[operator]
                     regions=_rule_area(space, boxes[members[0]]),
                 )
-        index = _Index(space, boxes, representatives)
+        index = BoxIndex(space, boxes, representatives)
         for i in bits(representatives):
             containers = index.containing(boxes[i], representatives) & ~(1 << i)
             if not containers:

@@ -432,3 +432,14 @@ def test_mostly_disjoint_tells_tables_from_overlaps(small: capmatrix.Matrix) -> 
     assert mostly_disjoint(table)
     assert not mostly_disjoint([full] * 20)
     assert not mostly_disjoint(table[:4])  # too few boxes to tell: global order
+
+
+@settings(max_examples=60, deadline=None)
+@given(matrices, st.booleans())
+def test_supported_region_strategies_equal_brute_force(matrix: capmatrix.Matrix, local: bool) -> None:
+    space = matrix.space
+    for kernel in matrix.kernels.values():
+        region = supported_region(space, KernelBoxes.of(kernel, space), local=local)
+        expected = {_cell_key(matrix, c) for c in cells(matrix) if supported_at(kernel, c)}
+        assert _region_cells(region) == expected
+        assert region.cells() == len(expected)
