@@ -26,7 +26,9 @@ __all__ = [
     "KernelBoxes",
     "areas",
     "box_of",
+    "intersect_all",
     "reduce_kernel",
+    "subtract_all",
     "supported_region",
     "with_values",
     "witness_of",
@@ -169,6 +171,24 @@ def _subtract_all(space: Space, pieces: list[Box], boxes: Sequence[Box], members
                 break
         out.extend(rest)
     return out
+
+
+def subtract_all(space: Space, pieces: list[Box], boxes: Sequence[Box]) -> list[Box]:
+    """``pieces`` minus every box of ``boxes`` (disjoint pieces stay disjoint)."""
+    return _subtract_all(space, pieces, boxes, (1 << len(boxes)) - 1)
+
+
+def intersect_all(space: Space, left: Sequence[Box], right: Sequence[Box]) -> list[Box]:
+    """Every non-empty ``a & b`` for ``a`` in ``left`` and ``b`` in ``right`` (disjoint if both are)."""
+    if not left or not right:
+        return []
+    members = (1 << len(right)) - 1
+    index = BoxIndex(space, right, members)
+    return [
+        tuple(x & y for x, y in zip(a, right[j], strict=True))
+        for a in left
+        for j in bits(index.intersecting(a, members))
+    ]
 
 
 def supported_region(

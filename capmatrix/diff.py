@@ -18,7 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from capmatrix._boxes import Area, KernelBoxes, areas, reduce_kernel, with_values
+from capmatrix._boxes import (
+    Area,
+    KernelBoxes,
+    areas,
+    intersect_all,
+    reduce_kernel,
+    subtract_all,
+    supported_region,
+    with_values,
+)
 from capmatrix._partition import mostly_disjoint, partition
 from capmatrix.errors import CapmatrixError
 from capmatrix.model import _StrEnum
@@ -219,11 +228,29 @@ class _Pool:
         return self.sides[0] ^ self.sides[1]
 
 
-def _kernel_diff(space: Space, name: str, old: Kernel | None, new: Kernel | None) -> KernelDiff:
+def _supported(space: Space, kernel: Kernel | None) -> list[Box]:
+    if kernel is None:
+        return []
+    return list(supported_region(space, KernelBoxes.of(kernel, space), local=True).boxes)
+
+
+def _kernel_diff(
+    space: Space, name: str, old: Kernel | None, new: Kernel | None, local: bool | None
+) -> KernelDiff:
     pool = _Pool(space)
     og, oe = pool.add(0, old) if old is not None else (0, 0)
     ng, ne = pool.add(1, new) if new is not None else (0, 0)
     changed = pool.changed
+    presence = "both" if old and new else ("added" if new else "removed")
+    if _local(pool.boxes) if local is None else local:
+        # Decision-table-shaped rules: subtract the supported regions pair by pair.
+        before, after = _supported(space, old), _supported(space, new)
+        gained = areas(Region(space, subtract_all(space, after, before), disjoint=True))
+        lost = areas(Region(space, subtract_all(space, before, after), disjoint=True))
+        return KernelDiff(
+            kernel=name, change=Change.of(bool(gained), bool(lost)), presence=presence,
+            gained=gained, lost=lost,
+        )
 
     def label(live: int) -> tuple[bool, bool]:
         return (bool(live & og) and not live & oe, bool(live & ng) and not live & ne)
@@ -235,10 +262,9 @@ def _kernel_diff(space: Space, name: str, old: Kernel | None, new: Kernel | None
             return 0
         return reduce_kernel(live, covering, og, oe)[0] | reduce_kernel(live, covering, ng, ne)[0]
 
-    found = partition(space, pool.boxes, label, relevant=relevant, local=_local(pool.boxes))
+    found = partition(space, pool.boxes, label, relevant=relevant, local=False)
     gained = areas(Region(space, found.get((False, True), []), disjoint=True))
     lost = areas(Region(space, found.get((True, False), []), disjoint=True))
-    presence = "both" if old and new else ("added" if new else "removed")
     return KernelDiff(
         kernel=name, change=Change.of(bool(gained), bool(lost)), presence=presence,
         gained=gained, lost=lost,
@@ -264,7 +290,45 @@ def _winner_parts(
     return out
 
 
-def _role_diff(space: Space, name: str, old: Matrix, new: Matrix) -> RoleDiff:
+def _winners(space: Space, matrix: Matrix, role: Role | None) -> dict[str, list[Box]]:
+    """Where each candidate wins, from supported regions minus the earlier candidates'."""
+    out: dict[str, list[Box]] = {}
+    taken: list[Box] = []
+    for candidate in role.candidates if role is not None else ():
+        own = _supported(space, matrix.kernels.get(candidate))
+        out[candidate] = subtract_all(space, own, taken)
+        taken.extend(own)
+    return out
+
+
+def _winner_shifts(
+    space: Space, old: Matrix, new: Matrix, name: str
+) -> dict[tuple[str | None, str | None], list[Box]]:
+    """The moved regions of a role, for decision-table-shaped rules (no full partition)."""
+    before = _winners(space, old, old.roles.get(name))
+    after = _winners(space, new, new.roles.get(name))
+    all_before = [b for boxes in before.values() for b in boxes]
+    all_after = [b for boxes in after.values() for b in boxes]
+    found: dict[tuple[str | None, str | None], list[Box]] = {}
+    for was, was_boxes in before.items():
+        moved = subtract_all(space, was_boxes, all_after)
+        if moved:
+            found[(was, None)] = moved
+        for now, now_boxes in after.items():
+            if now != was:
+                both = intersect_all(space, was_boxes, now_boxes)
+                if both:
+                    found[(was, now)] = both
+    for now, now_boxes in after.items():
+        moved = subtract_all(space, now_boxes, all_before)
+        if moved:
+            found[(None, now)] = moved
+    return found
+
+
+def _role_diff(
+    space: Space, name: str, old: Matrix, new: Matrix, local: bool | None
+) -> RoleDiff:
     pool = _Pool(space)
     sides = [
         _winner_parts(old, old.roles.get(name), pool, 0),
@@ -294,7 +358,10 @@ def _role_diff(space: Space, name: str, old: Matrix, new: Matrix) -> RoleDiff:
                     break
         return keep
 
-    found = partition(space, pool.boxes, label, relevant=relevant, local=_local(pool.boxes))
+    if _local(pool.boxes) if local is None else local:
+        found = _winner_shifts(space, old, new, name)
+    else:
+        found = partition(space, pool.boxes, label, relevant=relevant, local=False)
     shifts = []
     gained = lost = False
     for (was, now), found_boxes in sorted(found.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
@@ -312,15 +379,28 @@ def _role_diff(space: Space, name: str, old: Matrix, new: Matrix) -> RoleDiff:
     )
 
 
-def diff(old: Matrix, new: Matrix, *, old_label: str = "old", new_label: str = "new") -> MatrixDiff:
-    """Compare ``old`` with ``new``: every kernel and role of either."""
+def diff(
+    old: Matrix,
+    new: Matrix,
+    *,
+    old_label: str = "old",
+    new_label: str = "new",
+    local: bool | None = None,
+) -> MatrixDiff:
+    """Compare ``old`` with ``new``: every kernel and role of either.
+
+    ``local`` forces the method: True subtracts supported regions pair by pair (fast for
+    decision-table-shaped rules), False runs one region partition per kernel and role (fast for
+    overlapping rules); None picks per kernel and role from how much their rule boxes overlap.
+    Both give the same regions.
+    """
     space, notes = union_space(old, new)
     kernel_names = list(old.kernels) + [k for k in new.kernels if k not in old.kernels]
     kernels = tuple(
-        _kernel_diff(space, k, old.kernels.get(k), new.kernels.get(k)) for k in kernel_names
+        _kernel_diff(space, k, old.kernels.get(k), new.kernels.get(k), local) for k in kernel_names
     )
     role_names = list(old.roles) + [r for r in new.roles if r not in old.roles]
-    roles = tuple(_role_diff(space, r, old, new) for r in role_names)
+    roles = tuple(_role_diff(space, r, old, new, local) for r in role_names)
     return MatrixDiff(old=old_label, new=new_label, kernels=kernels, roles=roles, axes=notes)
 
 

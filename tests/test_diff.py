@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -227,12 +228,14 @@ def test_union_space_answers_new_values_with_old_ranges(write_matrix: WriteMatri
 SMALL = (4, 3, 3, 2)
 
 
-@settings(max_examples=50, deadline=None)
-@given(st.integers(0, 10**9), st.integers(0, 10**9), st.integers(1, 16))
-def test_diff_equals_brute_force(seed_a: int, seed_b: int, rules: int) -> None:
+@settings(max_examples=80, deadline=None)
+@given(
+    st.integers(0, 10**9), st.integers(0, 10**9), st.integers(1, 16), st.sampled_from([None, True])
+)
+def test_diff_equals_brute_force(seed_a: int, seed_b: int, rules: int, local: bool | None) -> None:
     old = random_matrix(seed_a, sizes=SMALL, rules=rules, per_kernel=4, role_size=2)
     new = random_matrix(seed_b, sizes=SMALL, rules=rules + seed_b % 3, per_kernel=4, role_size=2)
-    result = diff(old, new)
+    result = diff(old, new, local=local)
     for kd in result.kernels:
         a, b = old.kernels.get(kd.kernel), new.kernels.get(kd.kernel)
         gained, lost = set(), set()
@@ -303,3 +306,41 @@ def test_added_and_removed_kernels_roles_and_axes(write_matrix: WriteMatrix, tmp
     assert "**Universe:** axis kv: values added ['int8']" in markdown
     assert "| `slow` | **wider** (added) |" in markdown
     assert "`fallback` → `slow`:" in markdown
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10**9), st.integers(0, 10**6), st.sampled_from([None, True, False]))
+def test_diff_of_a_small_edit_equals_brute_force(seed: int, pick: int, local: bool | None) -> None:
+    old = random_matrix(seed, sizes=SMALL, rules=12, per_kernel=4, role_size=3)
+    other = random_matrix(seed + 1, sizes=SMALL, rules=12, per_kernel=4, role_size=3)
+    # Replace one rule's region by another matrix's: most rules are shared by both sides.
+    name = sorted(old.kernels)[pick % len(old.kernels)]
+    kernel = old.kernels[name]
+    i = pick % len(kernel.rules)
+    donor = other.rules[pick % len(other.rules)]
+    rules = list(kernel.rules)
+    rules[i] = dataclasses.replace(rules[i], conditions=donor.conditions)
+    kernels = {**old.kernels, name: dataclasses.replace(kernel, rules=tuple(rules))}
+    new = dataclasses.replace(old, kernels=kernels)
+    result = diff(old, new, local=local)
+    for kd in result.kernels:
+        a, b = old.kernels[kd.kernel], new.kernels[kd.kernel]
+        gained = {tuple(c.values()) for c in cells(old) if supported_at(b, c) and not supported_at(a, c)}
+        lost = {tuple(c.values()) for c in cells(old) if supported_at(a, c) and not supported_at(b, c)}
+        assert {x for area in kd.gained for x in product(*area.values.values())} == gained
+        assert {x for area in kd.lost for x in product(*area.values.values())} == lost
+        if kd.kernel != name:
+            assert kd.change is Change.EQUIVALENT
+    for rd in result.roles:
+        role = old.roles[rd.role]
+        moved: dict[tuple[str | None, str | None], set[tuple[object, ...]]] = {}
+        for c in cells(old):
+            was = next((k for k in role.candidates if supported_at(old.kernels[k], c)), None)
+            now = next((k for k in role.candidates if supported_at(new.kernels[k], c)), None)
+            if was != now:
+                moved.setdefault((was, now), set()).add(tuple(c.values()))
+        got = {
+            (s.old, s.new): {x for area in s.areas for x in product(*area.values.values())}
+            for s in rd.shifts
+        }
+        assert got == moved
