@@ -652,7 +652,7 @@ def section_memory(quick: bool) -> Section:
 # report
 
 
-def render(env: dict[str, str], sections: list[Section], elapsed: float) -> str:
+def render(env: dict[str, str], sections: list[Section], elapsed: float, *, quick: bool = False) -> str:
     lines = [
         "# Benchmarks",
         "",
@@ -665,6 +665,10 @@ def render(env: dict[str, str], sections: list[Section], elapsed: float) -> str:
     ]
     lines += [f"| {k} | {v} |" for k, v in env.items()]
     lines.append(f"| suite wall time | {elapsed:.0f} s |")
+    if quick:
+        smoke = ("**Smoke run (`--quick`): smaller sizes and fewer samples than the sections describe; "
+                 "not the reference numbers.**")
+        lines += ["", smoke]
     total = [r for s in sections for r in s.rows if r.met is not None]
     missed = [r for r in total if not r.met]
     lines += ["", f"**Targets: {len(total) - len(missed)} of {len(total)} met.**"]
@@ -710,7 +714,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[bench] {name} ...", file=sys.stderr, flush=True)
         sections.append(fn(args.quick))
         print(f"[bench] {name} done in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
-    text = render(env, sections, time.perf_counter() - start)
+    text = render(env, sections, time.perf_counter() - start, quick=args.quick)
     if args.out == "-":
         sys.stdout.write(text)
     else:
