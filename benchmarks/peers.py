@@ -108,7 +108,7 @@ class ZenDecision:
 
     def decide(self, values: dict[str, AxisValue]) -> bool:
         """Evaluate the table for a context of axis values."""
-        return self.decision.evaluate(values)["result"].get("effect") == "grant"  # type: ignore[no-any-return]
+        return bool(self.decision.evaluate(values)["result"].get("effect") == "grant")
 
 
 # --------------------------------------------------------------------------------------------------

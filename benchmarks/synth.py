@@ -87,7 +87,7 @@ class Synthetic:
         if found is None:
             found = _build(self)
             self._cache["built"] = found
-        return found  # type: ignore[no-any-return]
+        return found
 
     def load(self) -> Matrix:
         """The matrix, written to a temporary directory and loaded (cached on this object)."""
@@ -98,7 +98,7 @@ class Synthetic:
             with tempfile.TemporaryDirectory(prefix=f"capmatrix-{self.name}-") as tmp:
                 found = capmatrix.load(self.write(Path(tmp)))
             self._cache["matrix"] = found
-        return found  # type: ignore[no-any-return]
+        return found
 
 
 def _build(synthetic: Synthetic) -> Matrix:
@@ -452,7 +452,7 @@ def random_cells(
     """``count`` distinct random cells (fully specified queries) of the universe."""
     rng = random.Random(f"cells/{len(axes)}/{count}/{seed}")
     seen: set[tuple[int | str, ...]] = set()
-    out = []
+    out: list[dict[str, int | str]] = []
     limit = math.prod(len(a.values) for a in axes)
     while len(out) < min(count, limit):
         cell = tuple(rng.choice(a.values) for a in axes)
