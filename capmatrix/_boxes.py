@@ -26,7 +26,6 @@ __all__ = [
     "KernelBoxes",
     "areas",
     "box_of",
-    "intersect_all",
     "reduce_kernel",
     "subtract_all",
     "supported_region",
@@ -147,13 +146,21 @@ def _disjoint_union(space: Space, boxes: Sequence[Box], members: int) -> list[Bo
     out: list[Box] = []
     earlier = 0
     for i in bits(members):
+        hits = bits(index.intersecting(boxes[i], earlier))
+        earlier |= 1 << i
+        if len(hits) > _SEQUENTIAL_LIMIT:
+            found = partition(
+                space, [boxes[j] for j in hits], bool, root=boxes[i], relevant=_one_cover,
+                local=True,
+            )
+            out.extend(found.get(False, []))
+            continue
         pieces = [boxes[i]]
-        for j in bits(index.intersecting(boxes[i], earlier)):
+        for j in hits:
             pieces = [p for piece in pieces for p in subtract(piece, boxes[j])]
             if not pieces:
                 break
         out.extend(pieces)
-        earlier |= 1 << i
     return out
 
 
@@ -164,8 +171,16 @@ def _subtract_all(space: Space, pieces: list[Box], boxes: Sequence[Box], members
     index = BoxIndex(space, boxes, members)
     out: list[Box] = []
     for piece in pieces:
+        hits = bits(index.intersecting(piece, members))
+        if len(hits) > _SEQUENTIAL_LIMIT:
+            # One box against many: box-by-box subtraction would fragment; partition the piece.
+            found = partition(
+                space, [boxes[j] for j in hits], bool, root=piece, relevant=_one_cover, local=True
+            )
+            out.extend(found.get(False, []))
+            continue
         rest = [piece]
-        for j in bits(index.intersecting(piece, members)):
+        for j in hits:
             rest = [p for r in rest for p in subtract(r, boxes[j])]
             if not rest:
                 break
@@ -173,22 +188,18 @@ def _subtract_all(space: Space, pieces: list[Box], boxes: Sequence[Box], members
     return out
 
 
+#: Above this many overlapping boxes, a piece is partitioned instead of subtracted box by box.
+_SEQUENTIAL_LIMIT = 6
+
+
+def _one_cover(live: int, covering: int) -> int:
+    """For a union: one covering box decides "covered"; otherwise every live box matters."""
+    return covering & -covering if covering else live
+
+
 def subtract_all(space: Space, pieces: list[Box], boxes: Sequence[Box]) -> list[Box]:
     """``pieces`` minus every box of ``boxes`` (disjoint pieces stay disjoint)."""
     return _subtract_all(space, pieces, boxes, (1 << len(boxes)) - 1)
-
-
-def intersect_all(space: Space, left: Sequence[Box], right: Sequence[Box]) -> list[Box]:
-    """Every non-empty ``a & b`` for ``a`` in ``left`` and ``b`` in ``right`` (disjoint if both are)."""
-    if not left or not right:
-        return []
-    members = (1 << len(right)) - 1
-    index = BoxIndex(space, right, members)
-    return [
-        tuple(x & y for x, y in zip(a, right[j], strict=True))
-        for a in left
-        for j in bits(index.intersecting(a, members))
-    ]
 
 
 def supported_region(

@@ -22,7 +22,6 @@ from capmatrix._boxes import (
     Area,
     KernelBoxes,
     areas,
-    intersect_all,
     reduce_kernel,
     subtract_all,
     supported_region,
@@ -290,42 +289,6 @@ def _winner_parts(
     return out
 
 
-def _winners(space: Space, matrix: Matrix, role: Role | None) -> dict[str, list[Box]]:
-    """Where each candidate wins, from supported regions minus the earlier candidates'."""
-    out: dict[str, list[Box]] = {}
-    taken: list[Box] = []
-    for candidate in role.candidates if role is not None else ():
-        own = _supported(space, matrix.kernels.get(candidate))
-        out[candidate] = subtract_all(space, own, taken)
-        taken.extend(own)
-    return out
-
-
-def _winner_shifts(
-    space: Space, old: Matrix, new: Matrix, name: str
-) -> dict[tuple[str | None, str | None], list[Box]]:
-    """The moved regions of a role, for decision-table-shaped rules (no full partition)."""
-    before = _winners(space, old, old.roles.get(name))
-    after = _winners(space, new, new.roles.get(name))
-    all_before = [b for boxes in before.values() for b in boxes]
-    all_after = [b for boxes in after.values() for b in boxes]
-    found: dict[tuple[str | None, str | None], list[Box]] = {}
-    for was, was_boxes in before.items():
-        moved = subtract_all(space, was_boxes, all_after)
-        if moved:
-            found[(was, None)] = moved
-        for now, now_boxes in after.items():
-            if now != was:
-                both = intersect_all(space, was_boxes, now_boxes)
-                if both:
-                    found[(was, now)] = both
-    for now, now_boxes in after.items():
-        moved = subtract_all(space, now_boxes, all_before)
-        if moved:
-            found[(None, now)] = moved
-    return found
-
-
 def _role_diff(
     space: Space, name: str, old: Matrix, new: Matrix, local: bool | None
 ) -> RoleDiff:
@@ -358,10 +321,8 @@ def _role_diff(
                     break
         return keep
 
-    if _local(pool.boxes) if local is None else local:
-        found = _winner_shifts(space, old, new, name)
-    else:
-        found = partition(space, pool.boxes, label, relevant=relevant, local=False)
+    table = _local(pool.boxes) if local is None else local
+    found = partition(space, pool.boxes, label, relevant=relevant, local=table)
     shifts = []
     gained = lost = False
     for (was, now), found_boxes in sorted(found.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
@@ -389,10 +350,10 @@ def diff(
 ) -> MatrixDiff:
     """Compare ``old`` with ``new``: every kernel and role of either.
 
-    ``local`` forces the method: True subtracts supported regions pair by pair (fast for
-    decision-table-shaped rules), False runs one region partition per kernel and role (fast for
-    overlapping rules); None picks per kernel and role from how much their rule boxes overlap.
-    Both give the same regions.
+    ``local`` forces the method for decision-table-shaped rules (True: kernels by subtracting
+    supported regions pair by pair, roles by a partition that picks its split axis per node) or for
+    overlapping rules (False: one partition per kernel and role in one global axis order); None
+    picks per kernel and role from how much their rule boxes overlap. Both give the same regions.
     """
     space, notes = union_space(old, new)
     kernel_names = list(old.kernels) + [k for k in new.kernels if k not in old.kernels]
