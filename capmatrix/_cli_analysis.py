@@ -132,11 +132,11 @@ def configure_diff(parser: argparse.ArgumentParser, _argv: Sequence[str]) -> Non
 
 
 def _open_matrix(spec: str | None, stack: ExitStack) -> tuple[object, str]:
-    from capmatrix.diff import extract_revision  # noqa: PLC0415
+    from capmatrix.diff import extract_revision, working_tree_dir  # noqa: PLC0415
     from capmatrix.loader import default_path, load  # noqa: PLC0415
 
     if spec is None:
-        return load(default_path()), "working tree"
+        return load(working_tree_dir() or default_path()), "working tree"
     path = Path(spec)
     if path.is_dir():
         return load(path), spec

@@ -47,6 +47,7 @@ __all__ = [
     "diff",
     "extract_revision",
     "union_space",
+    "working_tree_dir",
 ]
 
 
@@ -391,6 +392,21 @@ def extract_revision(
         else:  # pragma: no cover - Python without tarfile filters
             tar.extractall(dest)  # noqa: S202 - git archive output of this repository
     return dest / subdir
+
+
+def working_tree_dir(*, repo: Path | None = None, subdir: str = "capabilities") -> Path | None:
+    """``subdir`` of the git working tree around ``repo`` (default: the current directory), if any."""
+    git = shutil.which("git")
+    if git is None:
+        return None
+    done = subprocess.run(  # noqa: S603 - fixed argv, no shell
+        [git, "rev-parse", "--show-toplevel"], cwd=repo if repo is not None else Path.cwd(),
+        capture_output=True, text=True, check=False,
+    )
+    if done.returncode != 0:
+        return None
+    found = Path(done.stdout.strip()) / subdir
+    return found if found.is_dir() else None
 
 
 def _git(git: str, cwd: Path, revision: str, *args: str) -> str:

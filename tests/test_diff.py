@@ -193,6 +193,12 @@ def test_cli_diff_git_revisions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     data = json.loads(out)
     assert data["old"] == "HEAD~1"
     assert [k["kernel"] for k in data["kernels"] if k["change"] != "equivalent"] == ["xqa"]
+    status, out, _ = _run("diff", "HEAD~1", "--json")  # NEW: this repository's working tree
+    assert json.loads(out)["new"] == "working tree"
+    assert [k["kernel"] for k in json.loads(out)["kernels"] if k["change"] != "equivalent"] == ["xqa"]
+    status, out, _ = _run("diff", "HEAD", "--json")  # the working tree is HEAD
+    assert status == 0
+    assert json.loads(out)["changed"] is False
     extracted = extract_revision("HEAD~1", tmp_path / "x")
     assert (extracted / "kernels" / "xqa.yaml").is_file()
     with pytest.raises(RevisionError, match="no-such-rev"):
