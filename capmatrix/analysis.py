@@ -41,6 +41,7 @@ __all__ = [
     "Witness",
     "check",
     "check_path",
+    "problem_findings",
     "role_gap",
     "role_regions",
 ]

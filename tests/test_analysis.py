@@ -443,3 +443,11 @@ def test_supported_region_strategies_equal_brute_force(matrix: capmatrix.Matrix,
         expected = {_cell_key(matrix, c) for c in cells(matrix) if supported_at(kernel, c)}
         assert _region_cells(region) == expected
         assert region.cells() == len(expected)
+
+
+def test_check_missing_directory_is_unloadable(tmp_path: Path) -> None:
+    result = check_path(tmp_path / "nope")
+    assert not result.loaded
+    assert result.exit_status() == 2
+    assert [f.code for f in result.findings] == ["C001"]
+    assert "matrix directory not found" in result.findings[0].message
