@@ -127,7 +127,8 @@ class UnknownName(InvalidQuery, LookupError):
         self.name = name
         self.choices = tuple(choices)
         known = ", ".join(choices[:12]) + (", ..." if len(choices) > 12 else "")
+        listing = f"known: {known}" if choices else f"the matrix declares no {what}s"
         super().__init__(
-            f"unknown {what} {name!r}; known: {known}",
+            f"unknown {what} {name!r}; {listing}",
             suggestion=did_you_mean(str(name), choices),
         )

@@ -304,3 +304,20 @@ def test_bind_rejects_bad_specs() -> None:
         bind("trtllm_extend_ctx", dynamic=["smm"])
     with pytest.raises(capmatrix.InvalidQuery):
         bind("no_such_gate")
+
+
+@pytest.mark.parametrize(
+    ("dynamic", "message"),
+    [
+        (3, "dynamic must be a list of axis names"),
+        ("spec_dec_pass", "dynamic must be a list of axis names"),
+        ({"spec_dec_pass": 1}, "must be a non-empty mapping"),
+        ({"spec_dec_pass": {}}, "must be a non-empty mapping"),
+        ([7], "unknown axis 7"),
+    ],
+)
+def test_bind_rejects_malformed_dynamic(dynamic: object, message: str) -> None:
+    from capmatrix.engine import bind
+
+    with pytest.raises(capmatrix.InvalidQuery, match=message):
+        bind("trtllm_spec_dec_mode", dynamic=dynamic, sm=90)  # type: ignore[arg-type]

@@ -709,7 +709,10 @@ BAD_ARGS: list[tuple[list[str], str]] = [
     (["query", "xqa", "--matrix", "caps", "--attention", "gqq"], "did you mean 'gqa'?"),
     (["query", "xqa", "--matrix", "nowhere"], "nowhere: matrix directory not found"),
     (["query", "xqa", "--matrix", "caps/kernels/test.yaml"], "no file declares the axes"),
-    (["query", "xqa", "--matrix", "caps/axes.yaml"], "unknown kernel 'xqa'; known: \n"),
+    (
+        ["query", "xqa", "--matrix", "caps/axes.yaml"],
+        "unknown kernel 'xqa'; the matrix declares no kernels\n",
+    ),
     (["select", "generation", "--matrix", "caps"], "unknown role 'generation'"),
     (["validate", "nowhere"], "nowhere: matrix directory not found"),
     (["validate", "caps", "extra"], "unrecognized arguments: extra"),

@@ -57,3 +57,11 @@ def test_bad_kernel_and_model_types() -> None:
         KernelQuery(3)  # type: ignore[arg-type]
     with pytest.raises(InvalidQuery):
         KernelQuery("x", model=3)  # type: ignore[arg-type]
+
+
+def test_unknown_name_with_nothing_declared() -> None:
+    from capmatrix import UnknownName
+
+    error = UnknownName("role", "gen", [])
+    assert str(error) == "unknown role 'gen'; the matrix declares no roles"
+    assert error.suggestion is None

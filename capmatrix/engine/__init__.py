@@ -331,14 +331,25 @@ class BoundDecision:
 def _dynamic_keys(
     matrix: Matrix, dynamic: DynamicSpec
 ) -> tuple[tuple[str, ...], list[list[tuple[Hashable, AxisValue]]]]:
+    if isinstance(dynamic, str) or not isinstance(dynamic, (Mapping, list, tuple)):
+        raise InvalidQuery(
+            f"dynamic must be a list of axis names or a mapping axis -> {{engine value: axis value}}, "
+            f"got {type(dynamic).__name__}"
+        )
     names: tuple[str, ...] = tuple(dynamic)
     choices: list[list[tuple[Hashable, AxisValue]]] = []
     for name in names:
-        axis = matrix.axes.get(name)
+        axis = matrix.axes.get(name) if isinstance(name, str) else None
         if axis is None:
             raise UnknownName("axis", name, matrix.axes)
         if isinstance(dynamic, Mapping):
-            choices.append(list(dynamic[name].items()))
+            mapping = dynamic[name]
+            if not isinstance(mapping, Mapping) or not mapping:
+                raise InvalidQuery(
+                    f"dynamic[{name!r}] must be a non-empty mapping of engine values to values of "
+                    f"axis {name!r}, got {mapping!r}"
+                )
+            choices.append(list(mapping.items()))
         else:
             choices.append([(v, v) for v in axis.values])
     return names, choices
