@@ -551,26 +551,30 @@ class Resolver:
             if len(chosen) >= MAX_NEAR_MISSES:
                 break
         reasons = []
+        shown: dict[int, str] = {}  # per axis position: the query's value as the messages print it
         for bit in chosen[:MAX_NEAR_MISSES]:
             rule = compiled.rules[bit]
             label, status = compiled.labels[bit]
+            conditions = rule.conditions
+            location = rule.location
             for ai, admit in admits.items():
                 if admit >> bit & 1:
                     continue
-                axis = self._axes[ai]
-                cond = rule.conditions[axis.name]
-                actual = values[axis.name]
+                name = self._axes[ai].name
+                required = conditions[name].text
+                actual = values[name]
+                got = shown.get(ai)
+                if got is None:
+                    got = shown[ai] = _fmt(actual)
                 reasons.append(
                     Reason(
                         kind="mismatch",
-                        message=(
-                            f"{label} needs {axis.name} {cond.text}, got {_fmt(actual)}"
-                        ),
+                        message=f"{label} needs {name} {required}, got {got}",
                         rule_id=rule.id,
-                        path=rule.location.path,
-                        line=rule.location.line,
-                        axis=axis.name,
-                        required=cond.text,
+                        path=location.path,
+                        line=location.line,
+                        axis=name,
+                        required=required,
                         actual=actual,
                         detail=rule.reason,
                         source=rule.source,
