@@ -19,7 +19,7 @@ from capmatrix.query import ANY, KernelQuery, _short
 from capmatrix.regions import Region, Space
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from capmatrix.model import Axis, AxisValue, Kernel, Rule
 
@@ -95,19 +95,35 @@ class Reason:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Resolution:
-    """A verdict for one query, with every reason behind it."""
+    """A verdict for one query, with every reason behind it.
+
+    The verdict, values and residual are computed when the query is resolved; the reasons are built
+    on first access (an engine on its per-step path reads the verdict only) and kept.
+    """
 
     query: KernelQuery
     kernel: str
     verdict: Verdict
-    reasons: tuple[Reason, ...]
     values: Mapping[str, AxisValue]
     origins: Mapping[str, str]
     residual: Region | None = None
     outside: tuple[str, ...] = ()
+    _explain: Callable[[], tuple[Reason, ...]] | None = field(default=None, repr=False, compare=False)
+    _reasons: tuple[Reason, ...] | None = field(default=None, repr=False, compare=False)
 
     def __bool__(self) -> bool:
         return self.verdict is Verdict.SUPPORTED
+
+    @property
+    def reasons(self) -> tuple[Reason, ...]:
+        """Every reason behind the verdict: the rules that decided it, mismatches, value origins."""
+        found = self._reasons
+        if found is None:
+            explain = self._explain
+            # Two threads may both build the reasons; they are equal, and either may be kept.
+            found = explain() if explain is not None else ()
+            object.__setattr__(self, "_reasons", found)
+        return found
 
     @property
     def rules(self) -> tuple[str, ...]:
@@ -440,13 +456,15 @@ class Resolver:
             else:
                 verdict = Verdict.DEPENDS
                 residual = supported.merged()
-        reasons = self._reasons(compiled, verdict, values, origins, outside, grants, exclusions,
-                                admits, residual)
+        def explain() -> tuple[Reason, ...]:
+            return tuple(self._reasons(compiled, verdict, values, origins, outside, grants,
+                                       exclusions, admits, residual))
+
         return Resolution(
             query=query,
             kernel=query.kernel,
             verdict=verdict,
-            reasons=tuple(reasons),
+            _explain=explain,
             values=values,
             origins=origins,
             residual=residual,

@@ -212,3 +212,13 @@ def test_selection_depends_when_an_earlier_candidate_depends(small: capmatrix.Ma
     assert s.verdict is D
     assert s.as_dict()["verdict"] == "depends"
     assert select("gen", KernelQuery(sm=90, attention="mla"), small).verdict is S
+
+
+def test_reasons_are_built_on_first_access_and_kept(small: capmatrix.Matrix) -> None:
+    r = resolve(KernelQuery("xqa", sm=90, attention="mla", kv="bf16", spec_dec="none",
+                            causal=False), small)
+    assert r._reasons is None
+    first = r.reasons
+    assert first
+    assert r.reasons is first
+    assert r._reasons is first
