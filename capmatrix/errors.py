@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Sequence
 
 __all__ = [
@@ -17,6 +16,7 @@ __all__ = [
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
     """Return the closest of ``choices`` to ``word``, or None when nothing is close."""
+    import difflib  # noqa: PLC0415 - only errors need it; keeps `import capmatrix` light
     matches = difflib.get_close_matches(str(word), sorted(set(choices)), n=1, cutoff=0.6)
     return matches[0] if matches else None
 
