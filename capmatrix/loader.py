@@ -384,46 +384,17 @@ class _Semantics:
                 )
             return None
         axes = self._axes(*axes_docs[0])
-        kernels: dict[str, Kernel] = {}
         rule_ids: dict[str, Location] = {}
-        models: dict[str, ModelFamily] = {}
         hf_types: dict[str, str] = {}
+        kernels: dict[str, Kernel] = {}
+        for name, raw, smap in self._entries("kernel", docs, kernels):
+            kernels[name] = self._kernel(name, raw, smap, axes, rule_ids)
+        models: dict[str, ModelFamily] = {}
+        for name, raw, smap in self._entries("model", docs, models):
+            models[name] = self._model(name, raw, smap, axes, hf_types)
+        # Roles come last: their candidates refer to kernels of any file.
         roles: dict[str, Role] = {}
-        role_docs: list[tuple[str, dict[str, Any], _yaml.SourceMap]] = []
-        for data, smap in docs:
-            for name, raw in data.get("kernels", {}).items():
-                if self._skip_entry(smap, "kernels", name):
-                    continue
-                if name in kernels:
-                    self.fail(
-                        smap, ("kernels", name),
-                        f"kernel {name!r} is already defined at {kernels[name].location}",
-                        key=True, code="E201",
-                    )
-                    continue
-                kernels[name] = self._kernel(name, raw, smap, axes, rule_ids)
-            for name, raw in data.get("models", {}).items():
-                if self._skip_entry(smap, "models", name):
-                    continue
-                if name in models:
-                    self.fail(
-                        smap, ("models", name),
-                        f"model {name!r} is already defined at {models[name].location}",
-                        key=True, code="E201",
-                    )
-                    continue
-                models[name] = self._model(name, raw, smap, axes, hf_types)
-            for name, raw in data.get("roles", {}).items():
-                if not self._skip_entry(smap, "roles", name):
-                    role_docs.append((name, raw, smap))
-        for name, raw, smap in role_docs:
-            if name in roles:
-                self.fail(
-                    smap, ("roles", name),
-                    f"role {name!r} is already defined at {roles[name].location}",
-                    key=True, code="E201",
-                )
-                continue
+        for name, raw, smap in self._entries("role", docs, roles):
             roles[name] = self._role(name, raw, smap, kernels, axes)
         return Matrix(
             root=str(root),
@@ -433,6 +404,30 @@ class _Semantics:
             models=models,
             roles=roles,
         )
+
+    def _entries(
+        self,
+        what: str,
+        docs: list[tuple[dict[str, Any], _yaml.SourceMap]],
+        defined: dict[str, Any],
+    ) -> Iterator[tuple[str, dict[str, Any], _yaml.SourceMap]]:
+        """Yield the well-shaped entries of one section across files; report names defined twice.
+
+        ``defined`` is filled by the caller as it builds each entry, so a later duplicate is seen.
+        """
+        section = f"{what}s"
+        for data, smap in docs:
+            for name, raw in data.get(section, {}).items():
+                if self._skip_entry(smap, section, name):
+                    continue
+                if name in defined:
+                    self.fail(
+                        smap, (section, name),
+                        f"{what} {name!r} is already defined at {defined[name].location}",
+                        key=True, code="E201",
+                    )
+                    continue
+                yield name, raw, smap
 
     # -- axes ---------------------------------------------------------------------------------
 

@@ -168,3 +168,18 @@ def test_shipped_matrix_is_valid() -> None:
     for rule in matrix.rules:
         assert rule.source.strip()
         assert rule.reason.strip()
+
+
+def test_names_defined_twice_across_files(write_matrix: Any) -> None:
+    again = (
+        "kernels:\n  xqa:\n    description: again\n    rules:\n      - id: other.one\n"
+        "        grant: {sm: 90}\n        reason: r\n        source: s\n        status: untested\n"
+        "models:\n  llama: {description: again, axes: {}, source: s}\n"
+        "roles:\n  gen: {description: again, candidates: [xqa]}\n"
+    )
+    root = write_matrix({"kernels/zz_again.yaml": again})
+    problems = [(p.line, p.code, p.message) for p in iter_problems(root)]
+    assert [(line, code) for line, code, _ in problems] == [(2, "E201"), (11, "E201"), (13, "E201")]
+    assert problems[0][2].startswith("kernel 'xqa' is already defined at ")
+    assert problems[1][2].startswith("model 'llama' is already defined at ")
+    assert problems[2][2].startswith("role 'gen' is already defined at ")
