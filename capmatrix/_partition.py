@@ -31,13 +31,24 @@ __all__ = ["bits", "mostly_disjoint", "partition", "uncovered"]
 
 L = TypeVar("L", bound=Hashable)
 
-#: A node's result: (label, tail id) pairs; a tail lists the (axis, mask) pairs the node's subtree
-#: narrowed (axes not in it take the root's values), interned as an int.
-_Tails = tuple[tuple[Hashable, int], ...]
+#: A node's result: interned entries (a label and the (axis, mask) pairs the node's subtree narrowed).
+_Tails = tuple[int, ...]
+
+
+def _small_bits(value: int) -> tuple[int, ...]:
+    return tuple(i for i in range(8) if value >> i & 1)
+
+
+#: Set-bit positions of every byte value: axis masks (8 values an axis is common) are decomposed
+#: millions of times while indexing boxes.
+_TABLE_SIZE = 256
+_SMALL = tuple(_small_bits(v) for v in range(_TABLE_SIZE))
 
 
 def bits(value: int) -> list[int]:
     """Positions of the set bits of ``value``, lowest first."""
+    if 0 <= value < _TABLE_SIZE:
+        return list(_SMALL[value])
     out = []
     while value:
         low = value & -value
@@ -102,11 +113,18 @@ def partition(
     priority = sorted(range(width), key=lambda a: -counts[a])
     per_node = mostly_disjoint(clipped) if local is None else local
     memo: dict[tuple[int, int], _Tails] = {}
-    labels: dict[int, Hashable] = {}
     open_info: dict[int, tuple[list[int], int]] = {}
-    # Tails are interned: id 0 is the empty tail, id n > 0 stands for (axis, mask, rest id).
-    intern: dict[tuple[int, int, int], int] = {}
-    decode: list[tuple[int, int, int]] = [(0, 0, 0)]
+    # A node's result lists its entries: a label with the (axis, mask) pairs its subtree narrowed
+    # (axes not in it take the root's values). Entries are interned as ints, so merging siblings
+    # hashes ints only: entry n stands for decode[n], either (-1, label id, 0) for a bare label or
+    # (axis, mask, entry id) for one more narrowed axis on top of an entry.
+    label_ids: dict[Hashable, int] = {}
+    label_list: list[Hashable] = []
+    leaf_of: dict[int, int] = {}  # live set -> entry of its label
+    decode: list[tuple[int, int, int]] = []
+    shift_axis = max(width, 1).bit_length()
+    shift_mask = shift_axis + max((m.bit_length() for m in top), default=0)
+    intern: dict[int, int] = {}  # (entry << shift_mask | mask << shift_axis | axis) -> entry
 
     def info(open_axes: int) -> tuple[list[int], int]:
         axes = [a for a in priority if open_axes >> a & 1]
@@ -116,7 +134,27 @@ def partition(
         found = open_info[open_axes] = (axes, all_whole)
         return found
 
+    def leaf(live: int) -> int:
+        found = label(live)
+        lab_id = label_ids.get(found)
+        if lab_id is None:
+            lab_id = label_ids[found] = len(label_list)
+            label_list.append(found)
+            at = len(decode)
+            decode.append((-1, lab_id, 0))
+            intern[~lab_id] = at
+        entry = leaf_of[live] = intern[~lab_id]
+        return entry
+
+    # The result for a node as reached (before ``relevant``): ``relevant`` sees only the live set
+    # and its covering part, both fixed by (open axes, live), so a repeat skips it.
+    reached: dict[tuple[int, int], _Tails] = {}
+
     def node(open_axes: int, live: int) -> _Tails:
+        raw = (open_axes, live)
+        cached = reached.get(raw)
+        if cached is not None:
+            return cached
         axes, all_whole = open_info.get(open_axes) or info(open_axes)
         cover = live & all_whole
         if relevant is not None:
@@ -125,14 +163,12 @@ def partition(
         key = (open_axes, live)
         cached = memo.get(key)
         if cached is not None:
+            reached[raw] = cached
             return cached
         undecided = live & ~cover
         if not undecided:
-            if live in labels:
-                found = labels[live]
-            else:
-                found = labels[live] = label(live)
-            result: _Tails = ((found, 0),)
+            found = leaf_of.get(live)
+            result: _Tails = (leaf(live) if found is None else found,)
         else:
             split = -1
             if per_node:
@@ -151,34 +187,50 @@ def partition(
                 sig = live & admitting
                 classes[sig] = classes.get(sig, 0) | flag
             rest = open_axes & ~(1 << split)
-            merged: dict[tuple[Hashable, int], int] = {}
-            get = merged.get
+            # Classes whose children answer with the same (memoised) result are OR-ed first; the
+            # entries still come out in the order of their first class.
+            child_of: dict[int, _Tails] = {}
+            mask_of: dict[int, int] = {}
             for sig, mask in classes.items():
-                for entry in node(rest, sig):
+                child = node(rest, sig)
+                ident = id(child)
+                if ident in mask_of:
+                    mask_of[ident] |= mask
+                else:
+                    child_of[ident] = child
+                    mask_of[ident] = mask
+            merged: dict[int, int] = {}
+            get = merged.get
+            for ident, child in child_of.items():
+                mask = mask_of[ident]
+                for entry in child:
                     merged[entry] = get(entry, 0) | mask
             full_mask = top[split]
-            out_entries = []
-            for (lab, child_tail), mask in merged.items():
-                tail = child_tail
-                if mask != full_mask:
-                    triple = (split, mask, child_tail)
-                    tail = intern.get(triple, 0)
-                    if not tail:
-                        tail = intern[triple] = len(decode)
-                        decode.append(triple)
-                out_entries.append((lab, tail))
+            out_entries: list[int] = []
+            add = out_entries.append
+            interned = intern.get
+            for entry, mask in merged.items():
+                if mask == full_mask:
+                    add(entry)
+                    continue
+                code = entry << shift_mask | mask << shift_axis | split
+                at = interned(code)
+                if at is None:
+                    at = intern[code] = len(decode)
+                    decode.append((split, mask, entry))
+                add(at)
             result = tuple(out_entries)
-        memo[key] = result
+        memo[key] = reached[raw] = result
         return result
 
     out: dict[L, list[Box]] = {}
-    for lab, tail in node((1 << width) - 1, live0):
+    for entry in node((1 << width) - 1, live0):
         flat = list(top)
-        at = tail
-        while at:
-            axis, mask, at = decode[at]
+        axis, mask, at = decode[entry]
+        while axis >= 0:
             flat[axis] = mask
-        out.setdefault(lab, []).append(tuple(flat))  # type: ignore[arg-type]
+            axis, mask, at = decode[at]
+        out.setdefault(label_list[mask], []).append(tuple(flat))  # type: ignore[arg-type]
     return out
 
 

@@ -310,16 +310,32 @@ def _role_diff(
     def label(live: int) -> tuple[str | None, str | None]:
         return winner(sides[0], live), winner(sides[1], live)
 
+    # Per side: (grants, exclusions, grants | exclusions) of each candidate, and all their boxes.
+    flat = [([(g, e, g | e) for _c, g, e in parts], _union(parts)) for parts in sides]
+
     def relevant(live: int, covering: int) -> int:
         if same_order and not live & changed:
             return 0  # both sides see the same rules in the same order: the same winner
+        # reduce_kernel per candidate, inlined (this runs once per partition node).
         keep = 0
-        for parts in sides:
-            for _c, g, e in parts:
-                kept, decided = reduce_kernel(live, covering, g, e)
-                keep |= kept
-                if decided:
-                    break
+        for parts, every in flat:
+            if not live & every:
+                continue
+            for g, e, ge in parts:
+                if not live & g:
+                    continue
+                covering_excl = covering & e
+                if covering_excl:
+                    keep |= covering_excl & -covering_excl
+                    continue
+                live_excl = live & e
+                covering_grants = covering & g
+                if covering_grants:
+                    keep |= (covering_grants & -covering_grants) | live_excl
+                    if not live_excl:
+                        break
+                    continue
+                keep |= live & ge
         return keep
 
     table = _local(pool.boxes) if local is None else local
@@ -339,6 +355,13 @@ def _role_diff(
     return RoleDiff(
         role=name, coverage=Change.of(gained, lost), presence=presence, shifts=tuple(shifts)
     )
+
+
+def _union(parts: list[tuple[str, int, int]]) -> int:
+    out = 0
+    for _c, g, e in parts:
+        out |= g | e
+    return out
 
 
 def diff(
