@@ -149,6 +149,7 @@ def partition(
     # The result for a node as reached (before ``relevant``): ``relevant`` sees only the live set
     # and its covering part, both fixed by (open axes, live), so a repeat skips it.
     reached: dict[tuple[int, int], _Tails] = {}
+    reached_get = reached.get
 
     def node(open_axes: int, live: int) -> _Tails:
         raw = (open_axes, live)
@@ -192,7 +193,7 @@ def partition(
             child_of: dict[int, _Tails] = {}
             mask_of: dict[int, int] = {}
             for sig, mask in classes.items():
-                child = node(rest, sig)
+                child = reached_get((rest, sig)) or node(rest, sig)
                 ident = id(child)
                 if ident in mask_of:
                     mask_of[ident] |= mask

@@ -73,10 +73,12 @@ def _contains(outer: Box, inner: Box) -> bool:
 class Region:
     """An exact set of cells: a union of disjoint boxes over a :class:`Space`."""
 
-    __slots__ = ("_boxes", "space")
+    __slots__ = ("_boxes", "_merged", "space")
 
     def __init__(self, space: Space, boxes: Iterable[Box] = (), *, disjoint: bool = False) -> None:
         self.space = space
+        #: Whether the boxes are already the result of :meth:`merged` (which is then the identity).
+        self._merged = False
         if disjoint:
             self._boxes = tuple(b for b in boxes if 0 not in b)
         else:
@@ -151,6 +153,9 @@ class Region:
         The boxes are disjoint, so two boxes equal on every other axis have disjoint masks on the
         remaining one and merging them is exact. Repeats until no pair merges.
         """
+        if self._merged:
+            # A merged region is a fixed point: no two of its boxes merge and they are in order.
+            return self
         boxes = set(self._boxes)
         width = len(self.space.axes)
         changed = True
@@ -165,7 +170,9 @@ class Region:
                     groups[key] = groups.get(key, 0) | box[axis]
                 boxes = {(*key[:axis], mask, *key[axis:]) for key, mask in groups.items()}
         ordered = sorted(boxes, key=lambda b: ([-m.bit_count() for m in b], b))
-        return Region(self.space, ordered, disjoint=True)
+        out = Region(self.space, ordered, disjoint=True)
+        out._merged = True
+        return out
 
     def witness(self, box: Box | None = None) -> dict[str, AxisValue]:
         """One cell of the region (of ``box`` when given) as ``{axis: value}``."""
