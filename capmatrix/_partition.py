@@ -109,7 +109,8 @@ def partition(
     # first): sibling results then have equal tails and merge. Decision-table-shaped rule sets (boxes
     # mostly disjoint) split best like the table itself: each node takes the axis most of its
     # undecided boxes constrain.
-    counts = [(live0 & ~whole[a]).bit_count() for a in range(width)]
+    partial = [~w for w in whole]  # per axis, the boxes that constrain it
+    counts = [(live0 & partial[a]).bit_count() for a in range(width)]
     priority = sorted(range(width), key=lambda a: -counts[a])
     per_node = mostly_disjoint(clipped) if local is None else local
     memo: dict[tuple[int, int], _Tails] = {}
@@ -152,10 +153,8 @@ def partition(
     reached_get = reached.get
 
     def node(open_axes: int, live: int) -> _Tails:
+        # Callers look ``reached`` up first: this runs for new (open axes, live) pairs only.
         raw = (open_axes, live)
-        cached = reached.get(raw)
-        if cached is not None:
-            return cached
         axes, all_whole = open_info.get(open_axes) or info(open_axes)
         cover = live & all_whole
         if relevant is not None:
@@ -175,12 +174,12 @@ def partition(
             if per_node:
                 best = -1
                 for a in axes:
-                    count = (undecided & ~whole[a]).bit_count()
+                    count = (undecided & partial[a]).bit_count()
                     if count > best:
                         best, split = count, a
             else:
                 for a in axes:
-                    if undecided & ~whole[a]:
+                    if undecided & partial[a]:
                         split = a
                         break
             classes: dict[int, int] = {}
