@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -25,6 +25,8 @@ if str(ROOT) not in sys.path:
 from benchmarks import synth  # noqa: E402
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
     from capmatrix.model import AxisValue, Kernel
     from capmatrix.regions import Region
 
@@ -47,6 +49,11 @@ def cells(m: capmatrix.Matrix) -> list[dict[str, AxisValue]]:
     names = list(m.axes)
     return [dict(zip(names, combo, strict=True))
             for combo in itertools.product(*(a.values for a in m.axes.values()))]
+
+
+def query(kernel: str, axes: Mapping[str, AxisValue]) -> capmatrix.KernelQuery:
+    """``KernelQuery(kernel, **axes)``; the cast only tells mypy that ``axes`` never feeds ``model``."""
+    return capmatrix.KernelQuery(kernel, **cast("dict[str, Any]", axes))
 
 
 def brute_supported(kernel: Kernel, cell: dict[str, AxisValue]) -> bool:
@@ -74,7 +81,9 @@ def region_cells(region: Region) -> set[tuple[AxisValue, ...]]:
     lambda seed: synth.dmn_matrix(60, n_axes=5, values_per_axis=4, seed=seed),
     lambda seed: synth.mutate(synth.boxes_matrix(60, n_axes=5, values_per_axis=4), 0.2, seed=seed),
 ], ids=["boxes", "dmn", "mutate"])
-def test_generators_are_deterministic_and_seeded(make, tmp_path: Path) -> None:
+def test_generators_are_deterministic_and_seeded(
+    make: Callable[[int], synth.Synthetic], tmp_path: Path
+) -> None:
     one, two, other = make(1), make(1), make(2)
     assert one.documents == two.documents
     assert one.documents != other.documents
@@ -142,7 +151,7 @@ def test_resolver_equals_brute_force_on_every_cell(syn: synth.Synthetic) -> None
     m = syn.build()
     for kernel in m.kernels.values():
         for cell in cells(m):
-            got = capmatrix.resolve(capmatrix.KernelQuery(kernel.name, **cell), m)
+            got = capmatrix.resolve(query(kernel.name, cell), m)
             assert bool(got) == brute_supported(kernel, cell), (kernel.name, cell)
 
 
@@ -156,7 +165,7 @@ def test_open_axes_residual_equals_brute_force(syn: synth.Synthetic) -> None:
             given = dict(zip(fixed, head, strict=True))
             inside = [c for c in cells(m) if all(c[n] == v for n, v in given.items())]
             truth = {tuple(c.values()) for c in inside if brute_supported(kernel, c)}
-            got = capmatrix.resolve(capmatrix.KernelQuery(kernel.name, **given), m)
+            got = capmatrix.resolve(query(kernel.name, given), m)
             if not truth:
                 assert got.verdict is capmatrix.Verdict.UNSUPPORTED
             elif len(truth) == len(inside):

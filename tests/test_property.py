@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from hypothesis import HealthCheck, given, settings
@@ -14,9 +14,14 @@ from hypothesis import strategies as st
 import capmatrix
 from capmatrix import KernelQuery, Verdict
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from capmatrix.model import AxisValue
+
 INT_VALUES = [10, 20, 30, 40]
 ENUM_VALUES = ["a", "b", "c"]
-AXES = {
+AXES: dict[str, tuple[str, Sequence[AxisValue]]] = {
     "n": ("int", INT_VALUES),
     "e": ("enum", ENUM_VALUES),
     "f": ("bool", [False, True]),
@@ -108,7 +113,7 @@ def write(root: Path, rule_list: list[tuple[bool, dict[str, Cond]]]) -> None:
     )
 
 
-def naive(rule_list: list[tuple[bool, dict[str, Cond]]], query: dict[str, Any]) -> set[tuple]:
+def naive(rule_list: list[tuple[bool, dict[str, Cond]]], query: dict[str, Any]) -> set[tuple[AxisValue, ...]]:
     """The supported cells of the query's sub-universe, cell by cell."""
     names = sorted(AXES)
     ranges = [[query[n]] if n in query else AXES[n][1] for n in names]

@@ -24,7 +24,7 @@ def test_bool_and_int_are_different_values() -> None:
 def test_immutable_and_replace() -> None:
     q = KernelQuery("xqa", sm=120)
     with pytest.raises(AttributeError):
-        q.kernel = "mmha"  # type: ignore[misc]
+        q.kernel = "mmha"
     r = q.replace(sm=121, attention="gqa")
     assert r.axes == {"sm": 121, "attention": "gqa"}
     assert q.axes == {"sm": 120}

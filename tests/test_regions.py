@@ -24,7 +24,7 @@ regions = st.lists(boxes, max_size=4).map(lambda bs: Region(SPACE, bs))
 
 
 def cells(region: Region) -> set[tuple[int, ...]]:
-    out = set()
+    out: set[tuple[int, ...]] = set()
     for box in region:
         per_axis = [[1 << i for i in range(m.bit_length()) if m >> i & 1] for m in box]
         out.update(itertools.product(*per_axis))

@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
 import capmatrix
 from capmatrix import ANY, KernelQuery, Verdict, resolve, select
 
+if TYPE_CHECKING:
+    from capmatrix.model import AxisValue
+
 S, U, D = Verdict.SUPPORTED, Verdict.UNSUPPORTED, Verdict.DEPENDS
 
-FULL = {"spec_dec": "none", "kv": "bf16", "causal": False}
+FULL: dict[str, AxisValue] = {"spec_dec": "none", "kv": "bf16", "causal": False}
+
+
+def full_query(kernel: str | None = None, **axes: AxisValue) -> KernelQuery:
+    """``KernelQuery(kernel, **FULL, **axes)``: the query with the remaining axes pinned (``axes`` win).
+
+    The cast only tells mypy that the merged dict holds axis values and never feeds ``model``.
+    """
+    return KernelQuery(kernel, **cast("dict[str, Any]", {**FULL, **axes}))
+
 
 TRUTH_TABLE: list[tuple[str, dict[str, Any], Verdict]] = [
     # grants add: the range >=80 covers every known SM
@@ -52,7 +64,7 @@ def test_truth_table(
 
 def test_exclusion_order_does_not_matter(write_matrix: Any) -> None:
     """Rules compose order-independently: reversing a kernel's rules changes no verdict."""
-    from tests.conftest import SMALL_KERNELS
+    from conftest import SMALL_KERNELS
 
     lines = SMALL_KERNELS.splitlines(keepends=True)
     start = next(i for i, line in enumerate(lines) if "- id: xqa.hmma" in line)
@@ -130,12 +142,12 @@ def test_any_reopens_a_defaulted_axis(small: capmatrix.Matrix) -> None:
 
 
 def test_value_outside_universe_is_answered_by_ranges_and_flagged(small: capmatrix.Matrix) -> None:
-    r = resolve(KernelQuery("xqa", sm=130, attention="gqa", **FULL), small)
+    r = resolve(full_query("xqa", sm=130, attention="gqa"), small)
     assert r.verdict is S
     assert r.outside == ("sm",)
     assert any(x.kind == "outside" and x.axis == "sm" for x in r.reasons)
-    assert not resolve(KernelQuery("fallback", sm=130, attention="gqa", **FULL), small)
-    assert resolve(KernelQuery("fallback", sm=85, attention="gqa", **FULL), small)
+    assert not resolve(full_query("fallback", sm=130, attention="gqa"), small)
+    assert resolve(full_query("fallback", sm=85, attention="gqa"), small)
 
 
 @pytest.mark.parametrize(
@@ -161,13 +173,13 @@ def test_bad_queries(
 
 
 def test_select_first_supported_wins_with_trace(small: capmatrix.Matrix) -> None:
-    s = select("gen", KernelQuery(sm=90, attention="mla", **FULL), small)
+    s = select("gen", full_query(sm=90, attention="mla"), small)
     assert s.kernel == "fallback"
     assert [r.kernel for r in s.rejected] == ["xqa"]
     assert s.resolution is not None
     assert s.resolution.kernel == "fallback"
     assert bool(s)
-    none = select("gen", KernelQuery(sm=120, attention="mla", **FULL), small)
+    none = select("gen", full_query(sm=120, attention="mla"), small)
     assert none.kernel is None
     assert not none
     assert [r.kernel for r in none.trace] == ["xqa", "fallback"]
@@ -190,7 +202,7 @@ def test_json_form(small: capmatrix.Matrix) -> None:
 
 
 def test_role_axes_pin_values_unless_the_query_overrides(write_matrix: Any) -> None:
-    from tests.conftest import SMALL_KERNELS
+    from conftest import SMALL_KERNELS
 
     pinned = (
         SMALL_KERNELS

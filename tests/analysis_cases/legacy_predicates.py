@@ -3,29 +3,29 @@
 from __future__ import annotations
 
 
-def mla_spec_only_off_sm12x(*, sm, attention, spec_dec, **_):
+def mla_spec_only_off_sm12x(*, sm: int, attention: str, spec_dec: str, **_: object) -> bool:
     return not (sm >= 120 and attention == "mla" and spec_dec == "one_model")
 
 
-def reads_kwargs(*, sm, **kwargs):
+def reads_kwargs(*, sm: int, **kwargs: object) -> bool:
     return sm >= 90 and kwargs["attention"] != "mla"
 
 
-def no_kwargs(sm, scale=1):
+def no_kwargs(sm: int, scale: int = 1) -> bool:
     return sm * scale >= 100
 
 
-def raises(*, sm, **_):
+def raises(*, sm: int, **_: object) -> bool:
     if sm == 120:
         raise ZeroDivisionError("boom")
     return True
 
 
-def extra_param(*, sm, threshold):
+def extra_param(*, sm: int, threshold: int) -> bool:
     return sm >= threshold
 
 
-def positional_only(sm, /, **_):
+def positional_only(sm: int, /, **_: object) -> bool:
     return True
 
 
