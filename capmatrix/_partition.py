@@ -85,26 +85,7 @@ def partition(
     top = space.full_box() if root is None else root
     if 0 in top:
         return {}
-    clipped = [tuple(m & r for m, r in zip(box, top, strict=True)) for box in boxes]
-    live0 = 0
-    for i, box in enumerate(clipped):
-        if 0 not in box:
-            live0 |= 1 << i
-    members = bits(live0)
-    # Per axis: (value bit, boxes admitting it) for the root's values, and the boxes whole on it.
-    rows: list[list[tuple[int, int]]] = []
-    whole: list[int] = []
-    for a in range(width):
-        admitting: dict[int, int] = {}
-        full = 0
-        for i in members:
-            mask = clipped[i][a]
-            if mask == top[a]:
-                full |= 1 << i
-            for v in bits(mask):
-                admitting[v] = admitting.get(v, 0) | 1 << i
-        rows.append([(1 << v, admitting.get(v, 0)) for v in bits(top[a])])
-        whole.append(full)
+    clipped, live0, rows, whole = _index(boxes, top)
     # Axis choice. Overlapping rule sets split best in one global order (most-constrained axis
     # first): sibling results then have equal tails and merge. Decision-table-shaped rule sets (boxes
     # mostly disjoint) split best like the table itself: each node takes the axis most of its
@@ -250,6 +231,36 @@ def mostly_disjoint(boxes: Sequence[Box]) -> bool:
     return hits * 4 < pairs
 
 
+def _index(
+    boxes: Sequence[Box], top: Box
+) -> tuple[list[Box], int, list[list[tuple[int, int]]], list[int]]:
+    """Clip ``boxes`` to ``top`` and index them for the axis-by-axis split.
+
+    Returns the clipped boxes, the bitset of those left non-empty, per axis the pairs (value bit,
+    boxes admitting it) over ``top``'s values, and per axis the boxes whole on it.
+    """
+    clipped = [tuple(m & r for m, r in zip(box, top, strict=True)) for box in boxes]
+    live0 = 0
+    for i, box in enumerate(clipped):
+        if 0 not in box:
+            live0 |= 1 << i
+    members = bits(live0)
+    rows: list[list[tuple[int, int]]] = []
+    whole: list[int] = []
+    for a in range(len(top)):
+        admitting: dict[int, int] = {}
+        full = 0
+        for i in members:
+            mask = clipped[i][a]
+            if mask == top[a]:
+                full |= 1 << i
+            for v in bits(mask):
+                admitting[v] = admitting.get(v, 0) | 1 << i
+        rows.append([(1 << v, admitting.get(v, 0)) for v in bits(top[a])])
+        whole.append(full)
+    return clipped, live0, rows, whole
+
+
 def uncovered(space: Space, root: Box, boxes: Sequence[Box]) -> Box | None:
     """A sub-box of ``root`` that none of ``boxes`` touches, or None when they cover ``root``.
 
@@ -258,25 +269,7 @@ def uncovered(space: Space, root: Box, boxes: Sequence[Box]) -> Box | None:
     width = len(space.axes)
     if 0 in root:
         return None
-    clipped = [tuple(m & r for m, r in zip(box, root, strict=True)) for box in boxes]
-    live0 = 0
-    for i, box in enumerate(clipped):
-        if 0 not in box:
-            live0 |= 1 << i
-    members = bits(live0)
-    rows: list[list[tuple[int, int]]] = []
-    whole: list[int] = []
-    for a in range(width):
-        admitting: dict[int, int] = {}
-        full = 0
-        for i in members:
-            mask = clipped[i][a]
-            if mask == root[a]:
-                full |= 1 << i
-            for v in bits(mask):
-                admitting[v] = admitting.get(v, 0) | 1 << i
-        rows.append([(1 << v, admitting.get(v, 0)) for v in bits(root[a])])
-        whole.append(full)
+    _clipped, live0, rows, whole = _index(boxes, root)
     covered: set[tuple[int, int]] = set()
 
     def walk(open_axes: int, live: int) -> list[tuple[int, int]] | None:
