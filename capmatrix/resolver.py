@@ -684,7 +684,8 @@ def resolve(query: KernelQuery, matrix: Matrix | None = None) -> Resolution:
 
     :raises InvalidQuery: for an unknown kernel, model, axis or value.
     """
-    _check_query(query)
+    if not isinstance(query, KernelQuery):  # inline: this is the per-step path
+        _check_query(query)
     # The default is read once, so a concurrent reload() cannot mix two matrices in one answer.
     m = _default if matrix is None else matrix
     if isinstance(m, Matrix):
