@@ -345,7 +345,7 @@ def section_decision(quick: bool) -> Section:
 def first_eval(syn: synth.Synthetic, n_queries: int, repeat: int) -> tuple[Timing, dict[str, float]]:
     """Seconds per first (uncached) resolution of fully specified random queries."""
     import capmatrix  # noqa: PLC0415
-    from capmatrix.resolver import _resolver  # noqa: PLC0415
+    from capmatrix._default import _resolver  # noqa: PLC0415
 
     m = syn.build()
     kernels = list(m.kernels)

@@ -1,5 +1,17 @@
 """capmatrix: a declarative capability matrix for GPU attention kernels."""
 
+from capmatrix._default import (
+    default_matrix as default_matrix,
+)
+from capmatrix._default import (
+    reload as reload,
+)
+from capmatrix._default import (
+    resolve as resolve,
+)
+from capmatrix._default import (
+    select as select,
+)
 from capmatrix.errors import (
     CapabilityError as CapabilityError,
 )
@@ -62,18 +74,6 @@ from capmatrix.resolver import (
 )
 from capmatrix.resolver import (
     Verdict as Verdict,
-)
-from capmatrix.resolver import (
-    default_matrix as default_matrix,
-)
-from capmatrix.resolver import (
-    reload as reload,
-)
-from capmatrix.resolver import (
-    resolve as resolve,
-)
-from capmatrix.resolver import (
-    select as select,
 )
 
 __all__ = [

@@ -247,7 +247,8 @@ def configure_query(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Non
 
 def cmd_query(args: argparse.Namespace, out: TextIO, _err: TextIO) -> int:
     """Resolve one query; exit 0 supported, 1 unsupported, 3 depends."""
-    from capmatrix.resolver import Verdict, resolve  # noqa: PLC0415
+    from capmatrix._default import resolve  # noqa: PLC0415
+    from capmatrix.resolver import Verdict  # noqa: PLC0415
 
     query = query_from_args(args, args.kernel)
     resolution = resolve(query, args._matrix)  # type: ignore[arg-type]  # noqa: SLF001
@@ -288,7 +289,8 @@ def format_selection(selection: Selection) -> str:
 
 def cmd_select(args: argparse.Namespace, out: TextIO, _err: TextIO) -> int:
     """Select a kernel for a role; exit 0 when one is supported, 1 when none, 3 when it depends."""
-    from capmatrix.resolver import Verdict, select  # noqa: PLC0415
+    from capmatrix._default import select  # noqa: PLC0415
+    from capmatrix.resolver import Verdict  # noqa: PLC0415
 
     query = query_from_args(args, None)
     selection = select(args.role, query, args._matrix)  # type: ignore[arg-type]  # noqa: SLF001

@@ -5,13 +5,47 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 __all__ = [
+    "ERROR_CODES",
     "CapabilityError",
     "CapabilityErrors",
     "CapmatrixError",
     "InvalidQuery",
+    "InvalidValue",
     "UnknownName",
     "did_you_mean",
 ]
+
+#: Every code a :class:`CapabilityError` can carry, with its title: E-codes from reading and validating
+#: capability files (each documented with an example in ``docs/authoring.md``, in this order), T-codes
+#: from expectation case files (``docs/analysis.md``). The analyses' C-codes are
+#: :data:`capmatrix.analysis.CODES`.
+ERROR_CODES: dict[str, str] = {
+    "E000": "unclassified problem",
+    "E001": "the file cannot be read as YAML",
+    "E002": "YAML the reader refuses",
+    "E100": "a rule with both or neither of `grant` and `exclude`",
+    "E101": "unknown key",
+    "E102": "a required field is missing",
+    "E103": "a value of the wrong type or outside its enum",
+    "E104": "not a condition",
+    "E200": "the axes are declared twice, or nowhere",
+    "E201": "a kernel, model or role is defined twice",
+    "E210": "an axis declared wrongly",
+    "E211": "a bad or repeated axis value",
+    "E212": "a family names undeclared values",
+    "E213": "an axis default that is not one of its values",
+    "E220": "a rule id used twice",
+    "E221": "a rule names an unknown axis",
+    "E222": "a condition value the axis does not know",
+    "E223": "an empty range",
+    "E230": "a model or role pins an unknown axis",
+    "E231": "a model or role pins a value the axis does not know",
+    "E232": "a Hugging Face model_type mapped to two models",
+    "E240": "a role names an unknown kernel",
+    "E241": "a role lists a kernel twice",
+    "T001": "an expectation file of the wrong shape",
+    "T002": "a malformed expectation case",
+}
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
@@ -132,3 +166,19 @@ class UnknownName(InvalidQuery, LookupError):
             f"unknown {what} {name!r}; {listing}",
             suggestion=did_you_mean(str(name), choices),
         )
+
+
+class InvalidValue(InvalidQuery):
+    """A text does not parse as a value of an axis (see :meth:`capmatrix.Axis.parse`).
+
+    ``expected`` says what the axis takes (``an integer``, ``true or false``).
+
+    >>> print(InvalidValue("sm", "nine", "an integer"))
+    axis 'sm' expects an integer, got 'nine'
+    """
+
+    def __init__(self, axis: str, text: str, expected: str) -> None:
+        self.axis = axis
+        self.text = text
+        self.expected = expected
+        super().__init__(f"axis {axis!r} expects {expected}, got {text!r}")

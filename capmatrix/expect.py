@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from capmatrix import _yaml
+from capmatrix._default import resolve, select
 from capmatrix.errors import CapabilityError, CapabilityErrors, InvalidQuery
 from capmatrix.query import ANY, KernelQuery
-from capmatrix.resolver import Verdict, resolve, select
+from capmatrix.resolver import Verdict
 
 if TYPE_CHECKING:
     from capmatrix.matrix import Matrix

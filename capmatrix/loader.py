@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import heapq
-import json
 import os
 import re
-import threading
-from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from capmatrix.errors import CapabilityError, CapabilityErrors, did_you_mean
+from capmatrix import _hints
+from capmatrix.errors import CapabilityError, CapabilityErrors
 from capmatrix.matrix import Matrix
 from capmatrix.model import (
     Axis,
@@ -28,11 +25,11 @@ from capmatrix.model import (
     Rule,
     Status,
 )
+from capmatrix.resolver import compile_matrix
+from capmatrix.schema import shape_problems
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-
-    import jsonschema
 
     from capmatrix import _yaml
 
@@ -45,7 +42,6 @@ __all__ = [
     "discover",
     "iter_problems",
     "load",
-    "schema",
 ]
 
 #: Sub-directory of a matrix that holds expectation cases, not matrix data.
@@ -56,34 +52,9 @@ MAX_FILES = 2000
 MAX_TOTAL_BYTES = 8 * 1024 * 1024
 #: Refuse directory trees nested deeper than this below the matrix root.
 MAX_DIR_DEPTH = 16
-#: Spelling guesses ("did you mean ...?") per load, and the most choices one guess compares with:
-#: a hostile matrix could otherwise ask for millions of comparisons (10k typos x 10k axes).
-MAX_SUGGESTIONS = 200
-MAX_SUGGEST_CHOICES = 1000
-#: Names a hint lists before "...".
-MAX_LISTED = 16
-#: The guesses left to the load running in this thread.
-_suggestions = threading.local()
 
 _CMP = re.compile(r"^\s*(>=|<=|>|<|==)\s*(-?\d+)\s*$")
 _INTERVAL = re.compile(r"^\s*([\[(])\s*(-?\d+)\s*,\s*(-?\d+)\s*([\])])\s*$")
-
-
-@cache
-def schema() -> dict[str, Any]:
-    """The JSON Schema (Draft 2020-12) of one capability file."""
-    text = (Path(__file__).parent / "schema" / "capabilities.schema.json").read_text(encoding="utf-8")
-    data: dict[str, Any] = json.loads(text)
-    return data
-
-
-@cache
-def _validator() -> jsonschema.protocols.Validator:
-    # jsonschema is imported on first validation only: `import capmatrix` stays light.
-    import jsonschema  # noqa: PLC0415
-
-    cls = jsonschema.validators.validator_for(schema())
-    return cls(schema())
 
 
 def default_path() -> Path:
@@ -201,8 +172,6 @@ def load(path: str | os.PathLike[str] | None = None) -> Matrix:
     matrix = _build(root, problems)
     if problems or matrix is None:
         raise CapabilityErrors(problems)
-    from capmatrix.resolver import compile_matrix  # noqa: PLC0415 - the resolver imports us
-
     object.__setattr__(matrix, "_compiled", compile_matrix(matrix))
     return matrix
 
@@ -221,7 +190,7 @@ def iter_problems(path: str | os.PathLike[str] | None = None) -> Iterator[Capabi
 def _build(root: Path, problems: list[CapabilityError]) -> Matrix | None:
     from capmatrix import _yaml  # noqa: PLC0415 - PyYAML loads on first use, not on import
 
-    _suggestions.left = MAX_SUGGESTIONS
+    _hints.reset()
     docs: list[tuple[dict[str, Any], _yaml.SourceMap]] = []
     broken_paths: dict[str, set[tuple[str | int, ...]]] = {}
     for file, display in discover(root):
@@ -232,7 +201,7 @@ def _build(root: Path, problems: list[CapabilityError]) -> Matrix | None:
             continue
         problems.extend(smap.problems)
         broken = set()
-        for problem, path in _shape_problems(data, smap):
+        for problem, path in shape_problems(data, smap):
             if path not in smap.rejected:  # a refused value is reported once, by the reader
                 problems.append(problem)
             broken.add(path)
@@ -246,91 +215,6 @@ def _build(root: Path, problems: list[CapabilityError]) -> Matrix | None:
         )
     builder = _Semantics(problems, broken_paths)
     return builder.build(root, docs)
-
-
-def _shape_problems(
-    data: Any,  # noqa: ANN401 - plain YAML data
-    smap: _yaml.SourceMap,
-) -> Iterator[tuple[CapabilityError, tuple[str | int, ...]]]:
-    errors = sorted(_validator().iter_errors(data), key=lambda e: (list(map(str, e.absolute_path))))
-    for error in errors:
-        path = tuple(error.absolute_path)
-        if error.validator == "oneOf" and isinstance(error.instance, dict) and "id" in error.instance:
-            has_grant = "grant" in error.instance
-            has_exclude = "exclude" in error.instance
-            message = (
-                "a rule needs exactly one of 'grant' or 'exclude'"
-                if has_grant == has_exclude
-                else "invalid rule"
-            )
-            if has_grant != has_exclude:
-                # The rule has one effect but something inside it is off: report the inner error.
-                from jsonschema.exceptions import best_match  # noqa: PLC0415
-
-                inner = best_match(error.context or [])
-                if inner is not None:
-                    path = (*path, *inner.absolute_path)
-                    message = inner.message
-            yield smap.error(path, message, code="E100"), tuple(error.absolute_path)
-            continue
-        if error.validator == "oneOf" and ("grant" in path or "exclude" in path):
-            hint = "YAML reads 1.10 as the float 1.1; quote it" if path in smap.floats else None
-            yield smap.error(
-                path,
-                f"{error.instance!r} is not a condition: use a value, a list of values, a range "
-                "string such as '>=80', or {not: ...}",
-                hint=hint,
-                code="E104",
-            ), path
-            continue
-        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-            allowed = set(error.schema.get("properties", {})) if isinstance(error.schema, dict) else set()
-            for extra in sorted(k for k in error.instance if k not in allowed):
-                yield smap.error(
-                    (*path, extra),
-                    f"unknown key {extra!r}",
-                    key=True,
-                    hint=_suggest(extra, allowed, "allowed keys"),
-                    code="E101",
-                ), (*path, extra)
-            continue
-        if error.validator == "required":
-            yield smap.error(path, error.message, code="E102"), path
-            continue
-        hint = None
-        if path in smap.yaml11_bools:
-            hint = "YAML 1.1 reads unquoted yes/no/on/off as booleans; quote the word"
-        elif path in smap.floats:
-            hint = "YAML reads this as a float (1.10 becomes 1.1); quote it or use an int"
-        yield smap.error(path, error.message, hint=hint, code="E103"), path
-
-
-def _spend() -> bool:
-    """Take one costly hint from the load's budget; False when it is spent."""
-    left: int = getattr(_suggestions, "left", MAX_SUGGESTIONS)
-    if left <= 0:
-        return False
-    _suggestions.left = left - 1
-    return True
-
-
-def _close(word: str, choices: set[str] | list[str]) -> str | None:
-    """did_you_mean within the load's budget (a guess compares ``word`` with every choice)."""
-    if len(choices) > MAX_SUGGEST_CHOICES or not _spend():
-        return None
-    return did_you_mean(word, choices)
-
-
-def _suggest(word: str, choices: set[str] | list[str], label: str) -> str:
-    close = _close(word, choices)
-    if close:
-        return f"did you mean {close!r}?"
-    if len(choices) <= MAX_LISTED:
-        return f"{label}: {', '.join(sorted(choices))}"
-    if _spend():
-        first = ", ".join(heapq.nsmallest(MAX_LISTED, choices))
-        return f"{label}: {first}, ... ({len(choices)} in all)"
-    return f"{label}: {len(choices)} in all"
 
 
 class _Semantics:
@@ -538,7 +422,7 @@ class _Semantics:
                 if axis is None:
                     self.fail(
                         smap, cpath, f"unknown axis {axis_name!r}", key=True,
-                        hint=_suggest(axis_name, list(axes), "axes"), code="E221",
+                        hint=_hints.suggest(axis_name, list(axes), "axes"), code="E221",
                     )
                     continue
                 cond = self._condition(axis, raw_cond, smap, cpath)
@@ -621,7 +505,7 @@ class _Semantics:
             if isinstance(item, bool) and yaml11:
                 hint = "YAML 1.1 reads unquoted yes/no/on/off as booleans; quote the word"
             else:
-                hint = _suggest(str(item), known, "known values")
+                hint = _hints.suggest(str(item), known, "known values")
             self.fail(
                 smap, path,
                 f"{item!r} is not one of: {', '.join(known)} (axis {axis.name!r})",
@@ -649,7 +533,7 @@ class _Semantics:
                     return None
                 return interval
             choices = list(axis.families)
-            close = _close(item, choices)
+            close = _hints.close(item, choices)
             self.fail(
                 smap, path,
                 f"{item!r} is neither a family of {axis.name!r} nor a range",
@@ -707,12 +591,12 @@ class _Semantics:
             axis = axes.get(axis_name)
             if axis is None:
                 self.fail(smap, path, f"unknown axis {axis_name!r}", key=True,
-                          hint=_suggest(axis_name, list(axes), "axes"), code="E230")
+                          hint=_hints.suggest(axis_name, list(axes), "axes"), code="E230")
                 continue
             if axis.index(value) is None:
                 known = ", ".join(map(str, axis.values))
                 self.fail(smap, path, f"{value!r} is not a value of axis {axis_name!r} ({known})",
-                          hint=_suggest(str(value), [str(v) for v in axis.values], "known values"),
+                          hint=_hints.suggest(str(value), [str(v) for v in axis.values], "known values"),
                           code="E231")
                 continue
             values[axis_name] = value
@@ -731,7 +615,7 @@ class _Semantics:
             path = ("roles", name, "candidates", i)
             if candidate not in kernels:
                 self.fail(smap, path, f"unknown kernel {candidate!r} in role {name!r}",
-                          hint=_suggest(candidate, list(kernels), "kernels"), code="E240")
+                          hint=_hints.suggest(candidate, list(kernels), "kernels"), code="E240")
             if candidate in seen:
                 self.fail(smap, path, f"kernel {candidate!r} is listed twice", code="E241")
             seen.add(candidate)

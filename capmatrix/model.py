@@ -6,6 +6,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Union
 
+from capmatrix.errors import InvalidValue
+
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
@@ -22,6 +24,7 @@ __all__ = [
     "Role",
     "Rule",
     "Status",
+    "format_value",
 ]
 
 AxisValue = Union[int, str, bool]  # noqa: UP007 - runtime alias on Python 3.10
@@ -109,17 +112,58 @@ class Axis:
         return tuple(v for i, v in enumerate(self.values) if mask >> i & 1)
 
     def format_values(self, mask: int) -> str:
-        """Render the values of ``mask``, naming whole families (``{sm_12x, 90}``)."""
+        """Render the values of ``mask``: one value bare, several in braces (``{120, 121}``)."""
         chosen = self.values_of(mask)
         if len(chosen) == 1:
-            return _fmt(chosen[0])
-        return "{" + ", ".join(_fmt(v) for v in chosen) + "}"
+            return format_value(chosen[0])
+        return "{" + ", ".join(format_value(v) for v in chosen) + "}"
+
+    def parse(self, text: str) -> AxisValue:
+        """Read a value of this axis from its text form (the inverse of :func:`format_value`).
+
+        An int axis takes a base-10 integer; a bool axis takes ``true``/``false`` (also ``yes``/``no``,
+        ``on``/``off``, ``1``/``0``, in any case); an enum axis takes the text as it is. Whether the
+        value is one the axis declares is not checked here: the resolver answers values outside the
+        universe through the rules' ranges.
+
+        >>> Axis(name="causal", type=AxisType.BOOL, values=(False, True), description="").parse("yes")
+        True
+
+        :raises InvalidValue: for a text that is not a value of the axis's type.
+        """
+        if self.type is AxisType.INT:
+            try:
+                return int(text, 10)
+            except ValueError:
+                raise InvalidValue(self.name, text, "an integer") from None
+        if self.type is AxisType.BOOL:
+            lowered = text.lower()
+            if lowered in _TRUE:
+                return True
+            if lowered in _FALSE:
+                return False
+            raise InvalidValue(self.name, text, "true or false")
+        return text
 
 
-def _fmt(value: AxisValue) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
+def format_value(value: object) -> str:
+    """The one text form of an axis value: ``true`` / ``false`` for bools, ``str()`` otherwise.
+
+    :meth:`Axis.parse` reads it back. Every printer (CLI, witnesses, reasons, pages) uses it.
+
+    >>> format_value(True), format_value(120), format_value("mla")
+    ('true', '120', 'mla')
+    """
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
     return str(value)
+
+
+#: The texts :meth:`Axis.parse` reads as booleans (case-insensitive).
+_TRUE = frozenset({"true", "1", "yes", "on"})
+_FALSE = frozenset({"false", "0", "no", "off"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -528,8 +528,8 @@ def compare(data: Mapping[str, Any], matrix: Matrix | None = None) -> Comparison
     :raises ValueError: when the data is not probe evidence.
     :raises capmatrix.InvalidQuery: when a case names a kernel or value the matrix lacks.
     """
+    from capmatrix._default import resolve  # noqa: PLC0415
     from capmatrix.query import KernelQuery  # noqa: PLC0415 - keep the torch-only path light
-    from capmatrix.resolver import resolve  # noqa: PLC0415
 
     sm, rows = read_evidence(data)
     disagreements: list[Disagreement] = []
@@ -627,7 +627,7 @@ def run_probe(
     evidence to ``out`` when given. Return 0 with no disagreement, 1 with some, 2 without a usable
     GPU (or torch) or for an unknown kernel.
     """
-    from capmatrix.resolver import default_matrix  # noqa: PLC0415 - the resolver is not needed earlier
+    from capmatrix._default import default_matrix  # noqa: PLC0415
 
     stdout = sys.stdout if stdout is None else stdout
     stderr = sys.stderr if stderr is None else stderr

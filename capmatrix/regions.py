@@ -3,6 +3,10 @@
 A box fixes, per axis, a set of values held as a bit mask over that axis's known values. A region is
 a union of pairwise disjoint boxes. Everything the analyses and the resolver say about "where" is a
 region: it is computed box by box, never cell by cell, so universes of 10^9 cells stay cheap.
+
+This module is the one place where a rule becomes a box (:func:`box_of`) and where the set bits of
+a mask or a rule bit set are listed (:func:`bits`); the resolver, the analyses and the renderer all
+use these two.
 """
 
 from __future__ import annotations
@@ -12,11 +16,69 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from capmatrix.model import Axis, AxisValue
+    from capmatrix.model import Axis, AxisValue, Rule
 
-__all__ = ["Box", "Region", "Space"]
+__all__ = ["Box", "Region", "Space", "bits", "box_of"]
 
 Box = tuple[int, ...]
+
+
+def _small_bits(value: int) -> tuple[int, ...]:
+    return tuple(i for i in range(8) if value >> i & 1)
+
+
+#: Set-bit positions of every byte value: axis masks (8 values an axis is common) are decomposed
+#: millions of times while the analyses index boxes.
+_TABLE_SIZE = 256
+_SMALL = tuple(_small_bits(v) for v in range(_TABLE_SIZE))
+#: Up to this many set bits, peeling the lowest bit off is cheaper than scanning the binary text.
+_PEEL_BITS = 16
+
+
+def bits(value: int, limit: int | None = None) -> list[int]:
+    """Positions of the set bits of ``value`` (>= 0), lowest first; only the lowest ``limit`` if given.
+
+    Small masks come from a table; peeling costs one big-integer operation per set bit over the
+    whole width, so a dense bit set over thousands of rules is read from its binary text instead
+    (linear in the width).
+
+    >>> bits(0b101101), bits(0b101101, 2)
+    ([0, 2, 3, 5], [0, 2])
+    """
+    if limit is None and 0 <= value < _TABLE_SIZE:
+        return list(_SMALL[value])
+    out: list[int] = []
+    if (limit is not None and limit <= _PEEL_BITS) or value.bit_count() <= _PEEL_BITS:
+        while value and (limit is None or len(out) < limit):
+            low = value & -value
+            out.append(low.bit_length() - 1)
+            value ^= low
+        return out
+    text = bin(value)[:1:-1]  # bit i of value is character i
+    i = text.find("1")
+    while i >= 0 and (limit is None or len(out) < limit):
+        out.append(i)
+        i = text.find("1", i + 1)
+    return out
+
+
+def box_of(rule: Rule, space: Space) -> Box:
+    """The box of ``rule`` over ``space``: per axis, the known values its condition admits.
+
+    Axes the rule does not name are whole.
+    """
+    out = []
+    for axis in space.axes:
+        cond = rule.conditions.get(axis.name)
+        if cond is None:
+            out.append(axis.full_mask)
+            continue
+        mask = 0
+        for i, value in enumerate(axis.values):
+            if cond.contains(value):
+                mask |= 1 << i
+        out.append(mask)
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)

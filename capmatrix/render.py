@@ -33,11 +33,12 @@ from typing import TYPE_CHECKING, TextIO
 from tabulate import tabulate
 
 from capmatrix._atomic import write_text_atomic
+from capmatrix._default import resolve
 from capmatrix.errors import CapmatrixError
 from capmatrix.model import Effect, Status, _StrEnum
 from capmatrix.query import ANY, KernelQuery
 from capmatrix.regions import Region, Space
-from capmatrix.resolver import Verdict, resolve
+from capmatrix.resolver import Verdict
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

@@ -2,39 +2,38 @@
 
 Compilation turns every kernel's rules into per-axis bitsets (one bit per rule, one bitset per known
 value), so a query costs a handful of big-integer ANDs whatever the rule count, and each answer is
-cached per query. The YAML is never walked again after loading.
+cached per query. The YAML is never walked again after loading; this module knows no files (the
+process-wide default matrix lives in :mod:`capmatrix._default`).
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from capmatrix.errors import InvalidQuery, UnknownName, did_you_mean
-from capmatrix.matrix import Matrix
-from capmatrix.model import AxisType, Effect, _StrEnum
+from capmatrix.model import AxisType, Effect, _StrEnum, format_value
 from capmatrix.query import ANY, KernelQuery, _short
-from capmatrix.regions import Region, Space
+from capmatrix.regions import Region, Space, bits, box_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
+    from capmatrix.matrix import Matrix
     from capmatrix.model import Axis, AxisValue, Kernel, Rule
 
 __all__ = [
+    "Origin",
+    "OriginKind",
     "Reason",
+    "ReasonKind",
     "Resolution",
     "Resolver",
     "Selection",
     "Verdict",
+    "check_query",
     "compile_matrix",
-    "default_matrix",
-    "reload",
-    "resolve",
-    "select",
-    "set_default_matrix",
 ]
 
 #: How many non-matching grants an unsupported verdict explains (closest first).
@@ -51,16 +50,74 @@ class Verdict(_StrEnum):
     DEPENDS = "depends"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Reason:
-    """One piece of an explanation; ``kind`` says which.
+class ReasonKind(_StrEnum):
+    """What one :class:`Reason` explains; the value is its JSON spelling."""
 
-    kinds: ``grant`` (a grant that applies), ``exclude`` (an exclusion that applies), ``mismatch``
-    (a grant that does not apply: ``axis``, ``required``, ``actual``), ``outside`` (a value outside the
-    declared universe), ``model`` / ``default`` (where a value came from), ``residual``.
+    #: a grant that applies
+    GRANT = "grant"
+    #: an exclusion that applies
+    EXCLUDE = "exclude"
+    #: a grant that does not apply (``axis``, ``required``, ``actual`` say why)
+    MISMATCH = "mismatch"
+    #: a value outside the declared universe, answered by the rules' ranges
+    OUTSIDE = "outside"
+    #: a value the model family set
+    MODEL = "model"
+    #: a value from the axis default
+    DEFAULT = "default"
+    #: where the kernel is supported when the verdict depends on open axes
+    RESIDUAL = "residual"
+
+
+class OriginKind(_StrEnum):
+    """Where a resolved axis value came from."""
+
+    QUERY = "query"
+    MODEL = "model"
+    DEFAULT = "default"
+
+
+class Origin(str):
+    """Where one resolved axis value came from: ``kind``, and ``model`` for a model family's value.
+
+    The text is the JSON form (``query``, ``model:llama``, ``default``); read ``kind`` and ``model``
+    rather than parsing it.
+
+    >>> Origin(OriginKind.MODEL, "llama").model, Origin(OriginKind.MODEL, "llama") == "model:llama"
+    ('llama', True)
     """
 
-    kind: str
+    __slots__ = ("kind", "model")
+
+    kind: OriginKind
+    model: str | None
+
+    def __new__(cls, kind: OriginKind, model: str | None = None) -> Origin:  # noqa: D102, PYI034
+        text = f"{kind}:{model}" if kind is OriginKind.MODEL else str(kind)
+        self = super().__new__(cls, text)
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "model", model if kind is OriginKind.MODEL else None)
+        return self
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Origin is immutable ({name!r})")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (Origin, (self.kind, self.model))
+
+    def __repr__(self) -> str:
+        return f"Origin({str(self)!r})"
+
+
+_QUERY = Origin(OriginKind.QUERY)
+_DEFAULT = Origin(OriginKind.DEFAULT)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reason:
+    """One piece of an explanation; ``kind`` (a :class:`ReasonKind`) says which."""
+
+    kind: ReasonKind
     message: str
     rule_id: str | None = None
     path: str | None = None
@@ -74,7 +131,7 @@ class Reason:
 
     def as_dict(self) -> dict[str, object]:
         """A JSON-ready form (``rule``, ``file``, ``line``, ``message``, ...)."""
-        out: dict[str, object] = {"kind": self.kind, "message": self.message}
+        out: dict[str, object] = {"kind": str(self.kind), "message": self.message}
         optional = (
             ("rule", self.rule_id),
             ("file", self.path),
@@ -105,7 +162,7 @@ class Resolution:
     kernel: str
     verdict: Verdict
     values: Mapping[str, AxisValue]
-    origins: Mapping[str, str]
+    origins: Mapping[str, Origin]
     residual: Region | None = None
     outside: tuple[str, ...] = ()
     _explain: Callable[[], tuple[Reason, ...]] | None = field(default=None, repr=False, compare=False)
@@ -206,6 +263,7 @@ class _CompiledKernel:
 
 def _compile_kernel(kernel: Kernel, axes: tuple[Axis, ...]) -> _CompiledKernel:
     rules = kernel.rules
+    space = Space(axes)
     grants = exclusions = 0
     by_value: list[list[int]] = [[0] * len(a.values) for a in axes]
     unconstrained = [0] * len(axes)
@@ -216,22 +274,13 @@ def _compile_kernel(kernel: Kernel, axes: tuple[Axis, ...]) -> _CompiledKernel:
             grants |= flag
         else:
             exclusions |= flag
-        box = []
+        box = box_of(rule, space)
         for ai, axis in enumerate(axes):
-            cond = rule.conditions.get(axis.name)
-            if cond is None:
+            if axis.name not in rule.conditions:
                 unconstrained[ai] |= flag
-                mask = axis.full_mask
-            else:
-                mask = 0
-                for vi, value in enumerate(axis.values):
-                    if cond.contains(value):
-                        mask |= 1 << vi
-            for vi in range(len(axis.values)):
-                if mask >> vi & 1:
-                    by_value[ai][vi] |= flag
-            box.append(mask)
-        boxes.append(tuple(box))
+            for vi in bits(box[ai]):
+                by_value[ai][vi] |= flag
+        boxes.append(box)
     return _CompiledKernel(
         kernel=kernel,
         rules=rules,
@@ -244,40 +293,18 @@ def _compile_kernel(kernel: Kernel, axes: tuple[Axis, ...]) -> _CompiledKernel:
     )
 
 
+def check_query(query: object) -> None:
+    """Raise unless ``query`` is a :class:`KernelQuery`.
+
+    :raises InvalidQuery: for anything else.
+    """
+    if not isinstance(query, KernelQuery):
+        raise InvalidQuery(f"expected a KernelQuery, got {type(query).__name__}: {_short(query)}")
+
+
 def compile_matrix(matrix: Matrix) -> Resolver:
     """Build the resolver (index and cache) of a matrix; :func:`capmatrix.load` does this once."""
     return Resolver(matrix)
-
-
-#: Up to this many set bits, peeling the lowest bit off is cheaper than scanning the binary text.
-_PEEL_BITS = 16
-
-
-def _bits(value: int, limit: int | None = None) -> list[int]:
-    """Positions of the set bits of ``value`` (>= 0), lowest first; only the lowest ``limit`` if given.
-
-    Peeling costs one big-integer operation per set bit over the whole width, so a dense bitset over
-    thousands of rules is read from its binary text instead (linear in the width).
-    """
-    out: list[int] = []
-    if (limit is not None and limit <= _PEEL_BITS) or value.bit_count() <= _PEEL_BITS:
-        while value and (limit is None or len(out) < limit):
-            low = value & -value
-            out.append(low.bit_length() - 1)
-            value ^= low
-        return out
-    text = bin(value)[:1:-1]  # bit i of value is character i
-    i = text.find("1")
-    while i >= 0 and (limit is None or len(out) < limit):
-        out.append(i)
-        i = text.find("1", i + 1)
-    return out
-
-
-def _fmt(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -305,7 +332,7 @@ class Resolver:
 
         :raises InvalidQuery: for an unknown kernel, model, axis or value, or a value of the wrong type.
         """
-        _check_query(query)
+        check_query(query)
         found = self._cache.get(query)
         if found is None:
             found = self._resolve(query)
@@ -319,7 +346,7 @@ class Resolver:
 
         :raises InvalidQuery: for an unknown role or a bad query.
         """
-        _check_query(query)
+        check_query(query)
         if not isinstance(role, str):
             raise InvalidQuery(f"role must be a string, got {type(role).__name__}: {_short(role)}")
         key = (role, query)
@@ -354,19 +381,21 @@ class Resolver:
 
     def effective_values(
         self, query: KernelQuery
-    ) -> tuple[dict[str, AxisValue], dict[str, str], list[str]]:
+    ) -> tuple[dict[str, AxisValue], dict[str, Origin], list[str]]:
         """The axis values a query resolves with, where each came from, and the open axes.
 
         :raises InvalidQuery: for an unknown model, axis or value.
         """
         values: dict[str, AxisValue] = {}
-        origins: dict[str, str] = {}
+        origins: dict[str, Origin] = {}
         model_values: Mapping[str, AxisValue] = {}
+        from_model = _QUERY
         if query.model is not None:
             model = self.matrix.models.get(query.model)
             if model is None:
                 raise UnknownName("model", query.model, self.matrix.models)
             model_values = model.axes
+            from_model = Origin(OriginKind.MODEL, query.model)
         explicit = query.axes
         for name in explicit:
             if name not in self._positions:
@@ -380,13 +409,13 @@ class Resolver:
                     open_axes.append(name)
                     continue
                 values[name] = self._check_value(axis, value)
-                origins[name] = "query"
+                origins[name] = _QUERY
             elif name in model_values:
                 values[name] = model_values[name]
-                origins[name] = f"model:{query.model}"
+                origins[name] = from_model
             elif axis.default is not None:
                 values[name] = axis.default
-                origins[name] = "default"
+                origins[name] = _DEFAULT
             else:
                 open_axes.append(name)
         return values, origins, open_axes
@@ -445,9 +474,9 @@ class Resolver:
             positions = [self._positions[n] for n in open_axes]
             space = Space(tuple(self._axes[p] for p in positions))
             granted = Region(space, [tuple(compiled.boxes[b][p] for p in positions)
-                                     for b in _bits(grants)])
+                                     for b in bits(grants)])
             removed = Region(space, [tuple(compiled.boxes[b][p] for p in positions)
-                                     for b in _bits(exclusions)])
+                                     for b in bits(exclusions)])
             supported = granted - removed
             if not supported:
                 verdict = Verdict.UNSUPPORTED
@@ -471,7 +500,7 @@ class Resolver:
             outside=tuple(outside),
         )
 
-    def _rule_reason(self, rule: Rule, kind: str, verb: str, label: tuple[str, str]) -> Reason:
+    def _rule_reason(self, rule: Rule, kind: ReasonKind, verb: str, label: tuple[str, str]) -> Reason:
         return Reason(
             kind=kind,
             message=f"{label[0]} {verb}: {rule.reason}",
@@ -488,7 +517,7 @@ class Resolver:
         compiled: _CompiledKernel,
         verdict: Verdict,
         values: dict[str, AxisValue],
-        origins: dict[str, str],
+        origins: dict[str, Origin],
         outside: list[str],
         grants: int,
         exclusions: int,
@@ -499,39 +528,42 @@ class Resolver:
         rules = compiled.rules
         if verdict is not Verdict.UNSUPPORTED or not exclusions:
             reasons.extend(
-                self._rule_reason(rules[b], "grant", "grants", compiled.labels[b]) for b in _bits(grants)
+                self._rule_reason(rules[b], ReasonKind.GRANT, "grants", compiled.labels[b])
+                for b in bits(grants)
             )
         if verdict is not Verdict.SUPPORTED:
             reasons.extend(
-                self._rule_reason(rules[b], "exclude", "excludes", compiled.labels[b])
-                for b in _bits(exclusions)
+                self._rule_reason(rules[b], ReasonKind.EXCLUDE, "excludes", compiled.labels[b])
+                for b in bits(exclusions)
             )
         if verdict is Verdict.UNSUPPORTED:
             reasons.extend(self._near_misses(compiled, values, admits, grants))
         if residual is not None:
             reasons.append(
-                Reason(kind="residual", message=f"supported when {residual}")
+                Reason(kind=ReasonKind.RESIDUAL, message=f"supported when {residual}")
             )
         reasons.extend(
             Reason(
-                kind="outside",
+                kind=ReasonKind.OUTSIDE,
                 axis=name,
                 actual=values[name],
                 message=(
-                    f"{name}={_fmt(values[name])} is outside the declared universe of {name}; "
+                    f"{name}={format_value(values[name])} is outside the declared universe of {name}; "
                     "answered by the rules' ranges"
                 ),
             )
             for name in outside
         )
         for name, origin in origins.items():
-            if origin == "query":
+            if origin.kind is OriginKind.QUERY:
                 continue
-            kind = "model" if origin.startswith("model:") else "default"
-            where = f"model {origin[6:]}" if kind == "model" else "the axis default"
+            if origin.kind is OriginKind.MODEL:
+                kind, where = ReasonKind.MODEL, f"model {origin.model}"
+            else:
+                kind, where = ReasonKind.DEFAULT, "the axis default"
             reasons.append(
                 Reason(kind=kind, axis=name, actual=values[name],
-                       message=f"{name}={_fmt(values[name])} from {where}")
+                       message=f"{name}={format_value(values[name])} from {where}")
             )
         return reasons
 
@@ -563,9 +595,9 @@ class Resolver:
         chosen: list[int] = []
         for failures in range(1, 1 << len(counters)):
             level = missing
-            for k, bits in enumerate(counters):
-                level = level & bits if failures >> k & 1 else level ^ (level & bits)
-            chosen.extend(_bits(level, MAX_NEAR_MISSES - len(chosen)))
+            for k, counter in enumerate(counters):
+                level = level & counter if failures >> k & 1 else level ^ (level & counter)
+            chosen.extend(bits(level, MAX_NEAR_MISSES - len(chosen)))
             if len(chosen) >= MAX_NEAR_MISSES:
                 break
         reasons = []
@@ -583,10 +615,10 @@ class Resolver:
                 actual = values[name]
                 got = shown.get(ai)
                 if got is None:
-                    got = shown[ai] = _fmt(actual)
+                    got = shown[ai] = format_value(actual)
                 reasons.append(
                     Reason(
-                        kind="mismatch",
+                        kind=ReasonKind.MISMATCH,
                         message=f"{label} needs {name} {required}, got {got}",
                         rule_id=rule.id,
                         path=location.path,
@@ -600,106 +632,3 @@ class Resolver:
                     )
                 )
         return reasons
-
-
-# --------------------------------------------------------------------------------------------------
-# Module-level API over the default (shipped) matrix
-
-_default_lock = threading.Lock()
-_default: Matrix | None = None
-
-
-def default_matrix() -> Matrix:
-    """The shipped matrix, loaded once per process (thread-safe).
-
-    :raises capmatrix.CapabilityErrors: when the shipped data does not validate.
-    """
-    global _default  # noqa: PLW0603 - the process-wide cache of the shipped matrix
-    matrix = _default
-    if matrix is None:
-        with _default_lock:
-            if _default is None:
-                from capmatrix.loader import load  # noqa: PLC0415 - loader imports this module
-
-                _default = load()
-            matrix = _default
-    return matrix
-
-
-def set_default_matrix(matrix: Matrix | None) -> None:
-    """Replace the matrix that ``resolve(query)`` uses by default (None: reload lazily).
-
-    Safe while other threads resolve: each call reads the default once, so it answers wholly from
-    the old matrix or wholly from the new one.
-    """
-    global _default  # noqa: PLW0603
-    if matrix is not None and not isinstance(matrix, Matrix):
-        raise InvalidQuery(f"expected a Matrix from capmatrix.load(), got {type(matrix).__name__}")
-    with _default_lock:
-        _default = matrix
-
-
-def reload(path: str | os.PathLike[str] | None = None) -> Matrix:
-    """Load the matrix at ``path`` (default: the shipped one) and make it the default.
-
-    When loading fails the previous default stays in place.
-
-    :raises capmatrix.CapabilityErrors: with every problem of the new matrix.
-    """
-    from capmatrix.loader import load  # noqa: PLC0415 - loader imports this module
-
-    matrix = load(path)
-    set_default_matrix(matrix)
-    return matrix
-
-
-_compile_lock = threading.Lock()
-
-
-def _resolver(matrix: Matrix | None) -> Resolver:
-    m = default_matrix() if matrix is None else matrix
-    if not isinstance(m, Matrix):
-        raise InvalidQuery(f"expected a Matrix from capmatrix.load(), got {type(m).__name__}")
-    compiled = m._compiled  # noqa: SLF001 - attached by load()
-    if compiled is None:
-        with _compile_lock:  # compile a hand-built matrix once, whichever thread gets here first
-            compiled = m._compiled  # noqa: SLF001
-            if compiled is None:
-                compiled = compile_matrix(m)
-                object.__setattr__(m, "_compiled", compiled)
-    return compiled  # type: ignore[no-any-return]
-
-
-def _check_query(query: object) -> None:
-    if not isinstance(query, KernelQuery):
-        raise InvalidQuery(f"expected a KernelQuery, got {type(query).__name__}: {_short(query)}")
-
-
-def resolve(query: KernelQuery, matrix: Matrix | None = None) -> Resolution:
-    """Answer whether ``query.kernel`` supports ``query`` (default matrix: the shipped one).
-
-    >>> r = resolve(KernelQuery("xqa", sm=120, model="llama", spec_dec="one_model"))
-    >>> r.verdict, bool(r)
-    (<Verdict.SUPPORTED: 'supported'>, True)
-
-    :raises InvalidQuery: for an unknown kernel, model, axis or value.
-    """
-    if not isinstance(query, KernelQuery):  # inline: this is the per-step path
-        _check_query(query)
-    # The default is read once, so a concurrent reload() cannot mix two matrices in one answer.
-    m = _default if matrix is None else matrix
-    if isinstance(m, Matrix):
-        compiled = m._compiled  # noqa: SLF001 - the fast path: one attribute and one dict lookup
-        if compiled is not None:
-            found = compiled._cache.get(query)  # noqa: SLF001
-            if found is not None:
-                return found  # type: ignore[no-any-return]
-    return _resolver(m).resolve(query)
-
-
-def select(role: str, query: KernelQuery, matrix: Matrix | None = None) -> Selection:
-    """Pick the first supported candidate kernel of ``role`` for ``query``.
-
-    :raises InvalidQuery: for an unknown role or a bad query.
-    """
-    return _resolver(matrix).select(role, query)

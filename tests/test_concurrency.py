@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import capmatrix
-from capmatrix import resolver
+from capmatrix import _default, resolver
 from capmatrix.engine import bind
 from capmatrix.query import ANY, KernelQuery
 
@@ -120,7 +120,7 @@ def fast_switching() -> Iterator[None]:
         yield
     finally:
         sys.setswitchinterval(previous)
-        resolver.set_default_matrix(None)
+        _default.set_default_matrix(None)
 
 
 class _Reference:
@@ -186,7 +186,7 @@ def test_resolve_select_bind_during_reloads(
             if reloads % 5 == 0:
                 capmatrix.reload(two_roots[name])
             else:
-                resolver.set_default_matrix(preloaded[name])
+                _default.set_default_matrix(preloaded[name])
             reloads += 1
             time.sleep(0.0005)
 
@@ -299,21 +299,21 @@ def test_resolve_reads_the_default_once(
     """A reload between the fast-path check and the slow path cannot switch matrices mid-call."""
     a = capmatrix.load(two_roots["a"])
     b = capmatrix.load(two_roots["b"])
-    resolver.set_default_matrix(a)
-    real_resolver = resolver._resolver
+    _default.set_default_matrix(a)
+    real_resolver = _default._resolver
     used: list[capmatrix.Matrix] = []
 
     def swapping(matrix: capmatrix.Matrix | None) -> resolver.Resolver:
-        resolver.set_default_matrix(b)  # a reload lands in the middle of the call
+        _default.set_default_matrix(b)  # a reload lands in the middle of the call
         compiled = real_resolver(matrix)
         used.append(compiled.matrix)
         return compiled
 
-    monkeypatch.setattr(resolver, "_resolver", swapping)
+    monkeypatch.setattr(_default, "_resolver", swapping)
     try:
         r = capmatrix.resolve(KernelQuery("fallback", sm=120, attention="gqa"))
     finally:
-        resolver.set_default_matrix(None)
+        _default.set_default_matrix(None)
     assert used == [a]
     assert r.verdict is capmatrix.Verdict.UNSUPPORTED  # A's answer; B grants sm 120
     assert all(reason.path is None or reason.path.startswith(two_roots["a"].as_posix())

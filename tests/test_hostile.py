@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import capmatrix
-from capmatrix import _yaml, loader
+from capmatrix import _hints, _yaml, loader
 from capmatrix._atomic import write_text_atomic
 from capmatrix.cli import run
 from capmatrix.errors import (
@@ -33,7 +33,7 @@ from capmatrix.errors import (
     InvalidQuery,
     did_you_mean,
 )
-from capmatrix.resolver import set_default_matrix
+from capmatrix._default import set_default_matrix
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -374,8 +374,8 @@ def test_many_typos_against_many_names_cost_a_bounded_number_of_guesses(
         guesses += 1
         return real(word, choices)
 
-    monkeypatch.setattr(loader, "did_you_mean", counting)
-    monkeypatch.setattr(loader, "MAX_SUGGESTIONS", 50)
+    monkeypatch.setattr(_hints, "did_you_mean", counting)
+    monkeypatch.setattr(_hints, "MAX_SUGGESTIONS", 50)
     axes = "".join(f"  a{i}: {{type: bool, description: d}}\n" for i in range(500))
     (caps / "axes.yaml").write_text("axes:\n" + axes, encoding="utf-8")
     typos = ", ".join(f"zz{i}: true" for i in range(5000))

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 import capmatrix
-from capmatrix.loader import default_path, iter_problems, schema
+from capmatrix.loader import default_path, iter_problems
+from capmatrix.schema import schema
 
 BROKEN = """\
 kernels:

@@ -14,10 +14,11 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from capmatrix._default import default_matrix, resolve
 from capmatrix.errors import CapmatrixError, InvalidQuery, UnknownName
 from capmatrix.model import AxisType
 from capmatrix.query import KernelQuery
-from capmatrix.resolver import Verdict, default_matrix, resolve
+from capmatrix.resolver import Verdict
 
 if TYPE_CHECKING:
     from capmatrix.matrix import Matrix

@@ -17,10 +17,10 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from capmatrix._default import default_matrix, select
 from capmatrix.engine import ATTENTION_MHA, detect_sm, query_from_hf_config
 from capmatrix.errors import CapmatrixError, UnknownName
 from capmatrix.query import KernelQuery
-from capmatrix.resolver import default_matrix, select
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

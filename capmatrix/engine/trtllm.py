@@ -15,9 +15,9 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
+from capmatrix._default import default_matrix
 from capmatrix.engine import ATTENTION_MLA, BoundDecision, bind
 from capmatrix.errors import CapmatrixError
-from capmatrix.resolver import default_matrix
 
 if TYPE_CHECKING:
     from capmatrix.matrix import Matrix

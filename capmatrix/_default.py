@@ -1,0 +1,111 @@
+"""The shipped matrix as the process default: :func:`resolve`, :func:`select` and :func:`reload`.
+
+The default is loaded on first use and swapped atomically by :func:`reload`. :func:`resolve` is the
+per-step path of an engine: a cached answer costs one attribute read and one dict lookup.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from capmatrix.errors import InvalidQuery
+from capmatrix.loader import load
+from capmatrix.matrix import Matrix
+from capmatrix.query import KernelQuery
+from capmatrix.resolver import Resolution, Resolver, Selection, check_query, compile_matrix
+
+if TYPE_CHECKING:
+    import os
+
+__all__ = ["default_matrix", "reload", "resolve", "select", "set_default_matrix"]
+
+_default_lock = threading.Lock()
+_default: Matrix | None = None
+
+
+def default_matrix() -> Matrix:
+    """The shipped matrix, loaded once per process (thread-safe).
+
+    :raises capmatrix.CapabilityErrors: when the shipped data does not validate.
+    """
+    global _default  # noqa: PLW0603 - the process-wide cache of the shipped matrix
+    matrix = _default
+    if matrix is None:
+        with _default_lock:
+            if _default is None:
+                _default = load()
+            matrix = _default
+    return matrix
+
+
+def set_default_matrix(matrix: Matrix | None) -> None:
+    """Replace the matrix that ``resolve(query)`` uses by default (None: reload lazily).
+
+    Safe while other threads resolve: each call reads the default once, so it answers wholly from
+    the old matrix or wholly from the new one.
+    """
+    global _default  # noqa: PLW0603
+    if matrix is not None and not isinstance(matrix, Matrix):
+        raise InvalidQuery(f"expected a Matrix from capmatrix.load(), got {type(matrix).__name__}")
+    with _default_lock:
+        _default = matrix
+
+
+def reload(path: str | os.PathLike[str] | None = None) -> Matrix:
+    """Load the matrix at ``path`` (default: the shipped one) and make it the default.
+
+    When loading fails the previous default stays in place.
+
+    :raises capmatrix.CapabilityErrors: with every problem of the new matrix.
+    """
+    matrix = load(path)
+    set_default_matrix(matrix)
+    return matrix
+
+
+_compile_lock = threading.Lock()
+
+
+def _resolver(matrix: Matrix | None) -> Resolver:
+    m = default_matrix() if matrix is None else matrix
+    if not isinstance(m, Matrix):
+        raise InvalidQuery(f"expected a Matrix from capmatrix.load(), got {type(m).__name__}")
+    compiled = m._compiled  # noqa: SLF001 - attached by load()
+    if compiled is None:
+        with _compile_lock:  # compile a hand-built matrix once, whichever thread gets here first
+            compiled = m._compiled  # noqa: SLF001
+            if compiled is None:
+                compiled = compile_matrix(m)
+                object.__setattr__(m, "_compiled", compiled)
+    return compiled  # type: ignore[no-any-return]
+
+
+def resolve(query: KernelQuery, matrix: Matrix | None = None) -> Resolution:
+    """Answer whether ``query.kernel`` supports ``query`` (default matrix: the shipped one).
+
+    >>> r = resolve(KernelQuery("xqa", sm=120, model="llama", spec_dec="one_model"))
+    >>> r.verdict, bool(r)
+    (<Verdict.SUPPORTED: 'supported'>, True)
+
+    :raises InvalidQuery: for an unknown kernel, model, axis or value.
+    """
+    if not isinstance(query, KernelQuery):  # inline: this is the per-step path
+        check_query(query)
+    # The default is read once, so a concurrent reload() cannot mix two matrices in one answer.
+    m = _default if matrix is None else matrix
+    if isinstance(m, Matrix):
+        compiled = m._compiled  # noqa: SLF001 - the fast path: one attribute and one dict lookup
+        if compiled is not None:
+            found = compiled._cache.get(query)  # noqa: SLF001
+            if found is not None:
+                return found  # type: ignore[no-any-return]
+    return _resolver(m).resolve(query)
+
+
+def select(role: str, query: KernelQuery, matrix: Matrix | None = None) -> Selection:
+    """Pick the first supported candidate kernel of ``role`` for ``query``.
+
+    :raises InvalidQuery: for an unknown role or a bad query.
+    """
+    return _resolver(matrix).select(role, query)

@@ -1,0 +1,99 @@
+"""The JSON Schema layer: the shape every capability file must have, and its problems located.
+
+The first of the loader's three layers (shape, values, references). jsonschema is imported on first
+validation only, so that ``import capmatrix`` stays light.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from capmatrix._hints import suggest
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    import jsonschema
+
+    from capmatrix import _yaml
+    from capmatrix.errors import CapabilityError
+
+__all__ = ["schema", "shape_problems", "validator"]
+
+
+@cache
+def schema() -> dict[str, Any]:
+    """The JSON Schema (Draft 2020-12) of one capability file."""
+    text = (Path(__file__).parent / "schema" / "capabilities.schema.json").read_text(encoding="utf-8")
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+@cache
+def validator() -> jsonschema.protocols.Validator:
+    """The validator of :func:`schema` (built once)."""
+    import jsonschema  # noqa: PLC0415 - jsonschema loads on first validation: `import capmatrix` stays light
+
+    cls = jsonschema.validators.validator_for(schema())
+    return cls(schema())
+
+
+def shape_problems(
+    data: Any,  # noqa: ANN401 - plain YAML data
+    smap: _yaml.SourceMap,
+) -> Iterator[tuple[CapabilityError, tuple[str | int, ...]]]:
+    """Yield each shape problem of one file's data with the path it makes untrustworthy."""
+    errors = sorted(validator().iter_errors(data), key=lambda e: (list(map(str, e.absolute_path))))
+    for error in errors:
+        path = tuple(error.absolute_path)
+        if error.validator == "oneOf" and isinstance(error.instance, dict) and "id" in error.instance:
+            has_grant = "grant" in error.instance
+            has_exclude = "exclude" in error.instance
+            message = (
+                "a rule needs exactly one of 'grant' or 'exclude'"
+                if has_grant == has_exclude
+                else "invalid rule"
+            )
+            if has_grant != has_exclude:
+                # The rule has one effect but something inside it is off: report the inner error.
+                from jsonschema.exceptions import best_match  # noqa: PLC0415 - jsonschema loads lazily
+
+                inner = best_match(error.context or [])
+                if inner is not None:
+                    path = (*path, *inner.absolute_path)
+                    message = inner.message
+            yield smap.error(path, message, code="E100"), tuple(error.absolute_path)
+            continue
+        if error.validator == "oneOf" and ("grant" in path or "exclude" in path):
+            hint = "YAML reads 1.10 as the float 1.1; quote it" if path in smap.floats else None
+            yield smap.error(
+                path,
+                f"{error.instance!r} is not a condition: use a value, a list of values, a range "
+                "string such as '>=80', or {not: ...}",
+                hint=hint,
+                code="E104",
+            ), path
+            continue
+        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            allowed = set(error.schema.get("properties", {})) if isinstance(error.schema, dict) else set()
+            for extra in sorted(k for k in error.instance if k not in allowed):
+                yield smap.error(
+                    (*path, extra),
+                    f"unknown key {extra!r}",
+                    key=True,
+                    hint=suggest(extra, allowed, "allowed keys"),
+                    code="E101",
+                ), (*path, extra)
+            continue
+        if error.validator == "required":
+            yield smap.error(path, error.message, code="E102"), path
+            continue
+        hint = None
+        if path in smap.yaml11_bools:
+            hint = "YAML 1.1 reads unquoted yes/no/on/off as booleans; quote the word"
+        elif path in smap.floats:
+            hint = "YAML reads this as a float (1.10 becomes 1.1); quote it or use an int"
+        yield smap.error(path, error.message, hint=hint, code="E103"), path
