@@ -527,7 +527,7 @@ def analysis_once(what: str, shape: str, n: int) -> dict[str, Any]:
             gaps = [analysis.role_regions(m, r).get(None) for r in m.roles.values()]
         out["gap_cells"] = sum(g.cells() for g in gaps if g is not None)
     elif what == "diff":
-        diff_mod = importlib.import_module("capmatrix.diff")
+        diff_mod = importlib.import_module("capmatrix.analysis")
         other = synth.mutate(syn, 0.05).build()
         start = time.perf_counter()
         result = diff_mod.diff(m, other)
@@ -559,7 +559,7 @@ def section_analysis(quick: bool) -> Section:
     jobs = [("boxes", n) for n in ((100, 1000) if quick else (100, 1000, 10000))] + [("dmn", 1500)]
     analyses = [("check", "capmatrix.analysis", "check"),
                 ("role-gap", "capmatrix.analysis", "role_gap"),
-                ("diff", "capmatrix.diff", "diff")]
+                ("diff", "capmatrix.analysis", "diff")]
     for what, module, attr in analyses:
         if not _available(module, attr):
             sec.notes.append(f"`{what}`: `{module}.{attr}` is not available in this checkout; not measured.")

@@ -16,8 +16,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import capmatrix
-from capmatrix._boxes import Area, KernelBoxes, box_of, supported_region, witness_of
-from capmatrix._partition import mostly_disjoint, partition, uncovered
 from capmatrix.analysis import (
     CODES,
     Finding,
@@ -27,9 +25,11 @@ from capmatrix.analysis import (
     check_path,
     role_regions,
 )
+from capmatrix.analysis._boxes import Area, KernelBoxes, supported_region, witness_of
+from capmatrix.analysis._partition import mostly_disjoint, partition, uncovered
 from capmatrix.cli import run
 from capmatrix.model import Effect
-from capmatrix.regions import Region
+from capmatrix.regions import Region, box_of
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

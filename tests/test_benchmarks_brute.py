@@ -242,7 +242,7 @@ def test_report_marks_missed_targets() -> None:
 
 
 def test_diff_of_mutated_matrix_equals_brute_force() -> None:
-    from capmatrix.diff import diff
+    from capmatrix.analysis import diff
 
     base = synth.boxes_matrix(40, n_axes=4, values_per_axis=4, n_kernels=3, seed=3)
     old, new = base.build(), synth.mutate(base, 0.3, seed=2).build()

@@ -19,10 +19,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import capmatrix
-from capmatrix._boxes import KernelBoxes, supported_region
-from capmatrix._cli_analysis import render_diff_markdown, render_diff_text
+from capmatrix.analysis import Change, diff, union_space
+from capmatrix.analysis._boxes import KernelBoxes, supported_region
 from capmatrix.cli import run
-from capmatrix.diff import Change, RevisionError, diff, extract_revision, union_space
+from capmatrix.cli._analysis import render_diff_markdown, render_diff_text
+from capmatrix.cli._git import RevisionError, extract_revision
 from capmatrix.loader import default_path
 from capmatrix.regions import Region
 

@@ -76,7 +76,7 @@ def fake_torch(monkeypatch: pytest.MonkeyPatch) -> Any:
     torch = _fake_torch({0: (9, 0), 1: (12, 1)})
     monkeypatch.setitem(sys.modules, "torch", torch)
     monkeypatch.delenv("CAPMATRIX_SM", raising=False)
-    monkeypatch.setattr(engine, "_SM_CACHE", {})
+    monkeypatch.setattr(engine.device, "_SM_CACHE", {})
     return torch
 
 

@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING
 import pytest
 
 import capmatrix
-from capmatrix.cli import run
-from capmatrix.expect import (
+from capmatrix.analysis import (
     Case,
     discover_cases,
     load_cases,
     run_case,
     run_expectations,
 )
+from capmatrix.cli import run
 from capmatrix.loader import default_path
 
 if TYPE_CHECKING:

@@ -25,6 +25,7 @@ import pytest
 import capmatrix
 from capmatrix import _hints, _yaml, loader
 from capmatrix._atomic import write_text_atomic
+from capmatrix._default import set_default_matrix
 from capmatrix.cli import run
 from capmatrix.errors import (
     CapabilityError,
@@ -33,7 +34,6 @@ from capmatrix.errors import (
     InvalidQuery,
     did_you_mean,
 )
-from capmatrix._default import set_default_matrix
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator

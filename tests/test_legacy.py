@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import capmatrix
+from capmatrix.analysis import LegacyError, compare_legacy, load_predicate, parse_where
 from capmatrix.cli import run
-from capmatrix.legacy import LegacyError, compare_legacy, load_predicate, parse_where
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -7,9 +7,9 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from capmatrix._partition import bits, partition
+from capmatrix.analysis._partition import partition
 from capmatrix.model import Axis, AxisType
-from capmatrix.regions import Box, Region, Space
+from capmatrix.regions import Box, Region, Space, bits
 
 SPACE = Space(
     (

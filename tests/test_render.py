@@ -317,7 +317,7 @@ def test_render_is_deterministic_and_relative(
 
 
 def test_html_is_self_contained_and_accessible(small_doc: Document) -> None:
-    from capmatrix._html import render_html
+    from capmatrix.render.html import render_html
 
     page = render_html(small_doc)
 
@@ -400,7 +400,7 @@ def test_failed_render_leaves_old_files(
     def boom(_doc: Document) -> str:
         raise RenderError("html failed")
 
-    monkeypatch.setattr("capmatrix._html.render_html", boom)
+    monkeypatch.setattr("capmatrix.render._files.render_html", boom)
     with pytest.raises(RenderError):
         render_files(capmatrix.load(write_matrix()), out)
     assert (out / MARKDOWN_NAME).read_text(encoding="utf-8") == "old md\n"

@@ -17,6 +17,6 @@ ROOT = Path(__file__).resolve().parent.parent
 
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
-    from capmatrix.render import main
+    from capmatrix.cli import render_main
 
-    sys.exit(main(default_out=ROOT / "docs"))
+    sys.exit(render_main(default_out=ROOT / "docs"))

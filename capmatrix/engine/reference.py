@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from capmatrix._default import default_matrix, select
-from capmatrix.engine import ATTENTION_MHA, detect_sm, query_from_hf_config
+from capmatrix.engine.device import detect_sm
+from capmatrix.engine.hf import ATTENTION_MHA, query_from_hf_config
 from capmatrix.errors import CapmatrixError, UnknownName
 from capmatrix.query import KernelQuery
 

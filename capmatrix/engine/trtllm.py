@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from capmatrix._default import default_matrix
-from capmatrix.engine import ATTENTION_MLA, BoundDecision, bind
+from capmatrix.engine.bind import BoundDecision, bind
+from capmatrix.engine.hf import ATTENTION_MLA
 from capmatrix.errors import CapmatrixError
 
 if TYPE_CHECKING:

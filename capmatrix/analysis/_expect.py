@@ -27,7 +27,7 @@ from capmatrix import _yaml
 from capmatrix._default import resolve, select
 from capmatrix.errors import CapabilityError, CapabilityErrors, InvalidQuery
 from capmatrix.query import ANY, KernelQuery
-from capmatrix.resolver import Verdict
+from capmatrix.resolver import ReasonKind, Verdict
 
 if TYPE_CHECKING:
     from capmatrix.matrix import Matrix
@@ -47,7 +47,7 @@ __all__ = [
 _KEYS = {"name", "kernel", "role", "query", "expect", "because", "note"}
 _VERDICTS = {str(v) for v in Verdict}
 #: Reason kinds that count as a case citing a rule (near misses do not).
-_CITING = {"grant", "exclude"}
+_CITING = {ReasonKind.GRANT, ReasonKind.EXCLUDE}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -10,14 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from capmatrix._partition import bits, partition
+from capmatrix.analysis._partition import partition
 from capmatrix.model import Axis, AxisValue, Effect
-from capmatrix.regions import Region, subtract
+from capmatrix.regions import Region, bits, box_of, subtract
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from capmatrix.model import Kernel, Rule
+    from capmatrix.model import Kernel
     from capmatrix.regions import Box, Space
 
 __all__ = [
@@ -25,29 +25,12 @@ __all__ = [
     "BoxIndex",
     "KernelBoxes",
     "areas",
-    "box_of",
     "reduce_kernel",
     "subtract_all",
     "supported_region",
     "with_values",
     "witness_of",
 ]
-
-
-def box_of(rule: Rule, space: Space) -> Box:
-    """The box of ``rule`` over ``space`` (axes the rule does not name are whole)."""
-    out = []
-    for axis in space.axes:
-        cond = rule.conditions.get(axis.name)
-        if cond is None:
-            out.append(axis.full_mask)
-            continue
-        mask = 0
-        for i, value in enumerate(axis.values):
-            if cond.contains(value):
-                mask |= 1 << i
-        out.append(mask)
-    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,26 +1,44 @@
 """CLI commands of the analyses: ``check``, ``diff``, ``compare-legacy`` and ``test``, with their renderers.
 
-The analyses return data (:mod:`capmatrix.analysis`, :mod:`capmatrix.diff`, :mod:`capmatrix.legacy`,
-:mod:`capmatrix.expect`); this module only parses arguments and renders text, JSON or Markdown.
+The analyses return data (:mod:`capmatrix.analysis`); this module only parses arguments, reads git
+revisions for ``diff REV`` and renders text, JSON or Markdown.
 """
 
 from __future__ import annotations
 
-import json
 import tempfile
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from capmatrix.analysis import (
+    Change,
+    Severity,
+    Witness,
+    check_path,
+    compare_legacy,
+    diff,
+    load_predicate,
+    parse_where,
+    run_expectations,
+)
+from capmatrix.cli._common import load_matrix, print_json
+from capmatrix.cli._git import extract_revision, working_tree_dir
+from capmatrix.loader import default_path, load
+
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Sequence
 
-    from capmatrix._boxes import Area
-    from capmatrix.analysis import CheckResult, Finding, Witness
-    from capmatrix.diff import MatrixDiff
-    from capmatrix.expect import ExpectReport
-    from capmatrix.legacy import LegacyComparison
+    from capmatrix.analysis import (
+        Area,
+        CheckResult,
+        ExpectReport,
+        Finding,
+        LegacyComparison,
+        MatrixDiff,
+    )
+    from capmatrix.matrix import Matrix
 
 __all__ = [
     "cmd_check",
@@ -42,18 +60,12 @@ __all__ = [
 SHOWN_REGIONS = 5
 
 
-def _json(data: object, out: TextIO) -> None:
-    out.write(json.dumps(data, indent=2, default=str) + "\n")
-
-
 def _command(witness: Witness, matrix: str | None) -> str:
     line = witness.command()
     return f"{line} --matrix {matrix}" if matrix else line
 
 
 def _query_command(kind: str, name: str, area: Area, matrix: str | None) -> str:
-    from capmatrix.analysis import Witness  # noqa: PLC0415
-
     witness = Witness.at(area.space, area.witness, **{kind: name})
     return _command(witness, matrix)
 
@@ -87,8 +99,6 @@ def render_finding(finding: Finding, matrix: str | None = None) -> list[str]:
 
 def render_check(result: CheckResult, matrix: str | None = None) -> str:
     """The text report of ``capmatrix check``."""
-    from capmatrix.analysis import Severity  # noqa: PLC0415
-
     lines = []
     for finding in result.findings:
         lines.extend(render_finding(finding, matrix))
@@ -100,13 +110,11 @@ def render_check(result: CheckResult, matrix: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def cmd_check(args: argparse.Namespace, out: TextIO, _err: TextIO) -> int:
+def cmd_check(args: argparse.Namespace, _prepared: None, out: TextIO, _err: TextIO) -> int:
     """Check a matrix: exit 0 clean, 1 with errors (or warnings under --strict), 2 unloadable."""
-    from capmatrix.analysis import check_path  # noqa: PLC0415
-
     result = check_path(args.path)
     if args.json:
-        _json(result.as_dict(), out)
+        print_json(result.as_dict(), out)
     else:
         out.write(render_check(result, args.path) + "\n")
     return result.exit_status(strict=args.strict)
@@ -131,10 +139,7 @@ def configure_diff(parser: argparse.ArgumentParser, _argv: Sequence[str]) -> Non
     )
 
 
-def _open_matrix(spec: str | None, stack: ExitStack) -> tuple[object, str]:
-    from capmatrix.diff import extract_revision, working_tree_dir  # noqa: PLC0415
-    from capmatrix.loader import default_path, load  # noqa: PLC0415
-
+def _open_matrix(spec: str | None, stack: ExitStack) -> tuple[Matrix, str]:
     if spec is None:
         return load(working_tree_dir() or default_path()), "working tree"
     path = Path(spec)
@@ -159,8 +164,6 @@ def _area_lines(
 
 def render_diff_text(result: MatrixDiff, matrix: str | None = None) -> str:
     """The text report of ``capmatrix diff``."""
-    from capmatrix.diff import Change  # noqa: PLC0415
-
     lines = [f"capmatrix diff {result.old} -> {result.new}"]
     lines.extend(f"  {note}" for note in result.axes)
     same_k = same_r = 0
@@ -196,8 +199,6 @@ def _md_areas(areas: Sequence[Area], kind: str, name: str) -> list[str]:
 
 def render_diff_markdown(result: MatrixDiff) -> str:
     """A ready-to-post PR comment."""
-    from capmatrix.diff import Change  # noqa: PLC0415
-
     lines = [f"### capmatrix diff: `{result.old}` → `{result.new}`", ""]
     if not result.changed:
         lines.append("No semantic change: every kernel and role answers exactly as before.")
@@ -236,16 +237,14 @@ def render_diff_markdown(result: MatrixDiff) -> str:
     return "\n".join(lines)
 
 
-def cmd_diff(args: argparse.Namespace, out: TextIO, _err: TextIO) -> int:
+def cmd_diff(args: argparse.Namespace, _prepared: None, out: TextIO, _err: TextIO) -> int:
     """Compare two matrices; exit 0 (or 1 with --exit-code when they differ)."""
-    from capmatrix.diff import diff  # noqa: PLC0415
-
     with ExitStack() as stack:
         old, old_label = _open_matrix(args.old, stack)
         new, new_label = _open_matrix(args.new, stack)
-        result = diff(old, new, old_label=old_label, new_label=new_label)  # type: ignore[arg-type]
+        result = diff(old, new, old_label=old_label, new_label=new_label)
     if args.json:
-        _json(result.as_dict(), out)
+        print_json(result.as_dict(), out)
     elif args.markdown:
         out.write(render_diff_markdown(result) + "\n")
     else:
@@ -291,17 +290,14 @@ def render_legacy(result: LegacyComparison, matrix: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def cmd_compare_legacy(args: argparse.Namespace, out: TextIO, _err: TextIO) -> int:
+def cmd_compare_legacy(args: argparse.Namespace, _prepared: None, out: TextIO, _err: TextIO) -> int:
     """Compare a legacy predicate with a kernel; exit 0 agree, 1 disagree, 2 on errors."""
-    from capmatrix.cli import load_matrix  # noqa: PLC0415
-    from capmatrix.legacy import compare_legacy, load_predicate, parse_where  # noqa: PLC0415
-
     matrix = load_matrix(args.matrix)
     predicate = load_predicate(args.function)
     where = parse_where(matrix, args.where)
     result = compare_legacy(matrix, predicate, args.kernel, where=where, function=args.function)
     if args.json:
-        _json(result.as_dict(), out)
+        print_json(result.as_dict(), out)
     else:
         out.write(render_legacy(result, args.matrix) + "\n")
     return 0 if result.agree else 1
@@ -338,15 +334,12 @@ def render_test(report: ExpectReport) -> str:
     return "\n".join(lines)
 
 
-def cmd_test(args: argparse.Namespace, out: TextIO, _err: TextIO) -> int:
+def cmd_test(args: argparse.Namespace, _prepared: None, out: TextIO, _err: TextIO) -> int:
     """Run expectation cases; exit 0 all pass, 1 any failure, 2 malformed cases or matrix."""
-    from capmatrix.cli import load_matrix  # noqa: PLC0415
-    from capmatrix.expect import run_expectations  # noqa: PLC0415
-
     matrix = load_matrix(args.path)
     report = run_expectations(matrix, Path(args.expect) if args.expect else None)
     if args.json:
-        _json(report.as_dict(), out)
+        print_json(report.as_dict(), out)
     else:
         out.write(render_test(report) + "\n")
     return report.exit_status()

@@ -32,10 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from capmatrix._boxes import Area, KernelBoxes, areas, reduce_kernel
-from capmatrix._partition import partition
-from capmatrix.errors import CapmatrixError, UnknownName
-from capmatrix.model import AxisType
+from capmatrix.analysis._boxes import Area, KernelBoxes, areas, reduce_kernel
+from capmatrix.analysis._partition import partition
+from capmatrix.errors import CapmatrixError, InvalidValue, UnknownName
+from capmatrix.model import AxisType, format_value
 from capmatrix.regions import Region
 
 if TYPE_CHECKING:
@@ -135,18 +135,16 @@ def load_predicate(spec: str) -> Callable[..., object]:
     return function  # type: ignore[no-any-return]
 
 
+#: How a restriction names what an axis of each type takes.
+_TAKES = {AxisType.INT: "integers", AxisType.BOOL: "true or false", AxisType.ENUM: "its values"}
+
+
 def _convert(axis: Axis, text: str) -> AxisValue:
-    if axis.type is AxisType.INT:
-        try:
-            return int(text, 10)
-        except ValueError:
-            raise LegacyError(f"axis {axis.name!r} takes integers, got {text!r}") from None
-    if axis.type is AxisType.BOOL:
-        lowered = text.lower()
-        if lowered in {"true", "false"}:
-            return lowered == "true"
-        raise LegacyError(f"axis {axis.name!r} takes true or false, got {text!r}")
-    return text
+    """Read one value with the axis's parser (the one ``capmatrix query --AXIS`` uses)."""
+    try:
+        return axis.parse(text)
+    except InvalidValue:
+        raise LegacyError(f"axis {axis.name!r} takes {_TAKES[axis.type]}, got {text!r}") from None
 
 
 def parse_where(matrix: Matrix, items: Iterable[str]) -> dict[str, tuple[AxisValue, ...]]:
@@ -163,7 +161,7 @@ def parse_where(matrix: Matrix, items: Iterable[str]) -> dict[str, tuple[AxisVal
         for text in raw.split(","):
             value = _convert(axis, text.strip())
             if axis.index(value) is None:
-                known = ", ".join(map(str, axis.values))
+                known = ", ".join(map(format_value, axis.values))
                 raise LegacyError(f"{value!r} is not a value of axis {axis.name!r} ({known})")
             values.append(value)
         out[axis.name] = tuple(values)

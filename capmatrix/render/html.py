@@ -12,8 +12,10 @@ from __future__ import annotations
 from html import escape
 from typing import TYPE_CHECKING
 
+from capmatrix.render.page import LEGEND
+
 if TYPE_CHECKING:
-    from capmatrix.render import Cell, Citation, Document, EvidenceSummary, Grid, Note
+    from capmatrix.render.page import Cell, Citation, Document, EvidenceSummary, Grid, Note
 
 __all__ = ["render_html"]
 
@@ -221,8 +223,6 @@ def _md_code(text: str) -> str:
 
 def render_html(doc: Document) -> str:
     """The page as one string."""
-    from capmatrix.render import LEGEND  # noqa: PLC0415 - render imports this module lazily
-
     out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
            '<meta name="viewport" content="width=device-width, initial-scale=1">',
            f"<title>{_e(doc.title)}</title>", f"<style>{_CSS}</style>", "</head>", "<body>",

@@ -24,37 +24,17 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
+from capmatrix.regions import bits
+
 if TYPE_CHECKING:
     from capmatrix.regions import Box, Space
 
-__all__ = ["bits", "mostly_disjoint", "partition", "uncovered"]
+__all__ = ["mostly_disjoint", "partition", "uncovered"]
 
 L = TypeVar("L", bound=Hashable)
 
 #: A node's result: interned entries (a label and the (axis, mask) pairs the node's subtree narrowed).
 _Tails = tuple[int, ...]
-
-
-def _small_bits(value: int) -> tuple[int, ...]:
-    return tuple(i for i in range(8) if value >> i & 1)
-
-
-#: Set-bit positions of every byte value: axis masks (8 values an axis is common) are decomposed
-#: millions of times while indexing boxes.
-_TABLE_SIZE = 256
-_SMALL = tuple(_small_bits(v) for v in range(_TABLE_SIZE))
-
-
-def bits(value: int) -> list[int]:
-    """Positions of the set bits of ``value``, lowest first."""
-    if 0 <= value < _TABLE_SIZE:
-        return list(_SMALL[value])
-    out = []
-    while value:
-        low = value & -value
-        out.append(low.bit_length() - 1)
-        value ^= low
-    return out
 
 
 def partition(

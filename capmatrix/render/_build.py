@@ -1,10 +1,8 @@
-"""Generated support-matrix docs: Markdown and a self-contained HTML page, both from the YAML.
+"""The builder of the support-matrix page model, from the YAML.
 
-:func:`build` turns a :class:`~capmatrix.matrix.Matrix` into a :class:`Document` (plain data: grids of
-cells, each cell with its verdict and a note citing the rules behind it); :func:`render_markdown` and
-:func:`capmatrix._html.render_html` print that document. :func:`render_files` renders both pages to
-strings first and only then writes them (atomically), so a failed render leaves the old files intact;
-:func:`check_files` compares the committed pages with a fresh render and returns a unified diff.
+:func:`build` turns a :class:`~capmatrix.matrix.Matrix` into a :class:`~capmatrix.render.page.Document`
+(plain data: grids of cells, each cell with its verdict and a note citing the rules behind it); the
+Markdown and HTML printers print that document.
 
 How a cell is decided. A cell fixes ``sm`` and the grid's column axes; every other axis takes its axis
 default when it has one (``beam_width=1``, ...) and otherwise ranges over all its values, exactly as a
@@ -23,22 +21,31 @@ Output is deterministic: matrix order, no timestamps, and every path shown relat
 
 from __future__ import annotations
 
-import argparse
-import difflib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING
 
-from tabulate import tabulate
-
-from capmatrix._atomic import write_text_atomic
 from capmatrix._default import resolve
 from capmatrix.errors import CapmatrixError
-from capmatrix.model import Effect, Status, _StrEnum
+from capmatrix.evidence import compare
+from capmatrix.model import Effect, Status, format_value
 from capmatrix.query import ANY, KernelQuery
-from capmatrix.regions import Region, Space
-from capmatrix.resolver import Verdict
+from capmatrix.regions import Region, Space, box_of
+from capmatrix.render.page import (
+    Cell,
+    CellStatus,
+    Citation,
+    Document,
+    EvidenceSummary,
+    Grid,
+    KernelSection,
+    Note,
+    RenderError,
+    RoleSection,
+    slug,
+)
+from capmatrix.resolver import OriginKind, Verdict
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -46,32 +53,10 @@ if TYPE_CHECKING:
     from capmatrix.matrix import Matrix
     from capmatrix.model import Axis, AxisValue, Kernel, Rule
     from capmatrix.query import _Any
+    from capmatrix.resolver import Origin
 
-__all__ = [
-    "HTML_NAME",
-    "MARKDOWN_NAME",
-    "Cell",
-    "CellStatus",
-    "Citation",
-    "Document",
-    "EvidenceSummary",
-    "Grid",
-    "KernelSection",
-    "Note",
-    "RenderError",
-    "RoleSection",
-    "build",
-    "check_files",
-    "cmd_render",
-    "configure_render",
-    "main",
-    "render_files",
-    "render_markdown",
-    "render_pages",
-]
+__all__ = ["ANY_SM", "REGENERATE", "build"]
 
-MARKDOWN_NAME = "support-matrix.md"
-HTML_NAME = "support-matrix.html"
 #: How the matrix root is named in generated pages, whatever directory was rendered.
 ROOT_LABEL = "capabilities"
 #: Column axes of a kernel grid: at most this many columns in all.
@@ -80,192 +65,12 @@ MAX_COLUMNS = 16
 MAX_SPLIT_VALUES = 4
 #: A residual is spelled out in a note only up to this many boxes (past that the rules say it better).
 MAX_RESIDUAL_LINES = 6
-#: Lines of unified diff that ``--check`` prints before cutting the rest short.
-MAX_DIFF_LINES = 60
 #: Disagreements listed per evidence file (the count is always given).
 MAX_DISAGREEMENTS = 10
 
 REGENERATE = "python tools/render_matrix.py"
 #: Row label of a grid whose rules never name ``sm`` (every SM answers alike).
 ANY_SM = "any (no rule names sm)"
-
-
-class RenderError(CapmatrixError):
-    """The docs cannot be rendered (an unreadable evidence file, an inconsistent verdict)."""
-
-
-class CellStatus(_StrEnum):
-    """The state of one grid cell."""
-
-    SUPPORTED = "supported"
-    PARTIAL = "partial"
-    UNSUPPORTED = "unsupported"
-
-    @property
-    def symbol(self) -> str:
-        """The symbol that carries the state without colour."""
-        return _SYMBOLS[self]
-
-
-_SYMBOLS = {
-    CellStatus.SUPPORTED: "✓",
-    CellStatus.PARTIAL: "◐",
-    CellStatus.UNSUPPORTED: "✗",
-}
-
-#: (symbol, label, explanation) for the legend of both pages.
-LEGEND: tuple[tuple[str, str, str], ...] = (
-    ("✓", "supported",
-     ("the rules grant the cell and no exclusion cuts into it; the note lists what the grant still "
-     "requires of the axes the grid does not show")),
-    ("◐", "partial",
-     ("granted, but an exclusion removes part of it: it depends on another axis (the note says which, "
-     "and where it stays supported)")),
-    ("✗", "unsupported",
-     "no configuration is supported; the note names the exclusion when a grant covered the cell"),
-)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Citation:
-    """One rule cited by a note, with everything a reader needs to check it."""
-
-    rule_id: str
-    effect: str
-    location: str
-    link: str | None
-    region: str
-    requires: str
-    reason: str
-    source: str
-    status: str
-    verification: str
-
-    @property
-    def scope(self) -> str:
-        """``requires dtype [fp16, bf16]`` for a grant, ``where head_dim <=128`` for an exclusion."""
-        if not self.requires:
-            return ""
-        return f"{'requires' if self.effect == 'grant' else 'where'} {self.requires}"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Note:
-    """The explanation behind one or more cells (cells with the same explanation share a note)."""
-
-    anchor: str
-    number: int
-    summary: str
-    citations: tuple[Citation, ...] = ()
-    details: tuple[str, ...] = ()
-
-    @property
-    def plain(self) -> str:
-        """A one-paragraph plain-text form (the HTML ``title`` of a cell)."""
-        parts = [self.summary]
-        parts.extend(f"{c.effect} {c.rule_id} ({c.location}; {c.verification})" for c in self.citations)
-        parts.extend(self.details)
-        return " | ".join(parts)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Cell:
-    """One cell: its state, the text shown (a symbol or a kernel name) and its note."""
-
-    status: CellStatus | None
-    text: str
-    note: Note | None = None
-    link: str | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Grid:
-    """A table of cells with row and column headers and the notes its cells cite."""
-
-    anchor: str
-    caption: str
-    corner: str
-    columns: tuple[str, ...]
-    rows: tuple[tuple[str, tuple[Cell, ...]], ...]
-    notes: tuple[Note, ...] = ()
-    #: Two column axes: the first axis's values with their spans, and the second axis's values.
-    groups: tuple[tuple[str, int], ...] = ()
-    subcolumns: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class KernelSection:
-    """One kernel: its description, its grid and a summary of its rules."""
-
-    name: str
-    anchor: str
-    kind: str
-    engine: str | None
-    description: str
-    location: str
-    link: str | None
-    fixed: str
-    grid: Grid
-    rules: tuple[Citation, ...]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RoleSection:
-    """One role: its candidates in order and the grid of which candidate wins where."""
-
-    name: str
-    anchor: str
-    description: str
-    candidates: tuple[str, ...]
-    location: str
-    link: str | None
-    split: str | None
-    fixed: str
-    grids: tuple[Grid, ...]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EvidenceSummary:
-    """One probe evidence file, summarised."""
-
-    path: str
-    link: str | None
-    gpu: str
-    sm: str
-    software: str
-    cases: int
-    kernels: tuple[str, ...]
-    disagreements: int | None
-    notes: int | None
-    examples: tuple[str, ...] = ()
-    problem: str | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Document:
-    """Everything both pages show."""
-
-    title: str
-    intro: tuple[str, ...]
-    families: tuple[str, ...]
-    overview: Grid
-    kernels: tuple[KernelSection, ...]
-    roles: tuple[RoleSection, ...]
-    evidence: tuple[EvidenceSummary, ...]
-
-
-# --------------------------------------------------------------------------------------------------
-# Building the document
-
-
-def _fmt(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def _slug(text: str) -> str:
-    return "".join(ch if ch.isalnum() else "-" for ch in text.lower()).strip("-")
 
 
 class _Paths:
@@ -372,16 +177,6 @@ class _Builder:
 
     # -- cells ---------------------------------------------------------------------------------
 
-    def _box(self, rule: Rule, space: Space) -> tuple[int, ...]:
-        box = []
-        for axis in space.axes:
-            cond = rule.conditions.get(axis.name)
-            if cond is None:
-                box.append(axis.full_mask)
-            else:
-                box.append(sum(1 << i for i, v in enumerate(axis.values) if cond.contains(v)))
-        return tuple(box)
-
     def unusable_defaults(self, kernel: Kernel) -> tuple[str, ...]:
         """Axes whose default no grant of ``kernel`` admits: they range over their values instead.
 
@@ -415,12 +210,12 @@ class _Builder:
             if all(c.contains(values[a]) for a, c in r.conditions.items() if a in values)
         ]
         grants = tuple(r for r in applies if r.effect is Effect.GRANT)
-        granted = Region(space, [self._box(r, space) for r in grants])
+        granted = Region(space, [box_of(r, space) for r in grants])
         cutting = tuple(
             r for r in applies
-            if r.effect is Effect.EXCLUDE and (granted & Region(space, [self._box(r, space)]))
+            if r.effect is Effect.EXCLUDE and (granted & Region(space, [box_of(r, space)]))
         )
-        supported = granted - Region(space, [self._box(r, space) for r in cutting])
+        supported = granted - Region(space, [box_of(r, space) for r in cutting])
         verdict = resolution.verdict
         expected = (
             Verdict.UNSUPPORTED if not supported
@@ -474,7 +269,7 @@ class _Builder:
     def sm_label(self, value: AxisValue) -> str:
         assert self.sm is not None  # noqa: S101 - checked in __init__
         fams = [name for name, members in self.sm.families.items() if value in members]
-        return _fmt(value) + (f" ({', '.join(fams)})" if fams else "")
+        return format_value(value) + (f" ({', '.join(fams)})" if fams else "")
 
     def sm_rows(self, kernels: Sequence[str]) -> list[tuple[AxisValue, str]]:
         """One row per SM, or a single "any" row when no rule of ``kernels`` names ``sm``."""
@@ -512,9 +307,9 @@ class _Builder:
         combos: list[tuple[AxisValue, ...]] = [()]
         for axis in axes:
             combos = [(*c, v) for c in combos for v in axis.values]
-        columns = tuple(" · ".join(_fmt(v) for v in combo) or "any" for combo in combos)
-        anchor = f"kernel-{_slug(kernel.name)}"
-        notes = _Notes(_slug(kernel.name))
+        columns = tuple(" · ".join(format_value(v) for v in combo) or "any" for combo in combos)
+        anchor = f"kernel-{slug(kernel.name)}"
+        notes = _Notes(slug(kernel.name))
         rows = []
         for sm, label in self.sm_rows([kernel.name]):
             cells = []
@@ -543,9 +338,9 @@ class _Builder:
             grid=Grid(
                 anchor=f"{anchor}-grid", caption=caption, corner="sm",
                 columns=columns, rows=tuple(rows), notes=notes.notes,
-                groups=tuple((_fmt(v), len(axes[1].values)) for v in axes[0].values)
+                groups=tuple((format_value(v), len(axes[1].values)) for v in axes[0].values)
                 if len(axes) == 2 else (),
-                subcolumns=tuple(_fmt(c[1]) for c in combos) if len(axes) == 2 else (),
+                subcolumns=tuple(format_value(c[1]) for c in combos) if len(axes) == 2 else (),
             ),
             rules=tuple(_citation(r, self.paths) for r in kernel.rules),
         )
@@ -565,7 +360,7 @@ class _Builder:
         opened = [a for a in opened if a not in shown]
         hidden = [a for a in self.axes if a.name not in shown and a.name in relevant]
         defaults = [
-            f"{a.name}={_fmt(a.default)}" for a in hidden
+            f"{a.name}={format_value(a.default)}" for a in hidden
             if a.default is not None and a.name not in opened
         ]
         open_axes = [a.name for a in hidden if a.default is None or a.name in opened]
@@ -598,7 +393,7 @@ class _Builder:
                 decision = self.decide(kernel, {"sm": sm})
                 cells.append(
                     Cell(status=decision.status, text=decision.status.symbol,
-                         link=f"kernel-{_slug(kernel.name)}")
+                         link=f"kernel-{slug(kernel.name)}")
                 )
             rows.append((kernel.name, tuple(cells)))
         return Grid(
@@ -641,8 +436,8 @@ class _Builder:
         split = self.split_axis(role.candidates, list(pinned))
         grids = []
         for value in split.values if split is not None else (None,):
-            suffix = "" if split is None else f"-{_slug(split.name)}-{_slug(_fmt(value))}"
-            notes = _Notes(f"role-{_slug(name)}{suffix}")
+            suffix = "" if split is None else f"-{slug(split.name)}-{slug(format_value(value))}"
+            notes = _Notes(f"role-{slug(name)}{suffix}")
             fixed: dict[str, AxisValue] = dict(pinned)
             if split is not None and value is not None:
                 fixed[split.name] = value
@@ -655,9 +450,9 @@ class _Builder:
                 rows.append((label, cells))
             caption = f"{name}: the winning candidate by SM (rows) and model (columns)"
             if split is not None:
-                caption += f", {split.name}={_fmt(value)}"
+                caption += f", {split.name}={format_value(value)}"
             grids.append(Grid(
-                anchor=f"role-{_slug(name)}{suffix}-grid", caption=caption, corner="sm",
+                anchor=f"role-{slug(name)}{suffix}-grid", caption=caption, corner="sm",
                 columns=tuple(models), rows=tuple(rows), notes=notes.notes,
             ))
         location, link = self.paths.location(role.location.path, role.location.line)
@@ -669,12 +464,12 @@ class _Builder:
         )
         if pinned:
             fixed_text = (
-                "The role pins " + ", ".join(f"{k}={_fmt(v)}" for k, v in pinned.items()) + ". "
+                "The role pins " + ", ".join(f"{k}={format_value(v)}" for k, v in pinned.items()) + ". "
                 + fixed_text
             )
         return RoleSection(
             name=name,
-            anchor=f"role-{_slug(name)}",
+            anchor=f"role-{slug(name)}",
             description=" ".join(role.description.split()),
             candidates=role.candidates,
             location=location,
@@ -688,7 +483,7 @@ class _Builder:
         self, candidates: Sequence[str], model: str, fixed: Mapping[str, AxisValue], notes: _Notes
     ) -> Cell:
         query = KernelQuery(None, model=model, **fixed)
-        origins: Mapping[str, str] = {}
+        origins: Mapping[str, Origin] = {}
         values: Mapping[str, AxisValue] = {}
         covered: Region | None = None
         wins: list[tuple[str, Region]] = []
@@ -722,7 +517,8 @@ class _Builder:
         if not everywhere:
             details.append("elsewhere no candidate supports the query")
         given = ", ".join(
-            f"{k}={_fmt(v)}" for k, v in values.items() if origins.get(k, "").startswith("model:")
+            f"{k}={format_value(v)}" for k, v in values.items()
+            if k in origins and origins[k].kind is OriginKind.MODEL
         )
         summary = f"The winner depends on axes the model leaves open (model {model}: {given})."
         status = CellStatus.SUPPORTED if everywhere else CellStatus.PARTIAL
@@ -762,10 +558,8 @@ class _Builder:
         examples: list[str] = []
         problem = None
         try:
-            from capmatrix.probe import compare  # noqa: PLC0415 - torch-free, only for evidence
-
             result = compare(data, self.matrix)
-        except (ImportError, ValueError, KeyError, TypeError, CapmatrixError) as exc:
+        except (ValueError, KeyError, TypeError, CapmatrixError) as exc:
             problem = f"not compared with the matrix: {exc}"
         else:
             disagreements = len(result.disagreements)
@@ -790,7 +584,7 @@ class _Builder:
     def document(self) -> Document:
         assert self.sm is not None  # noqa: S101
         families = tuple(
-            f"{name} = {', '.join(_fmt(v) for v in members)}"
+            f"{name} = {', '.join(format_value(v) for v in members)}"
             for name, members in self.sm.families.items()
         )
         return Document(
@@ -810,7 +604,7 @@ class _Builder:
 
 
 def _describe_disagreement(item: object) -> str:
-    """One line per disagreement (``probe.Disagreement`` renders itself)."""
+    """One line per disagreement (``evidence.Disagreement`` renders itself)."""
     return " ".join(str(item).split())
 
 
@@ -827,204 +621,3 @@ def build(matrix: Matrix) -> Document:
     :raises RenderError: for a matrix without an ``sm`` axis or an unreadable evidence file.
     """
     return _Builder(matrix).document()
-
-
-# --------------------------------------------------------------------------------------------------
-# Markdown
-
-
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
-def _md_cell(cell: Cell) -> str:
-    text = _md_escape(cell.text)
-    if cell.note is not None:
-        return f"{text} [{cell.note.number}](#{cell.note.anchor})"
-    if cell.link is not None:
-        return f"[{text}](#{cell.link})"
-    return text
-
-
-def _md_link(text: str, link: str | None) -> str:
-    return f"[{text}]({link})" if link else f"`{text}`"
-
-
-def _md_grid(grid: Grid) -> list[str]:
-    headers = [grid.corner, *grid.columns]
-    rows = [[label, *(_md_cell(c) for c in cells)] for label, cells in grid.rows]
-    table = tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
-    out = [f'<a id="{grid.anchor}"></a>', "", f"*{_md_escape(grid.caption)}*", "", table, ""]
-    if grid.notes:
-        out.append("Notes:")
-        out.append("")
-        for note in grid.notes:
-            out.extend(_md_note(note))
-    return out
-
-
-def _md_citation(c: Citation) -> list[str]:
-    head = f"  - {c.effect} `{c.rule_id}` ({_md_link(c.location, c.link)}; {c.verification})"
-    if c.scope:
-        head += f", {c.scope}"
-    return [head, f"    - Reason: {c.reason}", f"    - Source: {c.source}"]
-
-
-def _md_note(note: Note) -> list[str]:
-    out = [f'- <a id="{note.anchor}"></a>**[{note.number}]** {note.summary}']
-    for citation in note.citations:
-        out.extend(_md_citation(citation))
-    out.extend(f"  - {line}" for line in note.details)
-    out.append("")
-    return out
-
-
-def render_markdown(doc: Document) -> str:
-    """The Markdown page (GitHub tables, notes with anchors)."""
-    out = [f"# {doc.title}", ""]
-    out.extend(line for text in doc.intro for line in (text, ""))
-    out.append("Legend: " + "; ".join(f"{s} {label}: {text}" for s, label, text in LEGEND) + ".")
-    out.append("")
-    if doc.families:
-        out.append("SM families: " + "; ".join(doc.families) + ".")
-        out.append("")
-    out.append("Contents: [Overview](#overview) · "
-               + " · ".join(f"[{k.name}](#{k.anchor})" for k in doc.kernels)
-               + "".join(f" · [role {r.name}](#{r.anchor})" for r in doc.roles)
-               + (" · [Evidence](#evidence)" if doc.evidence else ""))
-    out.append("")
-    out.extend(["## Overview", ""])
-    out.extend(_md_grid(doc.overview))
-    for section in doc.kernels:
-        out.extend([f'<a id="{section.anchor}"></a>', "", f"## {section.name}", ""])
-        kind = section.kind + (f", {section.engine}" if section.engine else "")
-        out.extend([f"{section.description}", "",
-                    f"Kind: {kind}. Defined at {_md_link(section.location, section.link)}.", ""])
-        out.extend([section.fixed, ""])
-        out.extend(_md_grid(section.grid))
-        out.extend(["Rules:", ""])
-        rows = [
-            [f"`{c.rule_id}`", c.effect, _md_escape(c.region), c.verification,
-             _md_link(c.location, c.link)]
-            for c in section.rules
-        ]
-        out.append(tabulate(rows, headers=["rule", "effect", "region", "status", "defined at"],
-                            tablefmt="github", disable_numparse=True))
-        out.append("")
-    for role in doc.roles:
-        out.extend([f'<a id="{role.anchor}"></a>', "", f"## Role {role.name}", ""])
-        out.extend([role.description, "",
-                    "Candidates, first supported wins: "
-                    + " → ".join(f"[{c}](#kernel-{_slug(c)})" for c in role.candidates)
-                    + f". Defined at {_md_link(role.location, role.link)}.", ""])
-        out.extend([role.fixed, "", ("A cell names the winning kernel; — means no candidate "
-                    "supports the query; a note explains cells where the winner depends on an "
-                    "axis the model leaves open."), ""])
-        for grid in role.grids:
-            out.extend(_md_grid(grid))
-    if doc.evidence:
-        out.extend(['<a id="evidence"></a>', "", "## Evidence", ""])
-        for ev in doc.evidence:
-            out.extend(_md_evidence(ev))
-    while out and out[-1] == "":
-        out.pop()
-    return "\n".join(out) + "\n"
-
-
-def _md_evidence(ev: EvidenceSummary) -> list[str]:
-    out = [f"### {_md_link(ev.path, ev.link)}", "",
-           f"- GPU: {ev.gpu} (sm {ev.sm}); software: {ev.software}",
-           f"- Cases: {ev.cases}" + (f" over {', '.join(ev.kernels)}" if ev.kernels else "")]
-    if ev.problem is not None:
-        out.append(f"- {ev.problem}")
-    else:
-        out.append(f"- Disagreements with the matrix: {ev.disagreements}; "
-                   f"notes (the matrix differs from `can_use_*` only): {ev.notes}")
-        out.extend(f"  - {line}" for line in ev.examples)
-    out.append("")
-    return out
-
-
-# --------------------------------------------------------------------------------------------------
-# Files, check and command line
-
-
-def render_pages(matrix: Matrix) -> dict[str, str]:
-    """Both pages as ``{file name: text}``, rendered fully before anything is written."""
-    from capmatrix._html import render_html  # noqa: PLC0415 - one concept per module
-
-    doc = build(matrix)
-    return {MARKDOWN_NAME: render_markdown(doc), HTML_NAME: render_html(doc)}
-
-
-def render_files(matrix: Matrix, out_dir: str | Path) -> list[Path]:
-    """Render both pages and write them (atomically) into ``out_dir``; return the paths written."""
-    pages = render_pages(matrix)
-    written = []
-    for name, text in pages.items():
-        target = Path(out_dir) / name
-        write_text_atomic(target, text)
-        written.append(target)
-    return written
-
-
-def check_files(matrix: Matrix, out_dir: str | Path) -> list[str]:
-    """Unified diffs (one string per stale page) between ``out_dir`` and a fresh render."""
-    diffs = []
-    for name, text in render_pages(matrix).items():
-        target = Path(out_dir) / name
-        try:
-            current = target.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            current = ""
-        if current != text:
-            lines = list(difflib.unified_diff(
-                current.splitlines(), text.splitlines(),
-                fromfile=f"{name} (committed)", tofile=f"{name} (rendered)", lineterm="", n=1,
-            ))
-            if len(lines) > MAX_DIFF_LINES:
-                rest = len(lines) - MAX_DIFF_LINES
-                lines = [*lines[:MAX_DIFF_LINES], f"... ({rest} more diff lines)"]
-            diffs.append("\n".join(lines))
-    return diffs
-
-
-def configure_render(parser: argparse.ArgumentParser, _argv: Sequence[str] = ()) -> None:
-    """Arguments of ``capmatrix render`` and ``tools/render_matrix.py``."""
-    parser.add_argument("--check", action="store_true",
-                        help="exit 1 with a diff when the pages differ from a fresh render")
-    parser.add_argument("--matrix", metavar="DIR", help="matrix directory (default: the shipped one)")
-    parser.add_argument("--out-dir", metavar="DIR", default="docs",
-                        help="where the pages live (default: docs)")
-
-
-def cmd_render(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """Write the pages, or with ``--check`` compare them; exit 0 fresh/written, 1 stale."""
-    from capmatrix.loader import load  # noqa: PLC0415
-
-    matrix = load(args.matrix)
-    if args.check:
-        diffs = check_files(matrix, args.out_dir)
-        if diffs:
-            err.write("\n".join(diffs) + "\n")
-            err.write(f"capmatrix: the support-matrix docs in {args.out_dir} are stale; "
-                      f"run `{REGENERATE}` and commit the result\n")
-            return 1
-        out.write(f"ok: {MARKDOWN_NAME} and {HTML_NAME} in {args.out_dir} are up to date\n")
-        return 0
-    out.writelines(f"wrote {path}\n" for path in render_files(matrix, args.out_dir))
-    return 0
-
-
-def main(argv: Sequence[str] | None = None, *, default_out: str | Path | None = None) -> int:
-    """Entry point of ``tools/render_matrix.py``: the ``render`` subcommand on its own."""
-    import sys  # noqa: PLC0415
-
-    from capmatrix.cli import run  # noqa: PLC0415
-
-    args = list(sys.argv[1:] if argv is None else argv)
-    if default_out is not None and not any(a == "--out-dir" or a.startswith("--out-dir=")
-                                           for a in args):
-        args += ["--out-dir", str(default_out)]
-    return run(["render", *args], sys.stdout, sys.stderr)
-

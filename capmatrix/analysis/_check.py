@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from capmatrix._boxes import (
+from capmatrix.analysis._boxes import (
     Area,
     BoxIndex,
     KernelBoxes,
@@ -20,10 +20,11 @@ from capmatrix._boxes import (
     supported_region,
     witness_of,
 )
-from capmatrix._partition import bits, mostly_disjoint, partition, uncovered
+from capmatrix.analysis._partition import mostly_disjoint, partition, uncovered
 from capmatrix.errors import CapabilityErrors
-from capmatrix.model import AxisType, Effect, Location, _StrEnum
-from capmatrix.regions import Region
+from capmatrix.loader import default_path, load
+from capmatrix.model import AxisType, Effect, Location, _StrEnum, format_value
+from capmatrix.regions import Region, bits
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping
@@ -109,8 +110,7 @@ class Witness:
         for name, value in self.values.items():
             if name in self.implicit:
                 continue
-            shown = ("true" if value else "false") if isinstance(value, bool) else str(value)
-            parts.append(f"--{name.replace('_', '-')} {shown}")
+            parts.append(f"--{name.replace('_', '-')} {format_value(value)}")
         return " ".join(parts)
 
     def as_dict(self) -> dict[str, object]:
@@ -215,8 +215,6 @@ def check_path(path: str | os.PathLike[str] | None = None) -> CheckResult:
     Loading problems (unknown axes, values, kernels, schema errors) come back as findings with
     ``loaded=False`` instead of raising.
     """
-    from capmatrix.loader import default_path, load  # noqa: PLC0415 - the loader imports the resolver
-
     root = str(path if path is not None else default_path())
     try:
         matrix = load(path)
@@ -508,7 +506,7 @@ def role_gap(
 ) -> Region:
     """Where no candidate of ``role`` is supported (merged).
 
-    ``local``: the partition strategy (see :func:`capmatrix._partition.partition`); by default it is
+    ``local``: the partition strategy (see :func:`capmatrix.analysis._partition.partition`); by default it is
     decided from the candidates' rules, not from their supported regions (which are disjoint boxes
     whatever the rules look like).
     """

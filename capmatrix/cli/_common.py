@@ -1,0 +1,101 @@
+"""What the subcommands share: exit statuses, the ``--matrix`` and ``--<axis>`` options, JSON output."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TextIO
+
+from capmatrix.errors import InvalidQuery, InvalidValue
+from capmatrix.loader import load
+from capmatrix.model import format_value
+from capmatrix.query import ANY, KernelQuery
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+
+    from capmatrix.matrix import Matrix
+    from capmatrix.model import Axis, AxisValue
+    from capmatrix.query import _Any
+
+__all__ = [
+    "EXIT_DEPENDS",
+    "EXIT_ERROR",
+    "EXIT_FAIL",
+    "EXIT_OK",
+    "Handler",
+    "add_axis_options",
+    "add_matrix_option",
+    "load_matrix",
+    "prescan",
+    "print_json",
+    "query_from_args",
+]
+
+EXIT_OK, EXIT_FAIL, EXIT_ERROR, EXIT_DEPENDS = 0, 1, 2, 3
+
+#: ``cmd_<name>(args, prepared, stdout, stderr) -> exit status``; ``prepared`` is what the command's
+#: ``configure_<name>`` returned (the matrix it loaded to declare the axis options, or None).
+Handler = Callable[[Any, Any, TextIO, TextIO], int]
+
+
+def load_matrix(path: str | None) -> Matrix:
+    """Load the matrix at ``path`` (the shipped one when None)."""
+    return load(path)
+
+
+def prescan(argv: Sequence[str], option: str) -> str | None:
+    """The value of ``option`` in ``argv``, read before the parser exists (``--matrix DIR``)."""
+    for i, arg in enumerate(argv):
+        if arg == option and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(option + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def add_matrix_option(parser: argparse.ArgumentParser) -> None:
+    """``--matrix DIR``."""
+    parser.add_argument("--matrix", metavar="DIR", help="matrix directory (default: the shipped one)")
+
+
+def _option(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def add_axis_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Matrix:
+    """One ``--<axis> VALUE`` option per axis of the matrix named by ``--matrix``; return that matrix."""
+    matrix = load_matrix(prescan(argv, "--matrix"))
+    group = parser.add_argument_group("axes ('*' makes an axis range over all its values)")
+    for axis in matrix.axes.values():
+        shown = ", ".join(format_value(v) for v in axis.values)
+        group.add_argument(
+            _option(axis.name), dest=f"axis_{axis.name}", metavar="VALUE",
+            help=f"{axis.type}: {shown}",
+        )
+    return matrix
+
+
+def _convert(axis: Axis, text: str) -> AxisValue | _Any:
+    if text == "*":
+        return ANY
+    try:
+        return axis.parse(text)
+    except InvalidValue as exc:
+        raise InvalidQuery(f"{_option(axis.name)} expects {exc.expected}, got {text!r}") from None
+
+
+def query_from_args(args: argparse.Namespace, matrix: Matrix, kernel: str | None) -> KernelQuery:
+    """Build a KernelQuery from the parsed ``--<axis>`` options of ``matrix``'s axes."""
+    axes = {}
+    for axis in matrix.axes.values():
+        text = getattr(args, f"axis_{axis.name}", None)
+        if text is not None:
+            axes[axis.name] = _convert(axis, text)
+    return KernelQuery(kernel, model=args.model, **axes)
+
+
+def print_json(data: object, out: TextIO, *, indent: int = 2) -> None:
+    """Write ``data`` as indented JSON (values JSON does not know are written as ``str()``)."""
+    out.write(json.dumps(data, indent=indent, default=str) + "\n")

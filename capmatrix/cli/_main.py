@@ -1,0 +1,140 @@
+"""The ``capmatrix`` dispatcher: ``main(argv) -> exit status``; each subcommand lives in a module.
+
+Exit statuses: 0 supported / clean, 1 unsupported (or a failed check), 3 depends, 2 usage or data error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import sys
+from typing import TYPE_CHECKING, TextIO
+
+from capmatrix.cli._common import EXIT_ERROR, EXIT_OK
+from capmatrix.errors import CapabilityErrors, CapmatrixError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
+
+    from capmatrix.cli._common import Handler
+
+__all__ = ["COMMANDS", "main", "render_main", "run"]
+
+#: Subcommand -> (module holding ``configure_<name>`` and ``cmd_<name>``, one-line help).
+#: Modules are imported only for the subcommand that runs (``capmatrix --help`` stays fast); this
+#: is start-up cost, not a way round an import circle: the dispatcher is the top of the package.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "query": ("capmatrix.cli._query", "answer whether a kernel supports a query"),
+    "select": ("capmatrix.cli._query", "pick the first supported kernel of a role"),
+    "validate": ("capmatrix.cli._query", "validate a matrix directory (exit 0 clean, 2 with problems)"),
+    "render": ("capmatrix.cli._render", "write the support-matrix docs, or --check them (1 when stale)"),
+    "probe": (
+        "capmatrix.cli._probe",
+        "check the torch SDPA rules on this GPU (exit 0 agree, 1 disagree, 2 no GPU)",
+    ),
+    "check": ("capmatrix.cli._analysis", "static analysis: dead, redundant, open-ended rules, gaps"),
+    "diff": ("capmatrix.cli._analysis", "semantic diff of two matrices or git revisions"),
+    "compare-legacy": ("capmatrix.cli._analysis", "compare a legacy predicate with a kernel"),
+    "test": ("capmatrix.cli._analysis", "run the expectation cases and report rule coverage"),
+}
+
+
+#: The first line of ``capmatrix --help`` (unchanged since the command line was one module).
+_DESCRIPTION = (
+    "The ``capmatrix`` command line: ``main(argv) -> exit status``; every subcommand is a function."
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argparse parser that raises instead of exiting, so ``main`` owns the exit status."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise _UsageError(f"{self.prog}: error: {message}")
+
+
+class _UsageError(Exception):
+    pass
+
+
+def _subcommand(argv: Sequence[str]) -> str | None:
+    for arg in argv:
+        if not arg.startswith("-"):
+            return arg
+    return None
+
+
+def _build_parser(argv: Sequence[str]) -> tuple[_Parser, dict[str, tuple[Handler, object]]]:
+    """The parser, and for the chosen subcommand its handler with what its configure step prepared."""
+    parser = _Parser(prog="capmatrix", description=_DESCRIPTION)
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    chosen = _subcommand(argv)
+    handlers: dict[str, tuple[Handler, object]] = {}
+    for name, (module_name, help_text) in COMMANDS.items():
+        sub = subparsers.add_parser(name, help=help_text, description=help_text)
+        if name == chosen:
+            module = importlib.import_module(module_name)
+            attr = name.replace("-", "_")
+            prepared = getattr(module, f"configure_{attr}")(sub, argv)
+            handlers[name] = (getattr(module, f"cmd_{attr}"), prepared)
+    return parser, handlers
+
+
+def run(argv: Sequence[str], stdout: TextIO, stderr: TextIO) -> int:
+    """Run one command line; return its exit status (never raises for bad input)."""
+    argv = list(argv)
+    try:
+        parser, handlers = _build_parser(argv)
+        if not argv or argv[0] in {"-h", "--help"}:
+            stdout.write(parser.format_help())
+            return EXIT_OK if argv else EXIT_ERROR
+        with contextlib.redirect_stdout(stdout):  # `capmatrix query --help` writes to ``stdout`` too
+            args = parser.parse_args(argv)
+        found = handlers.get(args.command)
+        if found is None:
+            stderr.write(parser.format_usage())
+            return EXIT_ERROR
+        handler, prepared = found
+        return int(handler(args, prepared, stdout, stderr))
+    except _UsageError as exc:
+        stderr.write(f"{exc}\n")
+        return EXIT_ERROR
+    except CapabilityErrors as exc:
+        stderr.write(f"{exc}\n")
+        return EXIT_ERROR
+    except CapmatrixError as exc:
+        stderr.write(f"capmatrix: error: {exc}\n")
+        return EXIT_ERROR
+    except BrokenPipeError:
+        raise  # the reader went away: main() exits quietly
+    except OSError as exc:  # e.g. --out-dir under a file, a full disk: a message, not a traceback
+        where = f"{exc.filename}: " if exc.filename else ""
+        stderr.write(f"capmatrix: error: {where}{exc.strerror or exc}\n")
+        return EXIT_ERROR
+    except SystemExit as exc:  # argparse's --help inside a subcommand
+        return int(exc.code or 0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``capmatrix`` script."""
+    for stream in (sys.stdout, sys.stderr):
+        # Text from a matrix may not fit a narrow terminal encoding: escape it rather than crash.
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
+    try:
+        return run(sys.argv[1:] if argv is None else argv, sys.stdout, sys.stderr)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+def render_main(argv: Sequence[str] | None = None, *, default_out: str | Path | None = None) -> int:
+    """Entry point of ``tools/render_matrix.py``: the ``render`` subcommand on its own."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if default_out is not None and not any(a == "--out-dir" or a.startswith("--out-dir=")
+                                           for a in args):
+        args += ["--out-dir", str(default_out)]
+    return run(["render", *args], sys.stdout, sys.stderr)

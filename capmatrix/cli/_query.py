@@ -1,0 +1,152 @@
+"""``capmatrix query``, ``select`` and ``validate``, with the text form of verdicts and selections."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, TextIO
+
+from capmatrix._default import resolve, select
+from capmatrix.cli._common import (
+    EXIT_DEPENDS,
+    EXIT_ERROR,
+    EXIT_FAIL,
+    EXIT_OK,
+    add_axis_options,
+    add_matrix_option,
+    print_json,
+    query_from_args,
+)
+from capmatrix.errors import CapabilityErrors
+from capmatrix.loader import iter_problems, load
+from capmatrix.model import format_value
+from capmatrix.resolver import OriginKind, ReasonKind, Verdict
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+
+    from capmatrix.matrix import Matrix
+    from capmatrix.resolver import Origin, Resolution, Selection
+
+__all__ = [
+    "cmd_query",
+    "cmd_select",
+    "cmd_validate",
+    "configure_query",
+    "configure_select",
+    "configure_validate",
+    "format_resolution",
+    "format_selection",
+]
+
+
+_MARKS = {
+    ReasonKind.GRANT: "+",
+    ReasonKind.EXCLUDE: "-",
+    ReasonKind.MISMATCH: "x",
+    ReasonKind.RESIDUAL: "~",
+    ReasonKind.OUTSIDE: "!",
+}
+
+
+def format_resolution(resolution: Resolution) -> str:
+    """Human-readable verdict, query and reasons."""
+    lines = [f"{resolution.kernel}: {resolution.verdict}"]
+    by_origin: dict[Origin, list[str]] = {}
+    for name, value in resolution.values.items():
+        by_origin.setdefault(resolution.origins[name], []).append(f"{name}={format_value(value)}")
+    for origin, items in by_origin.items():
+        if origin.kind is OriginKind.MODEL:
+            label = f"model {origin.model}"
+        else:
+            label = "axis defaults" if origin.kind is OriginKind.DEFAULT else "query"
+        lines.append(f"  {label}: {' '.join(items)}")
+    why = [r for r in resolution.reasons if r.kind in _MARKS]
+    if why:
+        lines.append("  why:")
+        lines.extend(f"    {_MARKS[r.kind]} {r.message}" for r in why)
+    return "\n".join(lines)
+
+
+def configure_query(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Matrix:
+    """Arguments of ``capmatrix query``."""
+    parser.add_argument("kernel", help="kernel name, e.g. xqa")
+    parser.add_argument("--model", help="model family whose axis values are the defaults")
+    parser.add_argument("--json", action="store_true", help="print a JSON object")
+    add_matrix_option(parser)
+    return add_axis_options(parser, argv)
+
+
+def cmd_query(args: argparse.Namespace, matrix: Matrix, out: TextIO, _err: TextIO) -> int:
+    """Resolve one query; exit 0 supported, 1 unsupported, 3 depends."""
+    query = query_from_args(args, matrix, args.kernel)
+    resolution = resolve(query, matrix)
+    if args.json:
+        print_json(resolution.as_dict(), out)
+    else:
+        out.write(format_resolution(resolution) + "\n")
+    return {Verdict.SUPPORTED: EXIT_OK, Verdict.UNSUPPORTED: EXIT_FAIL}.get(
+        resolution.verdict, EXIT_DEPENDS
+    )
+
+
+def configure_select(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Matrix:
+    """Arguments of ``capmatrix select``."""
+    parser.add_argument("role", help="role name, e.g. trtllm_generation")
+    parser.add_argument("--model", help="model family whose axis values are the defaults")
+    parser.add_argument("--json", action="store_true", help="print a JSON object")
+    add_matrix_option(parser)
+    return add_axis_options(parser, argv)
+
+
+def format_selection(selection: Selection) -> str:
+    """Human-readable winner and trace."""
+    head = (
+        f"{selection.role}: {selection.kernel}"
+        if selection.kernel
+        else f"{selection.role}: no supported candidate"
+    )
+    lines = [head]
+    for resolution in selection.trace:
+        mark = "=>" if resolution.kernel == selection.kernel else "  "
+        body = format_resolution(resolution).splitlines()
+        lines.append(f"{mark} {body[0]}")
+        lines.extend(f"   {line}" for line in body[1:] if not line.startswith("  query")
+                     and not line.startswith("  model") and not line.startswith("  axis"))
+    return "\n".join(lines)
+
+
+def cmd_select(args: argparse.Namespace, matrix: Matrix, out: TextIO, _err: TextIO) -> int:
+    """Select a kernel for a role; exit 0 when one is supported, 1 when none, 3 when it depends."""
+    query = query_from_args(args, matrix, None)
+    selection = select(args.role, query, matrix)
+    if args.json:
+        print_json(selection.as_dict(), out)
+    else:
+        out.write(format_selection(selection) + "\n")
+    return {Verdict.SUPPORTED: EXIT_OK, Verdict.UNSUPPORTED: EXIT_FAIL}.get(
+        selection.verdict, EXIT_DEPENDS
+    )
+
+
+def configure_validate(parser: argparse.ArgumentParser, _argv: Sequence[str]) -> None:
+    """Arguments of ``capmatrix validate``."""
+    parser.add_argument("path", nargs="?", help="matrix directory (default: the shipped one)")
+    parser.add_argument("--json", action="store_true", help="print problems as JSON")
+
+
+def cmd_validate(args: argparse.Namespace, _prepared: None, out: TextIO, err: TextIO) -> int:
+    """Validate a matrix; exit 0 when clean, 2 with every problem listed."""
+    problems = list(iter_problems(args.path))
+    if args.json:
+        print_json({"ok": not problems, "problems": [p.as_dict() for p in problems]}, out)
+        return EXIT_ERROR if problems else EXIT_OK
+    if problems:
+        err.write(str(CapabilityErrors(problems)) + "\n")
+        return EXIT_ERROR
+    matrix = load(args.path)
+    rules = sum(len(k.rules) for k in matrix.kernels.values())
+    out.write(
+        f"ok: {len(matrix.files)} files, {len(matrix.axes)} axes, {len(matrix.kernels)} kernels, "
+        f"{rules} rules, {len(matrix.models)} models, {len(matrix.roles)} roles\n"
+    )
+    return EXIT_OK

@@ -1,0 +1,166 @@
+"""Queries from Hugging Face configs: attention kind, head_dim, dtypes and the model family, derived."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from capmatrix._default import default_matrix
+from capmatrix.errors import InvalidQuery, UnknownName
+from capmatrix.model import AxisType, format_value
+from capmatrix.query import KernelQuery
+
+if TYPE_CHECKING:
+    from capmatrix.matrix import Matrix
+    from capmatrix.model import AxisValue
+
+__all__ = [
+    "ATTENTION_GQA",
+    "ATTENTION_MHA",
+    "ATTENTION_MLA",
+    "ATTENTION_MQA",
+    "query_from_hf_config",
+]
+
+
+_DTYPES: Final[Mapping[str, str]] = {
+    "float32": "fp32",
+    "float": "fp32",
+    "fp32": "fp32",
+    "float16": "fp16",
+    "half": "fp16",
+    "fp16": "fp16",
+    "bfloat16": "bf16",
+    "bf16": "bf16",
+    "float8_e4m3fn": "fp8",
+    "fp8": "fp8",
+}
+
+#: The attention value of MLA configs and the MQA/GQA/MHA values (the axis spellings).
+ATTENTION_MLA: Final = "mla"
+ATTENTION_MQA: Final = "mqa"
+ATTENTION_GQA: Final = "gqa"
+ATTENTION_MHA: Final = "mha"
+
+
+def _field(config: object, *names: str) -> Any:  # noqa: ANN401 - config values are untyped
+    """The first of ``names`` that the config (a dict or an object) sets to something not None."""
+    for name in names:
+        value = config.get(name) if isinstance(config, Mapping) else getattr(config, name, None)
+        if value is not None:
+            return value
+    return None
+
+
+def _positive_int(config: object, names: tuple[str, ...]) -> int | None:
+    value = _field(config, *names)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise InvalidQuery(f"config field {names[0]!r} must be a positive int, got {value!r}")
+    return value
+
+
+def _config_dtype(config: object) -> str | None:
+    raw = _field(config, "torch_dtype", "dtype")
+    if raw is None:
+        return None
+    text = str(raw).removeprefix("torch.")
+    found = _DTYPES.get(text)
+    if found is None:
+        raise InvalidQuery(
+            f"config torch_dtype {raw!r} has no dtype axis value "
+            f"(known: {', '.join(sorted(_DTYPES))}); pass dtype=... to override"
+        )
+    return found
+
+
+def _config_axes(config: object) -> dict[str, AxisValue]:
+    """Derive attention, head_dim, q_per_kv, dtype and sliding_window from a config."""
+    axes: dict[str, AxisValue] = {}
+    heads = _positive_int(config, ("num_attention_heads", "n_head", "num_heads"))
+    kv_lora_rank = _field(config, "kv_lora_rank")
+    rope_dim = _field(config, "qk_rope_head_dim")
+    # MLA first (P12: truthy kv_lora_rank and qk_rope_head_dim): MLA configs also carry
+    # num_key_value_heads equal to num_attention_heads, which would otherwise read as MHA.
+    if kv_lora_rank and rope_dim:
+        axes["attention"] = ATTENTION_MLA
+        axes["head_dim"] = int(kv_lora_rank) + int(rope_dim)
+        if heads is not None:
+            axes["q_per_kv"] = heads  # every query head shares the one latent KV head
+    elif heads is not None:
+        kv_heads = _positive_int(config, ("num_key_value_heads", "num_kv_heads", "n_head_kv"))
+        if kv_heads is None and _field(config, "multi_query") is True:
+            kv_heads = 1  # Falcon-7B style configs
+        if kv_heads is None:
+            kv_heads = heads
+        if heads % kv_heads:
+            raise InvalidQuery(
+                f"num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads}"
+            )
+        if kv_heads == 1 and heads > 1:
+            axes["attention"] = ATTENTION_MQA
+        elif kv_heads < heads:
+            axes["attention"] = ATTENTION_GQA
+        else:
+            axes["attention"] = ATTENTION_MHA
+        axes["q_per_kv"] = heads // kv_heads
+        head_dim = _positive_int(config, ("head_dim",))
+        hidden = _positive_int(config, ("hidden_size", "n_embd", "d_model"))
+        if head_dim is None and hidden is not None:
+            head_dim = hidden // heads
+        if head_dim is not None:
+            axes["head_dim"] = head_dim
+    dtype = _config_dtype(config)
+    if dtype is not None:
+        axes["dtype"] = dtype
+        axes["kv_cache_dtype"] = dtype  # engines default the KV cache to the model dtype ("auto")
+    window = _field(config, "sliding_window")
+    if isinstance(window, int) and not isinstance(window, bool) and window > 0:
+        axes["sliding_window"] = _field(config, "use_sliding_window") is not False
+    elif "sliding_window" in (config if isinstance(config, Mapping) else dir(config)):
+        axes["sliding_window"] = False
+    return axes
+
+
+def query_from_hf_config(
+    config: object,
+    kernel: str | None = None,
+    *,
+    matrix: Matrix | None = None,
+    model: str | None = None,
+    **overrides: AxisValue,
+) -> KernelQuery:
+    """Build a query from a Hugging Face config (an object or its ``config.json`` dict).
+
+    attention: MLA when ``kv_lora_rank`` and ``qk_rope_head_dim`` are truthy, else by KV heads
+    (1: mqa, fewer: gqa, equal or missing: mha); head_dim: ``kv_lora_rank + qk_rope_head_dim`` for MLA,
+    else ``head_dim`` or ``hidden_size // num_attention_heads``; dtype and kv_cache_dtype from
+    ``torch_dtype``; the model family from ``model_type`` through the models' ``hf_model_types``.
+    ``overrides`` (axis values) win over everything derived.
+
+    :raises InvalidQuery: for a config field of the wrong type, an unknown dtype, an enum value or axis
+        that the matrix does not know, or an unknown ``model``.
+    """
+    m = default_matrix() if matrix is None else matrix
+    axes = _config_axes(config)
+    axes.update(overrides)
+    family = model
+    if family is None:
+        model_type = _field(config, "model_type")
+        if model_type is not None:
+            family = next(
+                (name for name, fam in m.models.items() if model_type in fam.hf_model_types), None
+            )
+    elif family not in m.models:
+        raise UnknownName("model", family, m.models)
+    for name, value in axes.items():
+        axis = m.axes.get(name)
+        if axis is None:
+            raise UnknownName("axis", name, m.axes)
+        if axis.index(value) is None and not (
+            axis.type is AxisType.INT and isinstance(value, int) and not isinstance(value, bool)
+        ):
+            known = ", ".join(map(format_value, axis.values))
+            raise InvalidQuery(f"{value!r} is not a value of axis {name!r} ({known})")
+    return KernelQuery(kernel, model=family, **axes)

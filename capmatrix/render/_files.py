@@ -1,0 +1,63 @@
+"""Both pages as files: rendered fully to strings, then written atomically, or compared (``--check``).
+
+A failed render leaves the old files intact; :func:`check_files` returns a unified diff per stale page.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from capmatrix._atomic import write_text_atomic
+from capmatrix.render._build import build
+from capmatrix.render.html import render_html
+from capmatrix.render.markdown import render_markdown
+
+if TYPE_CHECKING:
+    from capmatrix.matrix import Matrix
+
+__all__ = ["HTML_NAME", "MARKDOWN_NAME", "check_files", "render_files", "render_pages"]
+
+MARKDOWN_NAME = "support-matrix.md"
+HTML_NAME = "support-matrix.html"
+#: Lines of unified diff that ``--check`` prints before cutting the rest short.
+MAX_DIFF_LINES = 60
+
+
+def render_pages(matrix: Matrix) -> dict[str, str]:
+    """Both pages as ``{file name: text}``, rendered fully before anything is written."""
+    doc = build(matrix)
+    return {MARKDOWN_NAME: render_markdown(doc), HTML_NAME: render_html(doc)}
+
+
+def render_files(matrix: Matrix, out_dir: str | Path) -> list[Path]:
+    """Render both pages and write them (atomically) into ``out_dir``; return the paths written."""
+    pages = render_pages(matrix)
+    written = []
+    for name, text in pages.items():
+        target = Path(out_dir) / name
+        write_text_atomic(target, text)
+        written.append(target)
+    return written
+
+
+def check_files(matrix: Matrix, out_dir: str | Path) -> list[str]:
+    """Unified diffs (one string per stale page) between ``out_dir`` and a fresh render."""
+    diffs = []
+    for name, text in render_pages(matrix).items():
+        target = Path(out_dir) / name
+        try:
+            current = target.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            current = ""
+        if current != text:
+            lines = list(difflib.unified_diff(
+                current.splitlines(), text.splitlines(),
+                fromfile=f"{name} (committed)", tofile=f"{name} (rendered)", lineterm="", n=1,
+            ))
+            if len(lines) > MAX_DIFF_LINES:
+                rest = len(lines) - MAX_DIFF_LINES
+                lines = [*lines[:MAX_DIFF_LINES], f"... ({rest} more diff lines)"]
+            diffs.append("\n".join(lines))
+    return diffs

@@ -1,0 +1,196 @@
+"""The page model both printers read: grids of cells, notes citing rules, kernel and role sections.
+
+:func:`capmatrix.render.build` computes a :class:`Document` from a matrix; :mod:`~capmatrix.render.markdown`
+and :mod:`~capmatrix.render.html` print it. Everything here is plain, immutable data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from capmatrix.errors import CapmatrixError
+from capmatrix.model import _StrEnum
+
+__all__ = [
+    "LEGEND",
+    "Cell",
+    "CellStatus",
+    "Citation",
+    "Document",
+    "EvidenceSummary",
+    "Grid",
+    "KernelSection",
+    "Note",
+    "RenderError",
+    "RoleSection",
+    "slug",
+]
+
+
+def slug(text: str) -> str:
+    """The anchor form of a name (``trtllm_generation`` -> ``trtllm-generation``)."""
+    return "".join(ch if ch.isalnum() else "-" for ch in text.lower()).strip("-")
+
+
+class RenderError(CapmatrixError):
+    """The docs cannot be rendered (an unreadable evidence file, an inconsistent verdict)."""
+
+
+class CellStatus(_StrEnum):
+    """The state of one grid cell."""
+
+    SUPPORTED = "supported"
+    PARTIAL = "partial"
+    UNSUPPORTED = "unsupported"
+
+    @property
+    def symbol(self) -> str:
+        """The symbol that carries the state without colour."""
+        return _SYMBOLS[self]
+
+
+_SYMBOLS = {
+    CellStatus.SUPPORTED: "✓",
+    CellStatus.PARTIAL: "◐",
+    CellStatus.UNSUPPORTED: "✗",
+}
+
+#: (symbol, label, explanation) for the legend of both pages.
+LEGEND: tuple[tuple[str, str, str], ...] = (
+    ("✓", "supported",
+     ("the rules grant the cell and no exclusion cuts into it; the note lists what the grant still "
+     "requires of the axes the grid does not show")),
+    ("◐", "partial",
+     ("granted, but an exclusion removes part of it: it depends on another axis (the note says which, "
+     "and where it stays supported)")),
+    ("✗", "unsupported",
+     "no configuration is supported; the note names the exclusion when a grant covered the cell"),
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Citation:
+    """One rule cited by a note, with everything a reader needs to check it."""
+
+    rule_id: str
+    effect: str
+    location: str
+    link: str | None
+    region: str
+    requires: str
+    reason: str
+    source: str
+    status: str
+    verification: str
+
+    @property
+    def scope(self) -> str:
+        """``requires dtype [fp16, bf16]`` for a grant, ``where head_dim <=128`` for an exclusion."""
+        if not self.requires:
+            return ""
+        return f"{'requires' if self.effect == 'grant' else 'where'} {self.requires}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Note:
+    """The explanation behind one or more cells (cells with the same explanation share a note)."""
+
+    anchor: str
+    number: int
+    summary: str
+    citations: tuple[Citation, ...] = ()
+    details: tuple[str, ...] = ()
+
+    @property
+    def plain(self) -> str:
+        """A one-paragraph plain-text form (the HTML ``title`` of a cell)."""
+        parts = [self.summary]
+        parts.extend(f"{c.effect} {c.rule_id} ({c.location}; {c.verification})" for c in self.citations)
+        parts.extend(self.details)
+        return " | ".join(parts)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cell:
+    """One cell: its state, the text shown (a symbol or a kernel name) and its note."""
+
+    status: CellStatus | None
+    text: str
+    note: Note | None = None
+    link: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Grid:
+    """A table of cells with row and column headers and the notes its cells cite."""
+
+    anchor: str
+    caption: str
+    corner: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, tuple[Cell, ...]], ...]
+    notes: tuple[Note, ...] = ()
+    #: Two column axes: the first axis's values with their spans, and the second axis's values.
+    groups: tuple[tuple[str, int], ...] = ()
+    subcolumns: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KernelSection:
+    """One kernel: its description, its grid and a summary of its rules."""
+
+    name: str
+    anchor: str
+    kind: str
+    engine: str | None
+    description: str
+    location: str
+    link: str | None
+    fixed: str
+    grid: Grid
+    rules: tuple[Citation, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RoleSection:
+    """One role: its candidates in order and the grid of which candidate wins where."""
+
+    name: str
+    anchor: str
+    description: str
+    candidates: tuple[str, ...]
+    location: str
+    link: str | None
+    split: str | None
+    fixed: str
+    grids: tuple[Grid, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EvidenceSummary:
+    """One probe evidence file, summarised."""
+
+    path: str
+    link: str | None
+    gpu: str
+    sm: str
+    software: str
+    cases: int
+    kernels: tuple[str, ...]
+    disagreements: int | None
+    notes: int | None
+    examples: tuple[str, ...] = ()
+    problem: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Document:
+    """Everything both pages show."""
+
+    title: str
+    intro: tuple[str, ...]
+    families: tuple[str, ...]
+    overview: Grid
+    kernels: tuple[KernelSection, ...]
+    roles: tuple[RoleSection, ...]
+    evidence: tuple[EvidenceSummary, ...]
