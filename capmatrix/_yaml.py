@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from capmatrix.errors import CapabilityError
+from capmatrix.errors import CapabilityError, CapabilityErrors
 
 __all__ = [
     "MAX_DEPTH",
@@ -319,8 +319,6 @@ def read_text(text: str, path: str) -> tuple[Any, SourceMap]:
 
     :raises capmatrix.CapabilityErrors: on any syntax or structure problem (all of them).
     """
-    from capmatrix.errors import CapabilityErrors  # noqa: PLC0415 - avoid a cycle in docs
-
     tab = text.find("\t")
     if tab >= 0 and text[text.rfind("\n", 0, tab) + 1 : tab].strip(" ") == "":
         line_no, tab_col = _text_position(text, tab)
@@ -416,8 +414,6 @@ def read(path: Path, display: str | None = None) -> tuple[Any, SourceMap]:
 
     :raises capmatrix.CapabilityErrors: on unreadable, oversized, non-UTF-8 or malformed files.
     """
-    from capmatrix.errors import CapabilityErrors  # noqa: PLC0415
-
     name = display or str(path)
 
     def fail(message: str, hint: str | None = None) -> CapabilityErrors:

@@ -1,0 +1,64 @@
+"""One rooted error family, and one catalogue of every code a capability error can carry."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+
+import capmatrix
+from capmatrix.errors import ERROR_CODES, CapmatrixError
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "capmatrix"
+
+
+def _module_names() -> list[str]:
+    names = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__main__":
+            continue
+        if parts[-1] == "__init__":
+            parts.pop()
+        names.append(".".join(parts))
+    return names
+
+
+def test_every_code_in_the_source_is_catalogued() -> None:
+    used: set[str] = set()
+    for path in PACKAGE.rglob("*.py"):
+        used |= set(re.findall(r'code="([A-Z]\d{3})"', path.read_text(encoding="utf-8")))
+    assert used, "the scan found no code at all"
+    assert sorted(used - set(ERROR_CODES)) == []
+
+
+def test_the_catalogue_matches_docs_authoring() -> None:
+    """docs/authoring.md documents every E-code of the catalogue, in order, under the same title."""
+    text = (ROOT / "docs" / "authoring.md").read_text(encoding="utf-8")
+    documented = re.findall(r"^### (E\d{3}): (.+)$", text, flags=re.MULTILINE)
+    catalogued = [(code, title) for code, title in ERROR_CODES.items()
+                  if code.startswith("E") and code != "E000"]
+    assert documented == catalogued
+
+
+@pytest.mark.parametrize("module", _module_names())
+def test_every_error_class_is_in_the_family(module: str) -> None:
+    """Every public error class (private ones are control flow, caught inside their module)."""
+    found = importlib.import_module(module)
+    for name, obj in vars(found).items():
+        if name.startswith("_"):
+            continue
+        if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == module:
+            assert issubclass(obj, CapmatrixError), f"{module}.{name}"
+
+
+def test_no_gpu_is_a_capmatrix_error() -> None:
+    from capmatrix.probe import NoGPUError
+
+    assert issubclass(NoGPUError, CapmatrixError)
+    assert issubclass(NoGPUError, RuntimeError)
+    assert capmatrix.CapmatrixError is CapmatrixError

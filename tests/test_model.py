@@ -1,0 +1,109 @@
+"""The axis model: one text form (format_value) and one parser (Axis.parse) per value, round-tripping."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import TYPE_CHECKING
+
+import pytest
+
+import capmatrix
+from capmatrix.analysis import parse_where
+from capmatrix.cli import run
+from capmatrix.errors import InvalidValue
+from capmatrix.model import Axis, AxisType, format_value
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from capmatrix.model import AxisValue
+
+AXES = (
+    Axis(name="sm", type=AxisType.INT, values=(80, 90, 100, 120, 121), description="d"),
+    Axis(name="offset", type=AxisType.INT, values=(-3, 0, 7), description="d"),
+    Axis(name="causal", type=AxisType.BOOL, values=(False, True), description="d"),
+    Axis(name="attention", type=AxisType.ENUM, values=("mha", "gqa", "mla", "1", "true"), description="d"),
+)
+
+
+@pytest.mark.parametrize("axis", AXES, ids=[a.name for a in AXES])
+def test_every_value_round_trips_through_its_text(axis: Axis) -> None:
+    for value in axis.values:
+        parsed = axis.parse(format_value(value))
+        assert parsed == value
+        assert type(parsed) is type(value)
+
+
+def test_every_axis_type_is_covered() -> None:
+    assert {a.type for a in AXES} == set(AxisType)
+
+
+def test_shipped_axes_round_trip() -> None:
+    for axis in capmatrix.default_matrix().axes.values():
+        for value in axis.values:
+            parsed = axis.parse(format_value(value))
+            assert (parsed, type(parsed)) == (value, type(value))
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("true", True), ("True", True), ("yes", True), ("on", True), ("1", True),
+    ("false", False), ("NO", False), ("off", False), ("0", False),
+])
+def test_bool_spellings(text: str, value: bool) -> None:
+    assert AXES[2].parse(text) is value
+
+
+@pytest.mark.parametrize(("axis", "text", "expected"), [
+    (AXES[0], "nine", "an integer"),
+    (AXES[0], "9" * 5000, "an integer"),
+    (AXES[2], "maybe", "true or false"),
+])
+def test_bad_text_is_an_invalid_value(axis: Axis, text: str, expected: str) -> None:
+    with pytest.raises(InvalidValue) as info:
+        axis.parse(text)
+    assert (info.value.axis, info.value.text, info.value.expected) == (axis.name, text, expected)
+    assert isinstance(info.value, capmatrix.InvalidQuery)
+
+
+def test_enum_text_is_taken_as_it_is() -> None:
+    assert AXES[3].parse("true") == "true"
+    assert AXES[3].parse("1") == "1"
+
+
+def _run(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    return run(argv, out, err), out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("text", ["yes", "true", "on", "1"])
+def test_where_reads_values_as_query_does(text: str, tmp_path: Path) -> None:
+    """``compare-legacy --where causal=yes`` restricts like ``query --causal yes`` asks."""
+    matrix = capmatrix.default_matrix()
+    assert parse_where(matrix, [f"causal={text}"]) == {"causal": (True,)}
+    predicate = tmp_path / "legacy.py"
+    predicate.write_text("def causal_only(*, causal, **_):\n    return causal\n", encoding="utf-8")
+    code, out, err = _run(["compare-legacy", f"{predicate}:causal_only", "--kernel",
+                           "torch_sdpa_math", "--where", f"causal={text}", "--json"])
+    assert err == ""
+    assert code in {0, 1}
+    assert json.loads(out)["where"] == {"causal": [True]}
+    q_text = _run(["query", "torch_sdpa_math", "--causal", text, "--json"])
+    q_true = _run(["query", "torch_sdpa_math", "--causal", "true", "--json"])
+    assert q_text == q_true
+    assert json.loads(q_text[1])["query"]["causal"] is True
+
+
+def test_value_of_wrong_type_says_so_in_both() -> None:
+    code, _out, err = _run(["query", "xqa", "--causal", "maybe"])
+    assert (code, err.strip()) == (2, "capmatrix: error: --causal expects true or false, got 'maybe'")
+    with pytest.raises(capmatrix.CapmatrixError, match="takes true or false"):
+        parse_where(capmatrix.default_matrix(), ["causal=maybe"])
+
+
+def _values() -> list[AxisValue]:
+    return [v for a in AXES for v in a.values]
+
+
+def test_format_value_spells_bools_in_lower_case() -> None:
+    assert [format_value(v) for v in _values() if isinstance(v, bool)] == ["false", "true"]
