@@ -108,6 +108,10 @@ def _verification(rule: Rule) -> str:
         return text
     if rule.status is Status.KNOWN_ISSUE:
         return "known issue"
+    if rule.status is Status.DERIVED:
+        return "derived from a recorded source table"
+    if rule.status is Status.READ:
+        return "read from the code"
     return "untested"
 
 

@@ -1,0 +1,121 @@
+"""TensorRT-LLM's context path: the trtllm_context role and the engine gates in front of it."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import pytest
+
+import capmatrix
+from capmatrix import KernelQuery, Matrix, Verdict
+from capmatrix.analysis import check
+
+FP8 = {"dtype": "fp8", "kv_cache_dtype": "fp8"}
+
+
+@pytest.fixture(scope="module")
+def matrix() -> Matrix:
+    return capmatrix.load()
+
+
+class Pick(NamedTuple):
+    model: str
+    axes: dict[str, object]
+    kernel: str | None
+
+
+PICKS: tuple[Pick, ...] = (
+    Pick("llama", {"sm": 100}, "trtllm_gen"),
+    Pick("llama", {"sm": 100, "head_dim": 80}, "fmha_v2"),       # FmhaDispatcher: head 80 -> fmha_v2
+    Pick("llama", {"sm": 100, "head_dim": 80, **FP8}, None),     # no E4M3 fmha_v2 kernel on SM100
+    Pick("llama", {"sm": 90}, "fmha_v2"),
+    Pick("llama", {"sm": 121}, "fmha_v2"),
+    Pick("llama", {"sm": 80, "head_dim": 144}, "unfused_mha"),   # no fmha_v2 cubin for head 144
+    Pick("llama", {"sm": 87}, "unfused_mha"),                    # no fmha_v2 cubins for SM87
+    Pick("llama", {"sm": 80, "position_bias": "relative"}, "unfused_mha"),
+    Pick("llama", {"sm": 100, "position_bias": "alibi"}, "unfused_mha"),
+    Pick("llama", {"sm": 120, "kv_cache_dtype": "nvfp4"}, None),  # NVFP4 KV needs FP8 context FMHA
+    Pick("llama", {"sm": 120, "dtype": "fp8", "kv_cache_dtype": "nvfp4"}, "fmha_v2"),
+    Pick("deepseek_v3", {"sm": 90}, "fmha_v2"),
+    Pick("deepseek_v3", {"sm": 100}, "trtllm_gen"),
+    Pick("deepseek_v3", {"sm": 86}, None),                       # MLA needs a fused context kernel
+)
+
+
+@pytest.mark.parametrize("p", PICKS, ids=[f"{p.model}-{p.axes}" for p in PICKS])
+def test_trtllm_context_role(p: Pick, matrix: Matrix) -> None:
+    query = KernelQuery(None, model=p.model, **p.axes)  # type: ignore[arg-type]
+    selection = capmatrix.select("trtllm_context", query, matrix=matrix)
+    assert selection.kernel == p.kernel
+    assert [r.kernel for r in selection.trace] == list(
+        matrix.roles["trtllm_context"].candidates[: len(selection.trace)]
+    )
+
+
+def test_unfused_fallback_is_last(matrix: Matrix) -> None:
+    assert matrix.roles["trtllm_context"].candidates[-1] == "unfused_mha"
+    assert matrix.roles["trtllm_context"].axes == {"phase": "context"}
+
+
+class Gate(NamedTuple):
+    gate: str
+    model: str
+    axes: dict[str, object]
+    expected: Verdict
+    rule: str
+
+
+S, U = Verdict.SUPPORTED, Verdict.UNSUPPORTED
+GATES: tuple[Gate, ...] = (
+    Gate("trtllm_mla_kv_cache_reuse", "llama", {"sm": 121}, S, "trtllm_mla_kv_cache_reuse.non_mla"),
+    Gate("trtllm_mla_kv_cache_reuse", "deepseek_v3", {"sm": 120}, S,
+         "trtllm_mla_kv_cache_reuse.mla_allowlist"),
+    # issue #15344: the raw Python SM of GB10 is not in the allowlist
+    Gate("trtllm_mla_kv_cache_reuse", "deepseek_v3", {"sm": 121}, U,
+         "trtllm_mla_kv_cache_reuse.mla_allowlist"),
+    Gate("trtllm_mla_kv_cache_reuse", "deepseek_v3", {"sm": 90, "kv_cache_dtype": "int8"}, U,
+         "trtllm_mla_kv_cache_reuse.mla_allowlist"),
+    Gate("trtllm_mla_chunked_prefill", "llama", {"sm": 80}, S, "trtllm_mla_chunked_prefill.non_mla"),
+    Gate("trtllm_mla_chunked_prefill", "deepseek_v3", {"sm": 103}, S,
+         "trtllm_mla_chunked_prefill.mla_allowlist"),
+    Gate("trtllm_mla_chunked_prefill", "deepseek_v3", {"sm": 121}, U,
+         "trtllm_mla_chunked_prefill.mla_allowlist"),
+    Gate("trtllm_context_init", "llama", {"sm": 86, "phase": "context"}, S, "trtllm_context_init.accepts"),
+    Gate("trtllm_context_init", "llama",
+         {"sm": 86, "phase": "context", "paged_context_fmha": True, "kv_cache_dtype": "fp8"}, U,
+         "trtllm_context_init.fp8_kv_paged_context_needs_fp8_fmha"),
+    Gate("trtllm_context_init", "llama",
+         {"sm": 89, "phase": "context", "paged_context_fmha": True, "kv_cache_dtype": "fp8"}, S,
+         "trtllm_context_init.accepts"),
+    Gate("trtllm_context_init", "llama", {"sm": 100, "phase": "context", "kv_cache_dtype": "int8"}, U,
+         "trtllm_context_init.int8_kv_sm100f"),
+    Gate("trtllm_context_init", "llama", {"sm": 90, "phase": "context", "kv_cache_dtype": "int8"}, S,
+         "trtllm_context_init.accepts"),
+)
+
+
+@pytest.mark.parametrize("g", GATES, ids=[f"{g.gate}-{g.model}-{g.axes}" for g in GATES])
+def test_context_gates(g: Gate, matrix: Matrix) -> None:
+    r = capmatrix.resolve(KernelQuery(g.gate, model=g.model, **g.axes), matrix=matrix)  # type: ignore[arg-type]
+    assert r.verdict is g.expected, [str(x) for x in r.reasons]
+    assert g.rule in r.rules
+
+
+def test_gates_are_gates(matrix: Matrix) -> None:
+    for name in ("trtllm_mla_kv_cache_reuse", "trtllm_mla_chunked_prefill", "trtllm_context_init"):
+        assert str(matrix.kernels[name].kind) == "gate"
+
+
+def test_check_reports_the_sm121_allowlist_split(matrix: Matrix) -> None:
+    """capmatrix check flags issue #15344 (SM120 without SM121) as a family split, for both allowlists."""
+    split = {rule for f in check(matrix) if f.code == "C107" for rule in f.rules}
+    assert {"trtllm_mla_kv_cache_reuse.mla_allowlist", "trtllm_mla_chunked_prefill.mla_allowlist"} <= split
+
+
+def test_new_axes_default_off(matrix: Matrix) -> None:
+    """New axes default to the value under which today's queries were written."""
+    defaults = {name: matrix.axes[name].default for name in (
+        "logit_softcapping", "position_bias", "per_layer_window", "chunked_attention", "attention_sinks",
+        "paged_context_fmha")}
+    assert defaults == {"logit_softcapping": False, "position_bias": "none", "per_layer_window": False,
+                        "chunked_attention": False, "attention_sinks": False, "paged_context_fmha": False}
