@@ -197,7 +197,48 @@ def query_from_args(args: argparse.Namespace, kernel: str | None) -> object:
         text = getattr(args, f"axis_{axis.name}", None)
         if text is not None:
             axes[axis.name] = _convert(axis.name, axis.type, text)
-    return KernelQuery(kernel, model=args.model, **axes)
+    config_path = getattr(args, "hf_config", None)
+    if config_path is None:
+        return KernelQuery(kernel, model=args.model, **axes)
+    from capmatrix.engine import query_from_hf_config  # noqa: PLC0415
+
+    derived = query_from_hf_config(_read_hf_config(config_path), kernel, matrix=matrix,
+                                   model=args.model)
+    return KernelQuery(kernel, model=derived.model, **{**derived.axes, **axes})
+
+
+def _read_hf_config(path: str) -> dict[str, object]:
+    """A Hugging Face ``config.json`` as a dict.
+
+    :raises InvalidQuery: when the file is not JSON (with its line and column) or not an object.
+    """
+    with open(path, encoding="utf-8") as handle:  # noqa: PTH123 - a user path, OSError reported
+        text = handle.read()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidQuery(
+            f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg}); "
+            "pass the model's config.json as downloaded"
+        ) from None
+    if not isinstance(data, dict):
+        raise InvalidQuery(
+            f"{path}:1:1: a config.json holds one JSON object, got {type(data).__name__}"
+        )
+    return data
+
+
+def _add_model_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--model", metavar="NAME",
+        help="model whose axis values are the defaults: a short name (llama3_1_70b) or a Hugging "
+             "Face id (meta-llama/Llama-3.1-70B-Instruct)",
+    )
+    parser.add_argument(
+        "--hf-config", metavar="PATH",
+        help="a Hugging Face config.json: attention, head_dim, q_per_kv, dtype and sliding_window "
+             "come from it (a nested text_config too); --<axis> options still win",
+    )
 
 
 def _print_json(data: object, out: TextIO) -> None:
@@ -239,7 +280,7 @@ def format_resolution(resolution: Resolution) -> str:
 def configure_query(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
     """Arguments of ``capmatrix query``."""
     parser.add_argument("kernel", help="kernel name, e.g. xqa")
-    parser.add_argument("--model", help="model family whose axis values are the defaults")
+    _add_model_options(parser)
     parser.add_argument("--json", action="store_true", help="print a JSON object")
     _add_matrix_option(parser)
     _add_axis_options(parser, argv)
@@ -263,7 +304,7 @@ def cmd_query(args: argparse.Namespace, out: TextIO, _err: TextIO) -> int:
 def configure_select(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
     """Arguments of ``capmatrix select``."""
     parser.add_argument("role", help="role name, e.g. trtllm_generation")
-    parser.add_argument("--model", help="model family whose axis values are the defaults")
+    _add_model_options(parser)
     parser.add_argument("--json", action="store_true", help="print a JSON object")
     _add_matrix_option(parser)
     _add_axis_options(parser, argv)

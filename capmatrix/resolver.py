@@ -362,11 +362,13 @@ class Resolver:
         values: dict[str, AxisValue] = {}
         origins: dict[str, str] = {}
         model_values: Mapping[str, AxisValue] = {}
+        model_origin = ""
         if query.model is not None:
-            model = self.matrix.models.get(query.model)
+            model = self.matrix.model(query.model)  # a short name or a Hugging Face id
             if model is None:
                 raise UnknownName("model", query.model, self.matrix.models)
             model_values = model.axes
+            model_origin = f"model:{model.name}"
         explicit = query.axes
         for name in explicit:
             if name not in self._positions:
@@ -383,7 +385,7 @@ class Resolver:
                 origins[name] = "query"
             elif name in model_values:
                 values[name] = model_values[name]
-                origins[name] = f"model:{query.model}"
+                origins[name] = model_origin
             elif axis.default is not None:
                 values[name] = axis.default
                 origins[name] = "default"
