@@ -41,6 +41,7 @@ ERROR_CODES: dict[str, str] = {
     "E230": "a model or role pins an unknown axis",
     "E231": "a model or role pins a value the axis does not know",
     "E232": "a Hugging Face model_type mapped to two models",
+    "E233": "a Hugging Face id listed under two models",
     "E240": "a role names an unknown kernel",
     "E241": "a role lists a kernel twice",
     "T001": "an expectation file of the wrong shape",

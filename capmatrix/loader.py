@@ -566,6 +566,13 @@ class _Semantics:
                 self.fail(smap, ("models", name, "hf_model_types", i),
                           f"model_type {hf!r} already maps to model {hf_types[hf]!r}", code="E232")
             hf_types[hf] = name
+        for i, hf_id in enumerate(raw.get("hf_ids", [])):
+            key = "hf:" + hf_id.lower()  # Hub ids are case-insensitive
+            if key in hf_types:
+                self.fail(smap, ("models", name, "hf_ids", i),
+                          f"Hugging Face id {hf_id!r} already names model {hf_types[key]!r}",
+                          hint="list each checkpoint under one model", code="E233")
+            hf_types[key] = name
         line, col = smap.locate(("models", name), key=True)
         return ModelFamily(
             name=name,
@@ -575,6 +582,8 @@ class _Semantics:
             location=Location(path=smap.path, line=line, column=col),
             hf_model_types=tuple(raw.get("hf_model_types", [])),
             recognise=raw.get("recognise"),
+            hf_ids=tuple(raw.get("hf_ids", [])),
+            hf_config=raw.get("hf_config"),
         )
 
     def _axis_values(

@@ -37,6 +37,21 @@ class Matrix:
         """Every rule of every kernel."""
         return tuple(rule for kernel in self.kernels.values() for rule in kernel.rules)
 
+    def model(self, name: str) -> ModelFamily | None:
+        """The model called ``name``, or the one listing ``name`` among its Hugging Face ids.
+
+        Hub ids match case-insensitively (``meta-llama/Llama-3.1-70B-Instruct``); ``None`` when no
+        model has that name or id.
+        """
+        found = self.models.get(name)
+        if found is not None or "/" not in name:
+            return found
+        wanted = name.lower()
+        for model in self.models.values():
+            if any(hf_id.lower() == wanted for hf_id in model.hf_ids):
+                return model
+        return None
+
     def rule(self, rule_id: str) -> Rule:
         """The rule with id ``rule_id``.
 

@@ -284,6 +284,10 @@ class ModelFamily:
     location: Location
     hf_model_types: tuple[str, ...] = ()
     recognise: str | None = None
+    #: Hugging Face repository ids (``owner/name``) of the checkpoints this entry describes.
+    hf_ids: tuple[str, ...] = ()
+    #: The ``config.json`` fields the entry is derived from, as recorded (data, not axes).
+    hf_config: Mapping[str, object] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

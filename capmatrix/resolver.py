@@ -391,11 +391,11 @@ class Resolver:
         model_values: Mapping[str, AxisValue] = {}
         from_model = _QUERY
         if query.model is not None:
-            model = self.matrix.models.get(query.model)
+            model = self.matrix.model(query.model)  # a short name or a Hugging Face id
             if model is None:
                 raise UnknownName("model", query.model, self.matrix.models)
             model_values = model.axes
-            from_model = Origin(OriginKind.MODEL, query.model)
+            from_model = Origin(OriginKind.MODEL, model.name)  # the canonical name, not the hub id
         explicit = query.axes
         for name in explicit:
             if name not in self._positions:

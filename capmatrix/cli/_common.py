@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
+from capmatrix.engine.hf import query_from_hf_config
 from capmatrix.errors import InvalidQuery, InvalidValue
 from capmatrix.loader import load
 from capmatrix.model import format_value
@@ -27,6 +28,7 @@ __all__ = [
     "Handler",
     "add_axis_options",
     "add_matrix_option",
+    "add_model_options",
     "load_matrix",
     "prescan",
     "print_json",
@@ -93,7 +95,48 @@ def query_from_args(args: argparse.Namespace, matrix: Matrix, kernel: str | None
         text = getattr(args, f"axis_{axis.name}", None)
         if text is not None:
             axes[axis.name] = _convert(axis, text)
-    return KernelQuery(kernel, model=args.model, **axes)
+    config_path = getattr(args, "hf_config", None)
+    if config_path is None:
+        return KernelQuery(kernel, model=args.model, **axes)
+    derived = query_from_hf_config(
+        _read_hf_config(config_path), kernel, matrix=matrix, model=args.model
+    )
+    return KernelQuery(kernel, model=derived.model, **{**derived.axes, **axes})
+
+
+def _read_hf_config(path: str) -> dict[str, object]:
+    """A Hugging Face ``config.json`` as a dict.
+
+    :raises InvalidQuery: when the file is not JSON (with its line and column) or not an object.
+    """
+    with open(path, encoding="utf-8") as handle:  # noqa: PTH123 - a user path, OSError reported
+        text = handle.read()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidQuery(
+            f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg}); "
+            "pass the model's config.json as downloaded"
+        ) from None
+    if not isinstance(data, dict):
+        raise InvalidQuery(
+            f"{path}:1:1: a config.json holds one JSON object, got {type(data).__name__}"
+        )
+    return data
+
+
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    """``--model NAME|HF-ID`` and ``--hf-config PATH`` of ``query`` and ``select``."""
+    parser.add_argument(
+        "--model", metavar="NAME",
+        help="model whose axis values are the defaults: a short name (llama3_1_70b) or a Hugging "
+             "Face id (meta-llama/Llama-3.1-70B-Instruct)",
+    )
+    parser.add_argument(
+        "--hf-config", metavar="PATH",
+        help="a Hugging Face config.json: attention, head_dim, q_per_kv, dtype and sliding_window "
+             "come from it (a nested text_config too); --<axis> options still win",
+    )
 
 
 def print_json(data: object, out: TextIO, *, indent: int = 2) -> None:

@@ -12,6 +12,7 @@ from capmatrix.cli._common import (
     EXIT_OK,
     add_axis_options,
     add_matrix_option,
+    add_model_options,
     print_json,
     query_from_args,
 )
@@ -70,7 +71,7 @@ def format_resolution(resolution: Resolution) -> str:
 def configure_query(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Matrix:
     """Arguments of ``capmatrix query``."""
     parser.add_argument("kernel", help="kernel name, e.g. xqa")
-    parser.add_argument("--model", help="model family whose axis values are the defaults")
+    add_model_options(parser)
     parser.add_argument("--json", action="store_true", help="print a JSON object")
     add_matrix_option(parser)
     return add_axis_options(parser, argv)
@@ -92,7 +93,7 @@ def cmd_query(args: argparse.Namespace, matrix: Matrix, out: TextIO, _err: TextI
 def configure_select(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Matrix:
     """Arguments of ``capmatrix select``."""
     parser.add_argument("role", help="role name, e.g. trtllm_generation")
-    parser.add_argument("--model", help="model family whose axis values are the defaults")
+    add_model_options(parser)
     parser.add_argument("--json", action="store_true", help="print a JSON object")
     add_matrix_option(parser)
     return add_axis_options(parser, argv)

@@ -75,8 +75,24 @@ def _config_dtype(config: object) -> str | None:
     return found
 
 
+def _text_config(config: object) -> object:
+    """The language model's part of a config: its ``text_config`` when it nests one.
+
+    Multimodal configs (llava, mllama, Llama 4, Gemma 3) keep the decoder's attention fields in
+    ``text_config``; a config that sets ``num_attention_heads`` itself is used as it is.
+    """
+    nested = _field(config, "text_config")
+    if nested is None or _field(config, "num_attention_heads", "n_head", "num_heads") is not None:
+        return config
+    if not isinstance(nested, Mapping) and not hasattr(nested, "__dict__"):
+        raise InvalidQuery(f"config field 'text_config' must be a mapping, got {nested!r}")
+    return nested
+
+
 def _config_axes(config: object) -> dict[str, AxisValue]:
     """Derive attention, head_dim, q_per_kv, dtype and sliding_window from a config."""
+    outer = config
+    config = _text_config(config)
     axes: dict[str, AxisValue] = {}
     heads = _positive_int(config, ("num_attention_heads", "n_head", "num_heads"))
     kv_lora_rank = _field(config, "kv_lora_rank")
@@ -112,6 +128,8 @@ def _config_axes(config: object) -> dict[str, AxisValue]:
         if head_dim is not None:
             axes["head_dim"] = head_dim
     dtype = _config_dtype(config)
+    if dtype is None and outer is not config:
+        dtype = _config_dtype(outer)  # multimodal configs often set torch_dtype at the top only
     if dtype is not None:
         axes["dtype"] = dtype
         axes["kv_cache_dtype"] = dtype  # engines default the KV cache to the model dtype ("auto")
@@ -121,6 +139,27 @@ def _config_axes(config: object) -> dict[str, AxisValue]:
     elif "sliding_window" in (config if isinstance(config, Mapping) else dir(config)):
         axes["sliding_window"] = False
     return axes
+
+
+def _config_family(config: object, matrix: Matrix) -> str | None:
+    """The model a config belongs to.
+
+    By its ``_name_or_path`` among the models' Hugging Face ids, else by ``model_type`` (the outer one,
+    then ``text_config``'s) among their ``hf_model_types``.
+    """
+    path = _field(config, "_name_or_path")
+    if isinstance(path, str) and path.count("/") == 1:
+        found = matrix.model(path)
+        if found is not None:
+            return found.name
+    text = _text_config(config)
+    for model_type in (_field(config, "model_type"), _field(text, "model_type")):
+        if model_type is None:
+            continue
+        for name, fam in matrix.models.items():
+            if model_type in fam.hf_model_types:
+                return name
+    return None
 
 
 def query_from_hf_config(
@@ -136,7 +175,9 @@ def query_from_hf_config(
     attention: MLA when ``kv_lora_rank`` and ``qk_rope_head_dim`` are truthy, else by KV heads
     (1: mqa, fewer: gqa, equal or missing: mha); head_dim: ``kv_lora_rank + qk_rope_head_dim`` for MLA,
     else ``head_dim`` or ``hidden_size // num_attention_heads``; dtype and kv_cache_dtype from
-    ``torch_dtype``; the model family from ``model_type`` through the models' ``hf_model_types``.
+    ``torch_dtype``; the model family from ``_name_or_path`` through the models' ``hf_ids``, else
+    from ``model_type`` through their ``hf_model_types``. A multimodal config's attention fields are
+    read from its nested ``text_config`` (llava, mllama, Llama 4, Gemma 3).
     ``overrides`` (axis values) win over everything derived.
 
     :raises InvalidQuery: for a config field of the wrong type, an unknown dtype, an enum value or axis
@@ -147,12 +188,8 @@ def query_from_hf_config(
     axes.update(overrides)
     family = model
     if family is None:
-        model_type = _field(config, "model_type")
-        if model_type is not None:
-            family = next(
-                (name for name, fam in m.models.items() if model_type in fam.hf_model_types), None
-            )
-    elif family not in m.models:
+        family = _config_family(config, m)
+    elif m.model(family) is None:
         raise UnknownName("model", family, m.models)
     for name, value in axes.items():
         axis = m.axes.get(name)
