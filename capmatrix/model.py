@@ -50,9 +50,15 @@ class Effect(_StrEnum):
 
 
 class Status(_StrEnum):
-    """How far a rule has been checked."""
+    """How a rule is known.
+
+    Seen on hardware, generated from a source table by a tool in tools/, read from the source code at
+    the cited commit, not checked, or known to be wrong in the engine.
+    """
 
     VERIFIED = "verified"
+    DERIVED = "derived"
+    READ_FROM_CODE = "read_from_code"
     UNTESTED = "untested"
     KNOWN_ISSUE = "known_issue"
 
