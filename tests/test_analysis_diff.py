@@ -39,21 +39,25 @@ NON_MLA = {"mha", "gqa", "mqa"}
 
 
 def make_before_fix(dest: Path) -> Path:
-    """The shipped matrix with the release's pre-fix gate: XQA spec-dec off on SM12x for every
-    attention type in one-model mode (the MLA-only exclusion widened to all attention types)."""
+    """The shipped matrix as the release answered before the fix: XQA spec-dec off on SM12x in
+    one-model mode for the non-MLA attention types too. The shipped matrix keeps that switch in the
+    release-1.2 gate (MLA only); here it is widened into an XQA exclusion so that the kernel diff and
+    the role shift show the region the fix gave back."""
     shutil.copytree(SHIPPED, dest)
+    gates = yaml.safe_load((dest / "kernels" / "trtllm_gates.yaml").read_text())
+    fixed = next(r for r in gates["kernels"]["trtllm_spec_dec_mode"]["rules"]
+                 if r["id"] == "trtllm_spec_dec_mode.mla_sm12x_one_model")
+    # Check what the shipped switch says before widening it.
+    assert fixed["exclude"]["sm"] == ">=120"
+    assert fixed["exclude"]["attention"] == "mla"
+    assert fixed["exclude"]["spec_dec"] == "one_model"
     path = dest / "kernels" / "xqa.yaml"
     data = yaml.safe_load(path.read_text())
     rules = data["kernels"]["xqa"]["rules"]
-    fixed = next(r for r in rules if r["id"] == "xqa.sm12x_mla_spec_dec")
-    # Check what the shipped rule says before widening it.
-    assert fixed["exclude"]["sm"] == "sm_12x"
-    assert fixed["exclude"]["attention"] == "mla"
-    assert "one_model" in fixed["exclude"]["spec_dec"]
     rules.append(
         {
             "id": "xqa.sm12x_spec_dec_before_fix",
-            "exclude": {"sm": "sm_12x", "spec_dec": "one_model"},
+            "exclude": {"sm": "sm_12x", "spec_dec": "one_model", "attention": sorted(NON_MLA)},
             "reason": "before PR #10765: XQA spec-dec off on SM120 for every model",
             "source": "test fixture",
             "status": "untested",

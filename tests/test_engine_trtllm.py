@@ -303,3 +303,47 @@ def test_the_literal_scan_catches_the_legacy_code() -> None:
     source = (ROOT / "examples" / "legacy" / "trtllm_release_1_2.py").read_text()
     found = {value for _line, value in _forbidden_constants(source)}
     assert {100, 120, 121, "mla"} <= found
+
+
+# --------------------------------------------------------------------------------------------------
+# xqa_plan: the release's gates and the XQA kernel together
+
+
+def test_xqa_plan_llama_one_model_sm12x_runs_multi_token() -> None:
+    for sm in (120, 121):
+        plan = trtllm.xqa_plan(sm=sm, spec_dec="one_model", model="llama")
+        assert plan
+        assert (plan.multi_token, plan.context) == (True, False)
+        assert plan.kernel.values["spec_dec"] == "one_model"
+
+
+def test_xqa_plan_shows_the_release_asking_for_a_missing_kernel() -> None:
+    """Qwen2 (group 7) on SM120: release 1.2 asks for multi-token mode, and no XQA kernel serves it."""
+    plan = trtllm.xqa_plan(sm=120, spec_dec="one_model", model="qwen2")
+    assert plan.multi_token
+    assert not plan.runs
+    assert plan.kernel.verdict is capmatrix.Verdict.UNSUPPORTED
+
+
+def test_xqa_plan_two_model_sm12x_relabels_drafts_as_context() -> None:
+    plan = trtllm.xqa_plan(sm=120, spec_dec="two_model", model="llama")
+    assert plan.context
+    assert not plan.runs
+    assert plan.gates["extend_ctx"].rules == ("trtllm_extend_ctx.two_model_sm12x",)
+
+
+def test_xqa_plan_without_spec_dec_is_the_kernel_answer() -> None:
+    plan = trtllm.xqa_plan(sm=90, spec_dec="none", model="llama", kv_cache_dtype="fp8")
+    assert plan.gates == {}
+    assert not plan.multi_token
+    direct = capmatrix.resolve(capmatrix.KernelQuery("xqa", sm=90, model="llama", spec_dec="none",
+                                                     kv_cache_dtype="fp8"))
+    assert plan.kernel.verdict is direct.verdict is capmatrix.Verdict.SUPPORTED
+    assert plan.kernel.rules == direct.rules
+
+
+def test_xqa_plan_sm100_never_runs_xqa() -> None:
+    plan = trtllm.xqa_plan(sm=100, spec_dec="one_model", model="llama")
+    assert not plan.multi_token  # trtllm_spec_dec_kept masks the flag off on trtllm-gen SMs
+    assert not plan.runs
+    assert "xqa.sm100f_trtllm_gen" in plan.kernel.rules

@@ -170,7 +170,7 @@ EXPECTED: dict[str, list[Pin]] = {
         ("caps/wrong_types.yaml", 4, 11, "E103", "kernels.typed.kind",
          "['kernel'] is not one of ['kernel', 'gate']"),
         ("caps/wrong_types.yaml", 10, 17, "E103", "kernels.typed.rules[0].status",
-         "'maybe' is not one of ['verified', 'untested', 'known_issue', 'derived', 'read']"),
+         "'maybe' is not one of ['verified', 'derived', 'read_from_code', 'untested', 'known_issue']"),
     ],
     "yes_no_bool.yaml": [
         ("caps/yes_no_bool.yaml", 6, 35, "E222", "kernels.norway.rules[0].grant.spec_dec",

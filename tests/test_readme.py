@@ -26,4 +26,7 @@ def test_readme_seed_verdicts() -> None:
     deepseek = capmatrix.resolve(capmatrix.KernelQuery("xqa", sm=121, model="deepseek_v3",
                                                        spec_dec="one_model"))
     assert "xqa.hmma_multi_token" in llama.rules
-    assert deepseek.reasons[0].rule_id == "xqa.sm12x_mla_spec_dec"
+    assert deepseek.reasons[0].rule_id == "xqa.mla_fp8_only"
+    gate = capmatrix.resolve(capmatrix.KernelQuery("trtllm_spec_dec_mode", sm=121, model="deepseek_v3",
+                                                   spec_dec="one_model"))
+    assert gate.reasons[0].rule_id == "trtllm_spec_dec_mode.mla_sm12x_one_model"

@@ -34,7 +34,10 @@ from capmatrix.render import (
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "capabilities"
 DOCS = ROOT / "docs"
-SEED_RULE = "xqa.sm12x_mla_spec_dec"
+#: The seed fix is an engine switch: release 1.2's gate, not the XQA kernel file.
+SEED_RULE = "trtllm_spec_dec_mode.mla_sm12x_one_model"
+SEED_GATE = "trtllm_spec_dec_mode"
+SEED_FILE = "capabilities/kernels/trtllm_gates.yaml"
 
 
 def cli(*argv: str) -> tuple[int, str, str]:
@@ -101,7 +104,7 @@ def test_check_fails_after_a_one_line_yaml_edit(tmp_path: Path) -> None:
         capmatrix.load()
     )
 
-    xqa = caps / "kernels" / "xqa.yaml"
+    xqa = caps / "kernels" / "trtllm_gates.yaml"
     lines = xqa.read_text(encoding="utf-8").splitlines(keepends=True)
     index = next(i for i, line in enumerate(lines) if "attention: mla" in line and i > 0
                  and any(SEED_RULE in x for x in lines[max(0, i - 4):i]))
@@ -138,41 +141,47 @@ def test_tool_wrapper_checks_and_writes(tmp_path: Path) -> None:
 
 
 def test_xqa_grid_shows_the_seed_fix(shipped: capmatrix.Matrix, shipped_doc: Document) -> None:
+    """Both grids: the release-1.2 gate drops multi-token mode for MLA on SM12x only; the XQA kernel
+    serves non-MLA multi-token queries there and MLA only partly (FP8 Q and KV)."""
+    gate = section(shipped_doc, SEED_GATE)
+    assert gate.grid.caption == f"{SEED_GATE}: SM rows; columns attention · spec_dec"
     xqa = section(shipped_doc, "xqa")
     assert xqa.grid.caption == "xqa: SM rows; columns attention · spec_dec"
     for row in ("120 (sm_12x)", "121 (sm_12x)"):
         for attention in ("mha", "gqa", "mqa"):
             for spec in ("one_model", "two_model"):
                 assert cell_at(xqa.grid, row, f"{attention} · {spec}").status is CellStatus.SUPPORTED
-        for spec in ("one_model", "two_model"):
-            cell = cell_at(xqa.grid, row, f"mla · {spec}")
-            assert cell.status is CellStatus.UNSUPPORTED
-            assert cell.note is not None
-            cited = {c.rule_id: c for c in cell.note.citations}
-            seed = cited[SEED_RULE]
-            rule = shipped.rule(SEED_RULE)
-            assert seed.effect == "exclude"
-            assert seed.location == f"capabilities/kernels/xqa.yaml:{rule.location.line}"
-            assert seed.reason == " ".join(rule.reason.split())
-            assert seed.source == " ".join(rule.source.split())
-            assert seed.verification == "untested" or seed.verification.startswith(
-                ("verified", "known issue")
-            )
+            assert cell_at(gate.grid, row, f"{attention} · one_model").status is CellStatus.SUPPORTED
+        for spec in ("none", "one_model", "two_model"):
+            assert cell_at(xqa.grid, row, f"mla · {spec}").status is CellStatus.PARTIAL
+        cell = cell_at(gate.grid, row, "mla · one_model")
+        assert cell.status is CellStatus.UNSUPPORTED
+        assert cell.note is not None
+        cited = {c.rule_id: c for c in cell.note.citations}
+        seed = cited[SEED_RULE]
+        rule = shipped.rule(SEED_RULE)
+        assert seed.effect == "exclude"
+        assert seed.location == f"{SEED_FILE}:{rule.location.line}"
+        assert seed.reason == " ".join(rule.reason.split())
+        assert seed.source == " ".join(rule.source.split())
+        assert seed.verification == "read from the code"
 
 
 def test_xqa_markdown_cells_and_footnote(shipped: capmatrix.Matrix) -> None:
     markdown = render_markdown(build(shipped))
     table = md_table(markdown, "xqa: SM rows; columns attention · spec_dec")
+    gate = md_table(markdown, f"{SEED_GATE}: SM rows; columns attention · spec_dec")
     for row in ("120 (sm_12x)", "121 (sm_12x)"):
         for attention in ("mha", "gqa", "mqa"):
             assert table[row][f"{attention} · one_model"].startswith("✓")
-        cell = table[row]["mla · one_model"]
+        assert table[row]["mla · one_model"].startswith("◐")
+        cell = gate[row]["mla · one_model"]
         assert cell.startswith("✗ [")
         anchor = cell.split("(#", 1)[1].rstrip(")")
         note = markdown.split(f'<a id="{anchor}"></a>', 1)[1].split("\n\n", 1)[0]
         rule = shipped.rule(SEED_RULE)
         assert f"`{SEED_RULE}`" in note
-        assert f"capabilities/kernels/xqa.yaml:{rule.location.line}" in note
+        assert f"{SEED_FILE}:{rule.location.line}" in note
         assert "only unavailable on sm120 if MLA" in note
         assert "Source: " in note
 

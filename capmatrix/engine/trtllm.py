@@ -6,6 +6,10 @@ The three decisions of ``tensorrt_llm/_torch/speculative/interface.py`` and
 ``capabilities/kernels/trtllm_gates.yaml``; this module only maps the engine's arguments to axis values.
 Bind once per engine with :func:`bind_spec_dec`; the module-level functions cache a binding per
 argument tuple.
+
+:func:`xqa_plan` answers the user's question "will TensorRT-LLM run XQA for this model and mode" from
+both halves of the matrix: the gates say whether release 1.2 hands XQA multi-token queries, and
+``resolve("xqa", ...)`` says whether an XQA kernel serves the query it is then handed.
 """
 
 from __future__ import annotations
@@ -15,24 +19,28 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
-from capmatrix._default import default_matrix
+from capmatrix._default import default_matrix, resolve
 from capmatrix.engine.bind import BoundDecision, bind
 from capmatrix.engine.hf import ATTENTION_MLA
 from capmatrix.errors import CapmatrixError
+from capmatrix.query import KernelQuery
 
 if TYPE_CHECKING:
     from capmatrix.matrix import Matrix
     from capmatrix.model import AxisValue
+    from capmatrix.resolver import Resolution
 
 __all__ = [
     "GATES",
     "AmbiguousGate",
     "SpecDecDecisions",
+    "XqaPlan",
     "attention_need_spec_dec_mode",
     "bind_spec_dec",
     "effective_spec_dec_mode",
     "extend_ctx",
     "spec_dec_pass",
+    "xqa_plan",
 ]
 
 #: Which gate of the matrix answers which decision (the only place gate names appear).
@@ -250,3 +258,62 @@ def extend_ctx(*, spec_dec: str, sm: int, attention_backend: str) -> bool:
     :raises capmatrix.InvalidQuery: for a value the matrix does not know.
     """
     return _decisions(spec_dec, sm, False, False, False, attention_backend).extend_ctx  # noqa: FBT003
+
+
+# --------------------------------------------------------------------------------------------------
+# Gate and kernel together: does TensorRT-LLM run XQA for this model and mode?
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class XqaPlan:
+    """What release 1.2 does with the generation queries of one pass, and whether XQA serves them.
+
+    ``multi_token``: the attention op receives the spec-dec (multi-token) flag (trtllm_spec_dec_mode and
+    trtllm_spec_dec_kept). ``context``: draft-carrying requests are relabelled as chunked-context
+    requests (trtllm_extend_ctx), so no generation kernel sees the drafts. ``kernel``: the XQA
+    resolution of the query XQA is handed (spec_dec as given when ``multi_token``, else ``none``).
+    ``runs``: XQA serves this pass's generation queries.
+    """
+
+    runs: bool
+    multi_token: bool
+    context: bool
+    kernel: Resolution
+    gates: Mapping[str, Resolution] = field(repr=False)
+
+    def __bool__(self) -> bool:
+        return self.runs
+
+
+def xqa_plan(
+    *,
+    sm: int,
+    spec_dec: str,
+    model: str | None = None,
+    pass_: str = PASS_TARGET,
+    matrix: Matrix | None = None,
+    **axes: AxisValue,
+) -> XqaPlan:
+    """Whether TensorRT-LLM runs XQA for this model, SM and speculative-decoding mode.
+
+    Release 1.2, TRTLLM backend unless ``attention_backend`` says otherwise.
+    ``resolve("xqa", ...)`` alone answers whether the kernel can serve a query; this also asks the
+    engine gates whether the query reaches XQA as a multi-token query at all. With spec_dec ``none``
+    it is the kernel's answer for single-token decode.
+
+    :param pass_: the spec_dec_pass of the engine pass (``target``, ``first_chain_draft``, ``draft``).
+    :raises capmatrix.InvalidQuery: for a value the matrix does not know.
+    """
+    m = default_matrix() if matrix is None else matrix
+    gates: dict[str, Resolution] = {}
+    multi_token = context = False
+    if spec_dec != "none":
+        gate_axes = {**axes, "sm": sm, "spec_dec": spec_dec, "spec_dec_pass": pass_}
+        for key, gate in GATES.items():
+            gates[key] = resolve(KernelQuery(gate, model=model, **gate_axes), m)
+        multi_token = bool(gates["need"]) and bool(gates["kept"])
+        context = bool(gates["extend_ctx"])
+    seen = spec_dec if multi_token else "none"
+    kernel = resolve(KernelQuery("xqa", model=model, **{**axes, "sm": sm, "spec_dec": seen}), m)
+    return XqaPlan(runs=bool(kernel) and not context, multi_token=multi_token, context=context,
+                   kernel=kernel, gates=gates)

@@ -106,12 +106,12 @@ def _verification(rule: Rule) -> str:
         if info.get("evidence"):
             text += f" (evidence: {info['evidence']})"
         return text
-    if rule.status is Status.KNOWN_ISSUE:
-        return "known issue"
     if rule.status is Status.DERIVED:
         return "derived from a recorded source table"
-    if rule.status is Status.READ:
+    if rule.status is Status.READ_FROM_CODE:
         return "read from the code"
+    if rule.status is Status.KNOWN_ISSUE:
+        return "known issue"
     return "untested"
 
 

@@ -1,0 +1,170 @@
+"""tools/import_xqa_cubins.py: xqa.yaml's precompiled multi-token grants follow the recorded cubin names."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import yaml
+
+import capmatrix
+from capmatrix import KernelQuery, Status, Verdict
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _load_tool() -> ModuleType:
+    path = ROOT / "tools" / "import_xqa_cubins.py"
+    spec = importlib.util.spec_from_file_location("import_xqa_cubins", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+tool = _load_tool()
+EVIDENCE = json.loads(tool.EVIDENCE.read_text(encoding="utf-8"))
+MATRIX = capmatrix.load()
+
+
+def _multi_token_m16(names: list[str]) -> list[object]:
+    """The recorded kernels the precompiled path could pick for a spec-dec query of up to 16 tokens."""
+    cubins = [tool.parse_name(n) for n in names]
+    return [c for c in cubins
+            if c.multi_token and c.beam_width == 1 and c.m_tile == 16
+            and c.tokens_per_block in {32, 64, 128} and c.head_dim in {64, 128, 256}]
+
+
+def _query(c: object, *, sm: int, group: int) -> KernelQuery:
+    return KernelQuery(
+        "xqa", sm=sm, spec_dec="one_model", attention="gqa", dtype=c.dtype,  # type: ignore[attr-defined]
+        kv_cache_dtype=c.kv_cache_dtype, head_dim=c.head_dim,  # type: ignore[attr-defined]
+        tokens_per_block=c.tokens_per_block, q_per_kv=group, beam_width=1,  # type: ignore[attr-defined]
+    )
+
+
+def test_generated_section_is_current() -> None:
+    """The drift check `make test` runs: xqa.yaml holds exactly what the recorded names generate."""
+    assert tool.main(["--check"]) == 0
+
+
+def _copies(tmp_path: Path) -> tuple[Path, Path, Path]:
+    evidence = tmp_path / "cubins.json"
+    xqa = tmp_path / "xqa.yaml"
+    axes = tmp_path / "axes.yaml"
+    shutil.copy(tool.EVIDENCE, evidence)
+    shutil.copy(tool.XQA_YAML, xqa)
+    shutil.copy(tool.AXES_YAML, axes)
+    return evidence, xqa, axes
+
+
+def test_check_fails_when_a_cubin_is_added(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    evidence, xqa, axes = _copies(tmp_path)
+    data = json.loads(evidence.read_text(encoding="utf-8"))
+    name = "xqa_kernel_dt_fp16_d_128_beam_1_kvt_fp16_pagedKV_32_nqpkv_0_m_16_sm_120.cubin.tar.zst"
+    data["probed_absent"].remove(name)
+    data["probed_present"].append({"name": name, "commit": "0" * 40})
+    evidence.write_text(json.dumps(data), encoding="utf-8")
+    args = ["--evidence", str(evidence), "--xqa", str(xqa), "--axes", str(axes)]
+    assert tool.main([*args, "--check"]) == 1
+    err = capsys.readouterr().err
+    assert "stale: run python tools/import_xqa_cubins.py" in err
+    assert "120, 121]" in err  # the loader folds SM121 into SM120
+    assert tool.main(args) == 0
+    assert tool.main([*args, "--check"]) == 0
+    assert "120, 121]" in xqa.read_text(encoding="utf-8")
+
+
+def test_check_fails_when_the_universe_gains_a_group(tmp_path: Path) -> None:
+    """A new q_per_kv value that 64 does not divide makes the generated grants stale until regenerated."""
+    evidence, xqa, axes = _copies(tmp_path)
+    data = yaml.safe_load(axes.read_text(encoding="utf-8"))
+    values = data["axes"]["q_per_kv"]["values"]
+    new = next(g for g in range(3, 64) if 64 % g and g not in values)
+    data["axes"]["q_per_kv"]["values"] = sorted([*values, new])
+    axes.write_text(yaml.safe_dump(data), encoding="utf-8")
+    args = ["--evidence", str(evidence), "--xqa", str(xqa), "--axes", str(axes)]
+    assert tool.main([*args, "--check"]) == 1
+    assert tool.main(args) == 0
+    groups = sorted(g for g in (*values, new) if 64 % g)
+    assert f"q_per_kv: [{', '.join(map(str, groups))}]" in xqa.read_text(encoding="utf-8")
+
+
+def test_bad_inputs_are_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    evidence, xqa, axes = _copies(tmp_path)
+    xqa.write_text("kernels: {}\n", encoding="utf-8")
+    assert tool.main(["--evidence", str(evidence), "--xqa", str(xqa), "--axes", str(axes)]) == 2
+    assert "markers are missing" in capsys.readouterr().err
+    data = json.loads(evidence.read_text(encoding="utf-8"))
+    data["listing"].append({"name": data["probed_absent"][0]})
+    evidence.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(tool.CubinError, match="both present and absent"):
+        tool.load_names(evidence)
+
+
+@pytest.mark.parametrize("name", [
+    "xqa_kernel_dt_fp32_d_128_beam_1_kvt_fp32_nqpkv_0_m_16_sm_80.cubin.tar.zst",
+    "xqa_kernel_dt_bf16_d_128_beam_1_kvt_fp16_nqpkv_0_m_16_sm_80.cubin.tar.zst",
+    "mha_sm90.cu",
+])
+def test_parse_name_rejects(name: str) -> None:
+    with pytest.raises(tool.CubinError):
+        tool.parse_name(name)
+
+
+def test_parse_name_reads_every_field() -> None:
+    c = tool.parse_name(
+        "xqa_kernel_dt_fp16_d_64_beam_1_kvt_e4m3_pagedKV_128_nqpkv_0_m_32_sm_89.cubin.tar.zst"
+    )
+    assert (c.dtype, c.head_dim, c.beam_width, c.kv_cache_dtype, c.tokens_per_block, c.q_per_kv,
+            c.m_tile, c.sm) == ("fp16", 64, 1, "fp8", 128, 0, 32, 89)
+    assert c.multi_token
+    contiguous = tool.parse_name("xqa_kernel_dt_bf16_d_128_beam_1_kvt_bf16_nqpkv_8_m_8_sm_120.cubin.cpp")
+    assert (contiguous.tokens_per_block, contiguous.q_per_kv, contiguous.multi_token) == (0, 8, False)
+
+
+def test_every_recorded_multi_token_cubin_is_granted() -> None:
+    present = _multi_token_m16([r["name"] for r in EVIDENCE["listing"] + EVIDENCE["probed_present"]])
+    assert len(present) > 20
+    for c in present:
+        hopper_fp8 = c.sm == 90 and c.kv_cache_dtype == "fp8"  # type: ignore[attr-defined]
+        group = 71 if hopper_fp8 else 7  # groups the runner sends to the precompiled path
+        for sm in (120, 121) if c.sm == 120 else (c.sm,):  # type: ignore[attr-defined]
+            r = capmatrix.resolve(_query(c, sm=sm, group=group), MATRIX)
+            assert r.verdict is Verdict.SUPPORTED, c
+            assert any(MATRIX.rule(x).status is Status.DERIVED for x in r.rules), (c, r.rules)
+
+
+def test_no_probed_absent_cubin_is_granted() -> None:
+    absent = _multi_token_m16(EVIDENCE["probed_absent"])
+    assert any(c.sm == 120 for c in absent)  # type: ignore[attr-defined]
+    for c in absent:
+        for sm in (120, 121) if c.sm == 120 else (c.sm,):  # type: ignore[attr-defined]
+            r = capmatrix.resolve(_query(c, sm=sm, group=71), MATRIX)
+            assert r.verdict is Verdict.UNSUPPORTED, (c, r.rules)
+
+
+def test_no_sm12x_multi_token_cubin_for_precompiled_groups() -> None:
+    """The consequence: groups 64 does not divide have no XQA spec-dec kernel on SM120/121."""
+    for model in ("qwen2", "falcon"):
+        for sm in (120, 121):
+            for spec_dec in ("one_model", "two_model"):
+                r = capmatrix.resolve(KernelQuery("xqa", sm=sm, model=model, spec_dec=spec_dec), MATRIX)
+                assert r.verdict is Verdict.UNSUPPORTED, (model, sm, spec_dec)
+            r = capmatrix.resolve(KernelQuery("xqa", sm=80, model=model, spec_dec="one_model"), MATRIX)
+            assert r.verdict is Verdict.SUPPORTED, model
+
+
+def test_generated_rules_say_how_they_are_known() -> None:
+    generated = [r for r in MATRIX.kernels["xqa"].rules if r.id.startswith("xqa.precompiled_mt.")]
+    assert generated
+    for rule in generated:
+        assert rule.status is Status.DERIVED
+        assert "trtllm_xqa_cubins.json" in rule.source
