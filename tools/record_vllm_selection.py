@@ -1,0 +1,723 @@
+"""Record vLLM 0.33.0's CUDA attention-backend selection over a grid, as evidence for capmatrix.
+
+The record (``capabilities/evidence/vllm_0.33.0_selection.json``) is what the matrix's vLLM engine is
+tested against. It is made by running vLLM's *own* selection code from the release wheel, on CPU:
+``vllm.v1.attention.selector.get_attn_backend`` (which calls
+``CudaPlatformBase.get_attn_backend_cls`` and ``get_valid_backends`` in ``vllm/platforms/cuda.py``
+and every backend's ``validate_configuration``), once per grid cell with no backend forced and once
+per forced backend (vLLM validates a forced backend alone, with no fallback). The answers are either
+the chosen ``AttentionBackendEnum`` name or the per-backend rejection reasons, in vLLM's priority order.
+
+Pin: vllm 0.33.0 (wheel ``vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl``, ``vllm/_version.py``
+commit ``g4ba787ec9``), flashinfer-python 0.7.2.post1, torch 2.13.0 (CPU build).
+
+Regenerate (outside the repository; nothing downloaded is committed)::
+
+    pip download vllm==0.33.0 --no-deps -d /work/dl
+    pip download flashinfer-python==0.7.2.post1 --no-deps -d /work/dl
+    mkdir -p /work/dl/vllm-0.33.0
+    unzip -q /work/dl/vllm-0.33.0-*.whl 'vllm/*' 'vllm-0.33.0.dist-info/*' -x '*.so' -d /work/dl/vllm-0.33.0
+    python3 -m venv /work/dl/venv
+    /work/dl/venv/bin/pip install torch==2.13.0 \
+        packaging numpy regex cachetools psutil pydantic msgspec pyyaml cloudpickle requests tqdm \
+        typing_extensions filelock cbor2 blake3 'transformers>=5.16.1,<5.21.0' huggingface_hub pybase64 \
+        pyzmq prometheus_client einops py-cpuinfo pillow setproctitle ijson python-json-logger \
+        sentencepiece aiohttp openai_harmony openai uvloop xgrammar fastapi partial_json_parser \
+        llguidance apache-tvm-ffi==0.1.11 click tabulate nvidia-ml-py ninja
+    /work/dl/venv/bin/pip install --no-deps /work/dl/flashinfer_python-0.7.2.post1-py3-none-any.whl
+    /work/dl/venv/bin/python tools/record_vllm_selection.py \
+        --vllm-src /work/dl/vllm-0.33.0 --out capabilities/evidence/vllm_0.33.0_selection.json
+
+(The light packages above are only what vLLM's import chain reaches; none of them takes part in the
+selection. The tool checks the vLLM and flashinfer versions it imported and refuses others.)
+
+What is stubbed, and why (everything else is vLLM's and flashinfer's real Python code):
+
+* Native extension modules of the wheel (``vllm._C_stable_libtorch``, ``vllm._qutlass_C``,
+  ``vllm._moe_C_stable_libtorch``, ``vllm._flashmla_C``, ``vllm._flashmla_extension_C``,
+  ``vllm.vllm_flash_attn._vllm_fa2_C``, ``vllm.vllm_flash_attn._vllm_fa3_C``, ``vllm.cumem_allocator``):
+  CUDA shared objects that cannot load without a GPU driver. They are replaced by empty modules, so
+  that the import probes vLLM runs (``FA2_AVAILABLE``, ``FA3_AVAILABLE``, ``_flashmla_C_AVAILABLE``,
+  ...) see them as built, as they are in the shipped wheel. Selection never calls into them.
+* ``vllm.vllm_flash_attn.cute.interface`` (FA4): its import chain needs the CUTLASS DSL and a GPU.
+  vLLM's FA4 availability check only tests that the file exists (it does, in the wheel); the sparse
+  FA4 MLA backend additionally imports ``_flash_attn_fwd`` from it, so a stub module provides the
+  names vLLM imports from it (each raises if called): FlashAttention 4 is built, as in the wheel.
+* ``tokenspeed_mla``: a dependency of the wheel (``tokenspeed-mla==2.0.3``) whose import loads CUDA
+  code; ``TOKENSPEED_MLA`` only checks that it imports, so an empty module stands for "installed".
+* ``flashinfer_cubin``: models "flashinfer usable with its cubins". vLLM's
+  ``has_flashinfer_cubin()`` looks it up with ``importlib.util.find_spec``; with it present,
+  ``has_nvidia_artifactory()`` is true without any network access, and so is
+  ``supports_trtllm_attention()`` on SM90 (decode), SM10x (both phases) and SM12x (decode).
+  ``flashinfer`` itself is the real flashinfer-python 0.7.2.post1 package (its feature probes,
+  e.g. ``has_flashinfer_sm90_nope_mla`` and ``has_flashinfer_sparse_mla_sm120``, run for real).
+* ``b12x`` is not installed (the defaults say so). flashinfer-python 0.7.2.post1 embeds a top-level
+  ``b12x`` package that ``vllm/utils/b12x.py`` would otherwise find with ``find_spec``; the recorder
+  hides it (``sys.modules["b12x"] = None``), so ``B12X`` is recorded as vLLM rejects it without b12x.
+* The platform: ``vllm.platforms.current_platform`` is a subclass of vLLM's ``NvmlCudaPlatform``
+  whose ``get_device_capability`` returns the capability under test (all of vLLM's
+  ``has_device_capability`` / ``is_device_capability`` / ``is_device_capability_family`` checks go
+  through it), whose device name is fixed and whose ``num_compute_units`` returns 148 (read only when
+  ``cutlass_mla`` is imported). One worker process per capability, as on a real machine, so that
+  vLLM's per-process ``functools.cache`` results (``supports_trtllm_attention``, ...) stay valid.
+* CUDA allocations at import time (``cutlass_mla`` allocates its workspace when imported) are made
+  on PyTorch's ``meta`` device while backend classes are imported; selection never reads them.
+* The model: vLLM reads the current ``VllmConfig`` during selection (FlashAttention's and
+  FlashInfer's block sizes, FlashInfer MLA's and the sparse backends' geometry checks, the FA4
+  fallbacks). The tool runs every cell inside ``set_current_vllm_config`` with vLLM's default
+  ``VllmConfig()`` (no overrides: ``AttentionConfig()`` defaults, no batch invariance, no context
+  parallelism, no KV connector, no speculative decoding) whose ``cache_config`` carries the cell's
+  KV-cache dtype and block size (``user_specified_block_size`` only when the cell has one) and whose
+  ``model_config`` is a small stand-in (``_ModelStandIn``) for a model of the default geometry:
+  non-MLA, 32 query and 8 KV heads per GPU, the cell's head size, no soft-cap; MLA, DeepSeek-V3
+  (128 heads per GPU, qk_nope 128, qk_rope 64, v 128, kv_lora_rank 512, ``index_topk`` 2048 when
+  sparse). A read of any model attribute the stand-in does not model raises, so an unmodelled input
+  cannot pass silently.
+* Environment: every ``VLLM_*`` variable is removed from the workers' environment (vLLM's defaults).
+
+The grid: capability {8.0, 8.6, 8.9, 9.0, 10.0, 10.3, 12.0, 12.1} x head size {64, 80, 96, 128, 192,
+256, 576} x dtype {fp16, bf16, fp32} x KV-cache dtype {auto, fp8, fp8_e4m3, fp8_e5m2} x block size
+{16, 32, 64, 128, none} x (non-MLA, MLA dense, MLA sparse) x sinks {no, yes}; for each cell the
+automatic choice and every backend of ``FORCED`` forced. ``num_heads`` is passed as the MLA layer
+passes it (128) and left out for non-MLA layers, as the attention layer does.
+
+The tool runs vLLM and so is not part of ``make test``; the tests read the record it wrote.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.abc
+import importlib.machinery
+import json
+import os
+import subprocess
+import sys
+import types
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+FORMAT = "capmatrix-vllm-selection/1"
+VLLM_VERSION = "0.33.0"
+VLLM_COMMIT = "4ba787ec9"
+VLLM_WHEEL = "vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl"
+FLASHINFER_VERSION = "0.7.2.post1"
+
+CAPABILITIES: tuple[tuple[int, int], ...] = (
+    (8, 0),
+    (8, 6),
+    (8, 9),
+    (9, 0),
+    (10, 0),
+    (10, 3),
+    (12, 0),
+    (12, 1),
+)
+HEAD_SIZES: tuple[int, ...] = (64, 80, 96, 128, 192, 256, 576)
+DTYPES: tuple[str, ...] = ("fp16", "bf16", "fp32")
+KV_CACHE_DTYPES: tuple[str, ...] = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
+BLOCK_SIZES: tuple[int | None, ...] = (16, 32, 64, 128, None)
+# (use_mla, use_sparse): sparse attention exists only for MLA layers.
+ATTENTION_KINDS: tuple[tuple[bool, bool], ...] = ((False, False), (True, False), (True, True))
+SINKS: tuple[bool, ...] = (False, True)
+
+# Every CUDA backend in vLLM's automatic lists (``_get_backend_priorities``), then the explicit-only B12X.
+FORCED: tuple[str, ...] = (
+    "FLASH_ATTN",
+    "FLASHINFER",
+    "TRITON_ATTN",
+    "FLEX_ATTENTION",
+    "TURBOQUANT",
+    "TRITON_FLASHINFER",
+    "TRITON_FLASH_ATTN",
+    "FLASHINFER_MLA",
+    "TOKENSPEED_MLA",
+    "CUTLASS_MLA",
+    "FLASH_ATTN_MLA",
+    "FLASHMLA",
+    "TRITON_MLA",
+    "FLASHINFER_MLA_SPARSE",
+    "FLASHMLA_SPARSE",
+    "FLASH_ATTN_MLA_SPARSE_FA4",
+    "FLASHINFER_MLA_SPARSE_SM120",
+    "FLASH_ATTN_MLA_SPARSE",
+    "FLASHINFER_MLA_SPARSE_SM90",
+    "B12X",
+)
+
+NON_MLA_MODEL: dict[str, int | None] = {"num_attention_heads": 32, "num_kv_heads": 8, "soft_cap": None}
+MLA_MODEL: dict[str, int] = {
+    "num_attention_heads": 128,
+    "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64,
+    "v_head_dim": 128,
+    "kv_lora_rank": 512,
+    "index_topk_when_sparse": 2048,
+}
+DEFAULTS = {
+    "flash_attn_versions_built": [2, 3, 4],
+    "flashmla_built": True,
+    "flashinfer": FLASHINFER_VERSION,
+    "flashinfer_cubin": True,
+    "tokenspeed_mla_installed": True,
+    "b12x_installed": False,
+    "attention_config": "AttentionConfig() defaults (no backend, flash_attn_version, use_trtllm_attention)",
+    "batch_invariant": False,
+    "context_parallel": False,
+    "kv_connector": False,
+    "use_mm_prefix": False,
+    "use_per_head_quant_scales": False,
+    "attn_type": "decoder",
+    "has_sliding_window": False,
+    "use_non_causal": False,
+    "non_mla_model": NON_MLA_MODEL,
+    "mla_model": MLA_MODEL,
+}
+
+NATIVE_STUBS = (
+    "vllm._C_stable_libtorch",
+    "vllm._qutlass_C",
+    "vllm._moe_C_stable_libtorch",
+    "vllm._flashmla_C",
+    "vllm._flashmla_extension_C",
+    "vllm.cumem_allocator",
+    "vllm.vllm_flash_attn._vllm_fa2_C",
+    "vllm.vllm_flash_attn._vllm_fa3_C",
+)
+PACKAGE_STUBS = ("tokenspeed_mla", "flashinfer_cubin")
+FA4_INTERFACE = "vllm.vllm_flash_attn.cute.interface"
+TORCH_DTYPE_NAMES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
+
+
+def cell_key(
+    capability: tuple[int, int],
+    head_size: int,
+    dtype: str,
+    kv_cache_dtype: str,
+    block_size: int | None,
+    use_mla: bool,
+    use_sparse: bool,
+    has_sink: bool,
+) -> str:
+    """The record's key of one cell, e.g. ``9.0/128/bf16/auto/-/0/0/1``."""
+    block = "-" if block_size is None else str(block_size)
+    flags = f"{int(use_mla)}/{int(use_sparse)}/{int(has_sink)}"
+    return f"{capability[0]}.{capability[1]}/{head_size}/{dtype}/{kv_cache_dtype}/{block}/{flags}"
+
+
+# --------------------------------------------------------------------------------------------- worker
+
+
+class _StubLoader(importlib.abc.Loader):
+    def __init__(self, attributes: dict[str, object]) -> None:
+        self._attributes = attributes
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        module = types.ModuleType(spec.name)
+        module.__dict__.update(self._attributes)
+        return module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        """Nothing to run: the stub's attributes were set when it was created."""
+
+
+def _fa4_forward_stub(*_args: object, **_kwargs: object) -> object:
+    raise RuntimeError("FlashAttention 4 is stubbed in the selection recorder; it never runs a kernel")
+
+
+def _cubin_dir_stub() -> str:
+    return str(Path(__file__).resolve().parent / "no-cubins-here")
+
+
+class _StubFinder(importlib.abc.MetaPathFinder):
+    """Answers the module names the recorder stands in for (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._stubs: dict[str, dict[str, object]] = {name: {} for name in (*NATIVE_STUBS, *PACKAGE_STUBS)}
+        # The names vLLM imports from FA4's interface (its package __init__ and the sparse FA4 check).
+        self._stubs[FA4_INTERFACE] = dict.fromkeys(
+            ("flash_attn_func", "flash_attn_varlen_func", "_flash_attn_fwd", "_flash_attn_fwd_combine"),
+            _fa4_forward_stub,
+        )
+        # flashinfer's own import reads the cubin package's version and folder.
+        self._stubs["flashinfer_cubin"] = {
+            "__version__": FLASHINFER_VERSION,
+            "get_cubin_dir": _cubin_dir_stub,
+        }
+
+    def find_spec(
+        self,
+        fullname: str,
+        path: Sequence[str] | None,
+        target: types.ModuleType | None = None,
+    ) -> importlib.machinery.ModuleSpec | None:
+        del path, target
+        attributes = self._stubs.get(fullname)
+        if attributes is None:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, _StubLoader(attributes))
+
+
+class _StandInError(RuntimeError):
+    """A model attribute the recorder does not model was read during selection."""
+
+
+@dataclass(frozen=True)
+class _ModelStandIn:
+    """The parts of vLLM's ``ModelConfig`` that selection reads, for the default model geometry."""
+
+    head_size: int
+    num_attention_heads: int
+    num_kv_heads: int
+    hf_text_config: types.SimpleNamespace
+    use_mla: bool
+    dtype: Any
+    rswa_window: None = None
+    is_mm_prefix_lm: bool = False
+    is_diffusion: bool = False
+    is_multimodal_model: bool = False
+    reads: set[str] = field(default_factory=set, compare=False)
+
+    def get_head_size(self) -> int:
+        return self.head_size
+
+    def get_num_attention_heads(self, parallel_config: object) -> int:
+        del parallel_config
+        return self.num_attention_heads
+
+    def get_num_kv_heads(self, parallel_config: object, arch_config: object = None) -> int:
+        del parallel_config, arch_config
+        return self.num_kv_heads
+
+    def __getattr__(self, name: str) -> object:
+        # Only called for attributes that are not defined above.
+        raise _StandInError(f"vLLM read model_config.{name}, which the recorder does not model")
+
+
+def _model_stand_in(head_size: int, torch_dtype: object, *, use_mla: bool, use_sparse: bool) -> _ModelStandIn:
+    if use_mla:
+        hf = types.SimpleNamespace(
+            qk_nope_head_dim=MLA_MODEL["qk_nope_head_dim"],
+            qk_rope_head_dim=MLA_MODEL["qk_rope_head_dim"],
+            v_head_dim=MLA_MODEL["v_head_dim"],
+            kv_lora_rank=MLA_MODEL["kv_lora_rank"],
+            num_attention_heads=MLA_MODEL["num_attention_heads"],
+        )
+        if use_sparse:
+            hf.index_topk = MLA_MODEL["index_topk_when_sparse"]
+        # vLLM's ModelConfig for an MLA model reports kv_lora_rank + qk_rope_head_dim as head size
+        # and one KV head (MQA at decode).
+        return _ModelStandIn(
+            head_size=MLA_MODEL["kv_lora_rank"] + MLA_MODEL["qk_rope_head_dim"],
+            num_attention_heads=MLA_MODEL["num_attention_heads"],
+            num_kv_heads=1,
+            hf_text_config=hf,
+            use_mla=True,
+            dtype=torch_dtype,
+        )
+    heads, kv_heads = NON_MLA_MODEL["num_attention_heads"], NON_MLA_MODEL["num_kv_heads"]
+    assert heads is not None, "the default model has query heads"  # noqa: S101 - narrows the type
+    assert kv_heads is not None, "the default model has KV heads"  # noqa: S101 - narrows the type
+    # No attn_logit_softcapping attribute: the default model has no soft-cap.
+    hf = types.SimpleNamespace(num_attention_heads=heads, num_key_value_heads=kv_heads, head_dim=head_size)
+    return _ModelStandIn(
+        head_size=head_size,
+        num_attention_heads=heads,
+        num_kv_heads=kv_heads,
+        hf_text_config=hf,
+        use_mla=False,
+        dtype=torch_dtype,
+    )
+
+
+@contextmanager
+def _cuda_allocations_on_meta(torch: Any) -> Iterator[None]:  # noqa: ANN401 - the venv's torch module
+    """While backend modules are imported, tensors asked for on ``cuda`` are made on ``meta``."""
+    real_empty = torch.empty
+
+    def empty(*args: object, **kwargs: object) -> object:
+        device = kwargs.get("device")
+        if device is not None and str(device).startswith("cuda"):
+            kwargs["device"] = "meta"
+        return real_empty(*args, **kwargs)
+
+    torch.empty = empty
+    try:
+        yield
+    finally:
+        torch.empty = real_empty
+
+
+@dataclass
+class _Vllm:
+    """Handles on the vLLM objects one worker uses."""
+
+    torch: Any
+    selector: Any
+    platform: Any
+    enum: Any
+    device_capability: Any
+    vllm_config: Any
+    set_current_vllm_config: Any
+    classes: dict[str, Any]
+
+
+def _load_vllm(vllm_src: Path, capability: tuple[int, int]) -> _Vllm:
+    sys.meta_path.insert(0, _StubFinder())
+    # b12x is not installed. flashinfer-python 0.7.2.post1 embeds a top-level ``b12x`` package of its
+    # own, which ``importlib.util.find_spec("b12x")`` would find; a None entry in sys.modules makes
+    # find_spec answer None and the import fail, as they do where b12x is absent.
+    sys.modules["b12x"] = None  # type: ignore[assignment]  # the import system's "not installed" marker
+    sys.path.insert(0, str(vllm_src))
+    torch = importlib.import_module("torch")
+    vllm = importlib.import_module("vllm")
+    version = importlib.import_module("vllm._version")
+    if vllm.__version__ != VLLM_VERSION or not str(version.commit_id).endswith(VLLM_COMMIT):
+        raise SystemExit(
+            f"expected vllm {VLLM_VERSION} ({VLLM_COMMIT}), got {vllm.__version__} ({version.commit_id})"
+        )
+    flashinfer = importlib.import_module("flashinfer")
+    if flashinfer.__version__ != FLASHINFER_VERSION:
+        raise SystemExit(f"expected flashinfer {FLASHINFER_VERSION}, got {flashinfer.__version__}")
+
+    platforms: Any = importlib.import_module("vllm.platforms")
+    cuda = importlib.import_module("vllm.platforms.cuda")
+    interface = importlib.import_module("vllm.platforms.interface")
+    faked = interface.DeviceCapability(*capability)
+
+    def get_device_capability(_cls: object, device_id: int = 0) -> object:
+        del device_id
+        return faked
+
+    def get_device_name(_cls: object, device_id: int = 0) -> str:
+        del device_id
+        return f"recorder-sm{capability[0]}{capability[1]}"
+
+    def num_compute_units(_cls: object, device_id: int = 0) -> int:
+        del device_id
+        return 148
+
+    fake_platform = type(
+        "RecorderCudaPlatform",
+        (cuda.NvmlCudaPlatform,),
+        {
+            "get_device_capability": classmethod(get_device_capability),
+            "get_device_name": classmethod(get_device_name),
+            "num_compute_units": classmethod(num_compute_units),
+        },
+    )
+    platforms.current_platform = fake_platform()
+    logging = importlib.import_module("logging")
+    logging.getLogger("vllm").setLevel(logging.ERROR)
+    logging.getLogger("flashinfer").setLevel(logging.ERROR)
+
+    registry = importlib.import_module("vllm.v1.attention.backends.registry")
+    classes: dict[str, Any] = {}
+    with _cuda_allocations_on_meta(torch):
+        for name in FORCED:
+            classes[name] = registry.AttentionBackendEnum[name].get_class()
+    config = importlib.import_module("vllm.config")
+    return _Vllm(
+        torch=torch,
+        selector=importlib.import_module("vllm.v1.attention.selector"),
+        platform=platforms.current_platform,
+        enum=registry.AttentionBackendEnum,
+        device_capability=faked,
+        vllm_config=config.VllmConfig(),
+        set_current_vllm_config=config.set_current_vllm_config,
+        classes=classes,
+    )
+
+
+@dataclass(frozen=True)
+class _Cell:
+    head_size: int
+    dtype: str
+    kv_cache_dtype: str
+    block_size: int | None
+    use_mla: bool
+    use_sparse: bool
+    has_sink: bool
+
+
+def _cells() -> Iterator[_Cell]:
+    for head_size in HEAD_SIZES:
+        for dtype in DTYPES:
+            for kv in KV_CACHE_DTYPES:
+                for block in BLOCK_SIZES:
+                    for use_mla, use_sparse in ATTENTION_KINDS:
+                        for sink in SINKS:
+                            yield _Cell(head_size, dtype, kv, block, use_mla, use_sparse, sink)
+
+
+def _run_cell(v: _Vllm, cell: _Cell) -> dict[str, Any]:
+    torch_dtype = getattr(v.torch, TORCH_DTYPE_NAMES[cell.dtype])
+    cfg = v.vllm_config
+    cfg.cache_config.cache_dtype = cell.kv_cache_dtype
+    cfg.cache_config.block_size = 16 if cell.block_size is None else cell.block_size
+    cfg.cache_config.user_specified_block_size = cell.block_size is not None
+    model = _model_stand_in(cell.head_size, torch_dtype, use_mla=cell.use_mla, use_sparse=cell.use_sparse)
+    object.__setattr__(cfg, "model_config", model)
+    num_heads = MLA_MODEL["num_attention_heads"] if cell.use_mla else None
+    kwargs = {
+        "head_size": cell.head_size,
+        "dtype": torch_dtype,
+        "kv_cache_dtype": cell.kv_cache_dtype,
+        "use_mla": cell.use_mla,
+        "has_sink": cell.has_sink,
+        "use_sparse": cell.use_sparse,
+        "num_heads": num_heads,
+    }
+    by_class = {cls: name for name, cls in v.classes.items()}
+    out: dict[str, Any] = {}
+    with v.set_current_vllm_config(cfg):
+        # The automatic choice, through vLLM's entry point.
+        cfg.attention_config.backend = None
+        v.selector._cached_get_attn_backend.cache_clear()  # noqa: SLF001 - the selector memoises per config
+        try:
+            chosen = by_class[v.selector.get_attn_backend(**kwargs)]
+            error = None
+        except ValueError as exc:
+            chosen, error = None, str(exc)
+        # The same selection's per-candidate verdicts, in priority order.
+        selector_config = v.selector.AttentionSelectorConfig(
+            head_size=cell.head_size,
+            dtype=torch_dtype,
+            kv_cache_dtype=cell.kv_cache_dtype,
+            block_size=cell.block_size,
+            use_mla=cell.use_mla,
+            has_sink=cell.has_sink,
+            use_sparse=cell.use_sparse,
+        )
+        valid, invalid = v.platform.get_valid_backends(
+            device_capability=v.device_capability, attn_selector_config=selector_config, num_heads=num_heads
+        )
+        order = sorted(
+            [(c.priority, c.backend.name) for c in valid] + [(p, b.name) for b, (p, _) in invalid.items()]
+        )
+        auto_reasons = {b.name: list(reasons) for b, (_, reasons) in invalid.items()}
+        expected = min(((c.priority, c.backend.name) for c in valid), default=(None, None))[1]
+        if chosen != expected:
+            raise AssertionError(
+                f"{cell}: get_attn_backend chose {chosen}, get_valid_backends says {expected}"
+            )
+        if error is not None:
+            listing = ", ".join(f"{name}: [{', '.join(r)}]" for name, r in auto_reasons.items())
+            if "{" + listing + "}" not in error:
+                raise AssertionError(f"{cell}: error text does not list the structured reasons: {error}")
+        # Each backend forced alone.
+        forced: dict[str, list[str] | dict[str, str]] = {}
+        for name in FORCED:
+            cfg.attention_config.backend = v.enum[name]
+            v.selector._cached_get_attn_backend.cache_clear()  # noqa: SLF001
+            try:
+                got = v.selector.get_attn_backend(**kwargs)
+            except (AttributeError, KeyError, TypeError) as exc:
+                # Not a verdict: vLLM itself fails while validating (e.g. an MLA backend's
+                # supports_combination reads MLA fields a non-MLA model's config does not have).
+                forced[name] = {"raises": type(exc).__name__, "message": str(exc)}
+                continue
+            except ValueError as exc:
+                reasons = v.classes[name].validate_configuration(
+                    device_capability=v.device_capability, **selector_config._asdict()
+                )
+                if not reasons or str(reasons) not in str(exc):
+                    raise AssertionError(
+                        f"{cell}: forced {name} failed with {exc}, reasons {reasons}"
+                    ) from exc
+                forced[name] = list(reasons)
+            else:
+                if by_class[got] != name:
+                    raise AssertionError(f"{cell}: forcing {name} returned {by_class[got]}")
+                forced[name] = []
+            if name in auto_reasons and auto_reasons[name] != forced[name]:
+                raise AssertionError(
+                    f"{cell}: {name} auto reasons {auto_reasons[name]} != forced {forced[name]}"
+                )
+        cfg.attention_config.backend = None
+    out["chosen"] = chosen
+    out["order"] = [name for _, name in order]
+    out["forced"] = forced
+    return out
+
+
+def _worker(vllm_src: Path, capability: tuple[int, int]) -> None:
+    v = _load_vllm(vllm_src, capability)
+    for count, cell in enumerate(_cells(), 1):
+        result = _run_cell(v, cell)
+        if count % 500 == 0:
+            sys.stderr.write(f"sm{capability[0]}{capability[1]}: {count} cells\n")
+        key = cell_key(
+            capability,
+            cell.head_size,
+            cell.dtype,
+            cell.kv_cache_dtype,
+            cell.block_size,
+            cell.use_mla,
+            cell.use_sparse,
+            cell.has_sink,
+        )
+        sys.stdout.write(json.dumps([key, result]) + "\n")
+    sys.stdout.flush()
+
+
+# --------------------------------------------------------------------------------------------- driver
+
+
+def _run_worker(vllm_src: Path, capability: tuple[int, int]) -> list[tuple[str, dict[str, Any]]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
+    env["VLLM_LOGGING_LEVEL"] = "ERROR"  # logging only; selection never reads it
+    command = [
+        sys.executable,
+        __file__,
+        "--vllm-src",
+        str(vllm_src),
+        "--worker",
+        f"{capability[0]}.{capability[1]}",
+    ]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)  # noqa: S603
+    if done.returncode != 0:
+        raise SystemExit(f"worker for {capability} failed:\n{done.stderr[-4000:]}")
+    rows: list[tuple[str, dict[str, Any]]] = []
+    for line in done.stdout.splitlines():
+        key, result = json.loads(line)
+        rows.append((key, result))
+    return rows
+
+
+class _Interner:
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+        self._index: dict[str, int] = {}
+
+    def __call__(self, item: object) -> int:
+        text = json.dumps(item)
+        if text not in self._index:
+            self._index[text] = len(self.items)
+            self.items.append(item)
+        return self._index[text]
+
+
+COLUMNS: tuple[str, ...] = tuple(
+    ("mla-sparse" if sparse else "mla" if mla else "mha") + ("+sink" if sink else "")
+    for mla, sparse in ATTENTION_KINDS
+    for sink in SINKS
+)
+
+
+def _build_record(rows: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    orders, reasons, reason_sets, outcomes = _Interner(), _Interner(), _Interner(), _Interner()
+    reason_sets([])  # id 0: valid
+    cells: dict[str, list[int]] = {}
+    for key, result in rows:
+        forced_ids = []
+        for name in FORCED:
+            verdict = result["forced"][name]
+            if isinstance(verdict, dict):  # vLLM raised something other than its ValueError
+                forced_ids.append(reason_sets(verdict))
+            else:
+                forced_ids.append(reason_sets([reasons(text) for text in verdict]))
+        outcome = outcomes([result["chosen"], orders(result["order"]), forced_ids])
+        group, mla, sparse, sink = key.rsplit("/", 3)
+        ids = cells.setdefault(group, [])
+        column = ("mla-sparse" if sparse == "1" else "mla" if mla == "1" else "mha") + (
+            "+sink" if sink == "1" else ""
+        )
+        if COLUMNS[len(ids)] != column:
+            raise AssertionError(f"{key}: rows out of column order")
+        ids.append(outcome)
+    for group, ids in cells.items():
+        if len(ids) != len(COLUMNS):
+            raise AssertionError(f"{group}: {len(ids)} outcomes, expected {len(COLUMNS)}")
+    return {
+        "format": FORMAT,
+        "about": (
+            "vLLM's own CUDA attention-backend selection, run on CPU with its CUDA extensions stubbed and "
+            "the device capability faked; see tools/record_vllm_selection.py for what is stubbed"
+        ),
+        "vllm": {"version": VLLM_VERSION, "commit": VLLM_COMMIT, "wheel": VLLM_WHEEL},
+        "regenerate": (
+            "pip download vllm==0.33.0 --no-deps -d DL; unzip its vllm/ sources to DL/vllm-0.33.0; "
+            "python tools/record_vllm_selection.py --vllm-src DL/vllm-0.33.0 "
+            "--out capabilities/evidence/vllm_0.33.0_selection.json "
+            "(venv and stubs: see the tool's docstring)"
+        ),
+        "defaults": DEFAULTS,
+        "axes": {
+            "capability": [f"{a}.{b}" for a, b in CAPABILITIES],
+            "head_size": list(HEAD_SIZES),
+            "dtype": list(DTYPES),
+            "kv_cache_dtype": list(KV_CACHE_DTYPES),
+            "block_size": list(BLOCK_SIZES),
+            "use_mla/use_sparse": [[m, s] for m, s in ATTENTION_KINDS],
+            "has_sink": list(SINKS),
+        },
+        "layout": [
+            "cells: 'capability/head_size/dtype/kv_cache_dtype/block_size' ('-' = no block size given)",
+            "  -> one outcome id per entry of 'columns' (mha: use_mla false; mla: use_mla true, use_sparse",
+            "  false; mla-sparse: both true; +sink: has_sink true)",
+            "outcomes[id]: [backend vLLM chooses, or null where it raises 'No valid attention backend",
+            "  found'; id in 'orders' of its candidate list in priority order; one id in 'reason_sets' per",
+            "  entry of 'forced']",
+            "reason_sets[id]: ids in 'reasons', in vLLM's order, of what validate_configuration says of",
+            "  that backend for the cell; [] = valid. Forced, a non-empty set is the ValueError vLLM raises;",
+            "  a candidate of the automatic list has the same reasons. An object records an exception vLLM",
+            "  raised instead of a verdict: {'raises': type, 'message': text}",
+        ],
+        "columns": list(COLUMNS),
+        "forced": list(FORCED),
+        "orders": orders.items,
+        "reasons": reasons.items,
+        "reason_sets": reason_sets.items,
+        "outcomes": outcomes.items,
+        "cells": cells,
+    }
+
+
+def _write(record: dict[str, Any], out: Path) -> None:
+    """Write JSON with one outcome, reason set or cell a line (short lines, readable diffs)."""
+    tables = {name: record.pop(name) for name in ("reasons", "reason_sets", "outcomes")}
+    cells = record.pop("cells")
+    parts = [json.dumps(record, indent=1)[:-2]]
+    for name, items in tables.items():
+        body = ",\n".join("  " + json.dumps(item, separators=(",", ":")) for item in items)
+        parts.append(f',\n "{name}": [\n{body}\n ]')
+    body = ",\n".join(f"  {json.dumps(k)}: {json.dumps(v, separators=(',', ':'))}" for k, v in cells.items())
+    parts.append(f',\n "cells": {{\n{body}\n }}\n}}\n')
+    out.write_text("".join(parts), encoding="utf-8")
+    json.loads(out.read_text(encoding="utf-8"))  # the hand-laid layout must still be JSON
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: record the grid (default) or, with ``--worker``, answer one capability."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument(
+        "--vllm-src", type=Path, required=True, help="folder holding the wheel's vllm/ package"
+    )
+    parser.add_argument("--out", type=Path, help="where to write the record (JSON)")
+    parser.add_argument("--jobs", type=int, default=2, help="worker processes at once (default 2)")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        major, minor = (int(x) for x in args.worker.split("."))
+        _worker(args.vllm_src.resolve(), (major, minor))
+        return 0
+    if args.out is None:
+        parser.error("--out is required")
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        parts = list(pool.map(lambda cap: _run_worker(args.vllm_src.resolve(), cap), CAPABILITIES))
+    rows = [row for part in parts for row in part]
+    record = _build_record(rows)
+    chosen = sum(1 for _, result in rows if result["chosen"] is not None)
+    _write(record, args.out)
+    print(f"wrote {args.out}: {len(rows)} cells x (auto + {len(FORCED)} forced), chosen in {chosen}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
