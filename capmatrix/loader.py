@@ -12,24 +12,30 @@ from capmatrix import _hints
 from capmatrix.errors import CapabilityError, CapabilityErrors
 from capmatrix.matrix import Matrix
 from capmatrix.model import (
+    NONE,
     Axis,
     AxisType,
     AxisValue,
     Condition,
+    DerivedAxis,
+    DerivedRow,
     Effect,
     Interval,
     Kernel,
     Location,
     ModelFamily,
     Role,
+    RoleOrder,
     Rule,
     Status,
+    format_value,
 )
+from capmatrix.regions import Region, Space
 from capmatrix.resolver import compile_matrix
 from capmatrix.schema import shape_problems
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Mapping
 
     from capmatrix import _yaml
 
@@ -227,6 +233,9 @@ class _Semantics:
     ) -> None:
         self.problems = problems
         self.broken = broken
+        self.derived: dict[str, DerivedAxis] = {}
+        self.known: dict[str, Axis] = {}
+        self.space = Space(())
 
     def is_broken(self, smap: _yaml.SourceMap, path: tuple[str | int, ...]) -> bool:
         """Whether a shape error lies at or below ``path`` (or right above it)."""
@@ -267,7 +276,11 @@ class _Semantics:
                     )
                 )
             return None
-        axes = self._axes(*axes_docs[0])
+        all_axes = self._axes(*axes_docs[0])
+        self.known = all_axes
+        self.derived = self._derived(all_axes, *axes_docs[0])
+        axes = {n: a for n, a in all_axes.items() if n not in self.derived}
+        self.space = Space(tuple(axes.values()))
         rule_ids: dict[str, Location] = {}
         hf_types: dict[str, str] = {}
         kernels: dict[str, Kernel] = {}
@@ -287,6 +300,7 @@ class _Semantics:
             kernels=kernels,
             models=models,
             roles=roles,
+            derived={n: d for n, d in self.derived.items() if n in all_axes},
         )
 
     def _entries(
@@ -367,7 +381,25 @@ class _Semantics:
                         code="E212",
                     )
                 families[fam] = tuple(members)
+            optional = bool(raw.get("optional", False))
+            if optional:
+                if kind is AxisType.BOOL or NONE in values or "default" in raw or "derive" in raw:
+                    self.fail(
+                        smap, (*path, "optional"),
+                        f"an optional axis must be an int or enum axis with no {NONE!r} value, "
+                        "no default and no table",
+                        hint=f"its default is always {NONE!r}: not given, not checked", code="E214",
+                    )
+                    optional = False
+                else:
+                    values.append(NONE)
+            environment = bool(raw.get("environment", False))
+            if environment and "default" not in raw and not optional:
+                self.fail(smap, (*path, "environment"), "an environment axis needs a default",
+                          hint="document what an installation has when nobody says", code="E215")
             default = raw.get("default")
+            if optional:
+                default = NONE
             if default is not None and not any(
                 default == v and type(default) is type(v) for v in values
             ):
@@ -385,8 +417,119 @@ class _Semantics:
                 families=families,
                 default=default,
                 location=Location(path=smap.path, line=line, column=col),
+                optional=optional,
+                environment=environment,
             )
         return out
+
+    # -- derived axes -------------------------------------------------------------------------
+
+    def _derived(
+        self, axes: dict[str, Axis], data: dict[str, Any], smap: _yaml.SourceMap
+    ) -> dict[str, DerivedAxis]:
+        """Read the decision tables of derived axes, in declaration order (a table reads earlier axes)."""
+        out: dict[str, DerivedAxis] = {}
+        names = [n for n, raw in data["axes"].items() if "derive" in raw and n in axes]
+        for name in names:
+            raw = data["axes"][name]
+            path: tuple[str | int, ...] = ("axes", name, "derive")
+            axis = axes[name]
+            if "default" in raw:
+                self.fail(smap, ("axes", name, "default"), "a derived axis has no default",
+                          hint="its value comes from its table", code="E216")
+            readable = {n: a for n, a in axes.items() if n not in names or n in out}
+            rows: list[DerivedRow] = []
+            table = raw["derive"]
+            for i, row in enumerate(table):
+                rpath = (*path, i)
+                value = row["value"]
+                if axis.index(value) is None:
+                    self.fail(smap, (*rpath, "value"),
+                              f"{value!r} is not a value of derived axis {name!r}", code="E216")
+                    continue
+                when = self._when(row.get("when"), (*rpath, "when"), smap, readable, name)
+                if when is None:
+                    continue
+                if i == len(table) - 1 and "when" in row:
+                    self.fail(smap, (*rpath, "when"),
+                              f"the last row of derived axis {name!r} must have no 'when'",
+                              hint="end the table with an unconditional row: it may not fall through",
+                              code="E216")
+                line, col = smap.locate(rpath)
+                rows.append(DerivedRow(value=value, when=when, text=_when_text(when),
+                                       location=Location(path=smap.path, line=line, column=col)))
+            out[name] = DerivedAxis(axis=axis, rows=tuple(rows))
+        self.derived = out
+        return out
+
+    def _when(
+        self,
+        raw: dict[str, Any] | None,
+        path: tuple[str | int, ...],
+        smap: _yaml.SourceMap,
+        readable: dict[str, Axis],
+        owner: str,
+        unknown_code: str = "E221",
+    ) -> tuple[dict[str, Condition], ...] | None:
+        """A `when:` mapping as one box of symbolic conditions (() for none); None after a problem."""
+        if raw is None:
+            return ()
+        conditions: dict[str, Condition] = {}
+        ok = True
+        for axis_name, raw_cond in raw.items():
+            axis = readable.get(axis_name)
+            if axis is None:
+                later = axis_name == owner or axis_name in self.known
+                self.fail(
+                    smap, (*path, axis_name),
+                    f"{owner!r} cannot read axis {axis_name!r}" if later
+                    else f"unknown axis {axis_name!r}", key=True,
+                    hint=("a table reads base axes and derived axes declared before it" if later
+                          else _hints.suggest(axis_name, list(readable), "axes")),
+                    code="E216" if later else unknown_code,
+                )
+                ok = False
+                continue
+            cond = self._condition(axis, raw_cond, smap, (*path, axis_name))
+            if cond is None:
+                ok = False
+            else:
+                conditions[axis_name] = cond
+        return (conditions,) if ok else None
+
+    def _derived_region(self, name: str, cond: Condition) -> Region:
+        """Where (over the base axes' known values) derived axis ``name`` takes a value ``cond`` admits."""
+        cache: dict[tuple[str, str], Region] = self.__dict__.setdefault("_region_cache", {})
+        key = (name, cond.text)
+        found = cache.get(key)
+        if found is not None:
+            return found
+        taken = Region(self.space)
+        out = Region(self.space)
+        for row in self.derived[name].rows:
+            here = Region.full(self.space)
+            for box in row.when:
+                here = self._box_region(box)
+            fresh = here - taken
+            if cond.contains(row.value):
+                out = out | fresh
+            taken = taken | fresh
+        found = out.merged()
+        cache[key] = found
+        return found
+
+    def _box_region(self, conditions: Mapping[str, Condition]) -> Region:
+        """The region (over known values) of a box of conditions on base or derived axes."""
+        masks = []
+        for axis in self.space.axes:
+            cond = conditions.get(axis.name)
+            masks.append(axis.full_mask if cond is None else
+                         sum(1 << i for i, v in enumerate(axis.values) if cond.contains(v)))
+        region = Region(self.space, [tuple(masks)], disjoint=True)
+        for name, cond in conditions.items():
+            if name in self.derived:
+                region = region & self._derived_region(name, cond)
+        return region
 
     # -- kernels and rules ---------------------------------------------------------------------
 
@@ -416,9 +559,15 @@ class _Semantics:
             effect = Effect.GRANT if "grant" in raw_rule else Effect.EXCLUDE
             region = raw_rule[str(effect)]
             conditions: dict[str, Condition] = {}
+            derived: dict[str, Condition] = {}
             for axis_name, raw_cond in region.items():
                 cpath = (*path, str(effect), axis_name)
                 axis = axes.get(axis_name)
+                if axis is None and axis_name in self.derived:
+                    dcond = self._condition(self.derived[axis_name].axis, raw_cond, smap, cpath)
+                    if dcond is not None:
+                        derived[axis_name] = dcond
+                    continue
                 if axis is None:
                     self.fail(
                         smap, cpath, f"unknown axis {axis_name!r}", key=True,
@@ -428,19 +577,18 @@ class _Semantics:
                 cond = self._condition(axis, raw_cond, smap, cpath)
                 if cond is not None:
                     conditions[axis_name] = cond
-            rules.append(
-                Rule(
-                    id=rule_id,
-                    kernel=name,
-                    effect=effect,
-                    conditions={a: conditions[a] for a in axes if a in conditions},
-                    reason=raw_rule["reason"],
-                    source=raw_rule["source"],
-                    status=Status(raw_rule["status"]),
-                    location=location,
-                    verified=raw_rule.get("verified"),
-                )
+            rule = Rule(
+                id=rule_id,
+                kernel=name,
+                effect=effect,
+                conditions={a: conditions[a] for a in axes if a in conditions},
+                reason=raw_rule["reason"],
+                source=raw_rule["source"],
+                status=Status(raw_rule["status"]),
+                location=location,
+                verified=raw_rule.get("verified"),
             )
+            rules.extend(self._expand(rule, derived) if derived else (rule,))
         line, col = smap.locate(("kernels", name), key=True)
         return Kernel(
             name=name,
@@ -452,10 +600,49 @@ class _Semantics:
             source=raw.get("source"),
         )
 
+    def _expand(self, rule: Rule, derived: dict[str, Condition]) -> list[Rule]:
+        """Split a rule that tests derived axes into parts over the axes their tables read.
+
+        Each part is one box of the region (over known values) where the rule's own conditions hold and
+        the tables give the tested values; the first part keeps the rule's id, the others add ``#2``,
+        ``#3``, ... Conditions the expansion leaves as written stay symbolic (ranges keep answering
+        values outside the universe).
+        """
+        text = " and ".join(f"{a} {c.text}" for a, c in derived.items())
+        region = self._box_region({**rule.conditions, **derived}).merged()
+        parts: list[Rule] = []
+        for box in region.boxes or (None,):
+            conditions: dict[str, Condition] = {}
+            for i, axis in enumerate(self.space.axes):
+                own = rule.conditions.get(axis.name)
+                if box is None:  # nothing left: a part that matches nothing, so analyses see the rule
+                    conditions[axis.name] = Condition(axis=axis.name, text="[]")
+                    break
+                mask = box[i]
+                own_mask = axis.full_mask if own is None else sum(
+                    1 << j for j, v in enumerate(axis.values) if own.contains(v))
+                if mask == own_mask:
+                    if own is not None:
+                        conditions[axis.name] = own
+                    continue
+                chosen = axis.values_of(mask)
+                conditions[axis.name] = Condition(
+                    axis=axis.name, text="[" + ", ".join(format_value(v) for v in chosen) + "]",
+                    values=frozenset(chosen),
+                )
+            suffix = "" if not parts else f"#{len(parts) + 1}"
+            parts.append(Rule(
+                id=rule.id + suffix, kernel=rule.kernel, effect=rule.effect,
+                conditions={a.name: conditions[a.name] for a in self.space.axes if a.name in conditions},
+                reason=rule.reason, source=rule.source, status=rule.status, location=rule.location,
+                verified=rule.verified, derived=text,
+            ))
+        return parts
+
     def _condition(
         self, axis: Axis, raw: Any, smap: _yaml.SourceMap, path: tuple[str | int, ...]  # noqa: ANN401
     ) -> Condition | None:
-        negated = isinstance(raw, dict)
+        negated = isinstance(raw, dict) and "not" in raw
         items_raw = raw["not"] if negated else raw
         item_path = (*path, "not") if negated else path
         is_list = isinstance(items_raw, list)
@@ -463,12 +650,15 @@ class _Semantics:
         values: set[AxisValue] = set()
         intervals: list[Interval] = []
         families: list[str] = []
+        moduli: list[int] = []
         ok = True
         for i, item in enumerate(items):
             ipath = (*item_path, i) if is_list else item_path
             parsed = self._item(axis, item, smap, ipath)
             if parsed is None:
                 ok = False
+            elif isinstance(parsed, _Multiple):
+                moduli.append(parsed.of)
             elif isinstance(parsed, Interval):
                 intervals.append(parsed)
             elif isinstance(parsed, tuple):
@@ -486,12 +676,25 @@ class _Semantics:
             intervals=tuple(intervals),
             families=tuple(families),
             negated=negated,
+            moduli=tuple(moduli),
+            admits_none=axis.optional,
         )
 
     def _item(
         self, axis: Axis, item: Any, smap: _yaml.SourceMap, path: tuple[str | int, ...]  # noqa: ANN401
-    ) -> AxisValue | Interval | tuple[str, tuple[int, ...]] | None:
+    ) -> AxisValue | Interval | _Multiple | tuple[str, tuple[int, ...]] | None:
         yaml11 = path in smap.yaml11_bools
+        if isinstance(item, dict):  # {multiple_of: m}; the schema allows no other mapping here
+            m = item["multiple_of"]
+            if axis.type is not AxisType.INT:
+                self.fail(smap, path, f"multiple_of is for int axes; {axis.name!r} is {axis.type}",
+                          code="E224")
+                return None
+            if isinstance(m, bool) or not isinstance(m, int) or m <= 0:
+                self.fail(smap, (*path, "multiple_of"),
+                          f"multiple_of needs a positive integer, got {m!r}", code="E224")
+                return None
+            return _Multiple(m)
         if axis.type is AxisType.BOOL:
             if isinstance(item, bool):
                 return item
@@ -619,25 +822,73 @@ class _Semantics:
         kernels: dict[str, Kernel],
         axes: dict[str, Axis],
     ) -> Role:
-        seen: set[str] = set()
-        for i, candidate in enumerate(raw["candidates"]):
-            path = ("roles", name, "candidates", i)
-            if candidate not in kernels:
-                self.fail(smap, path, f"unknown kernel {candidate!r} in role {name!r}",
-                          hint=_hints.suggest(candidate, list(kernels), "kernels"), code="E240")
-            if candidate in seen:
-                self.fail(smap, path, f"kernel {candidate!r} is listed twice", code="E241")
-            seen.add(candidate)
+        lists: list[tuple[tuple[str | int, ...], list[str]]] = []
+        if "candidates" in raw:
+            lists.append((("roles", name, "candidates"), raw["candidates"]))
+        for k, order in enumerate(raw.get("orders", [])):
+            lists.append((("roles", name, "orders", k, "candidates"), order["candidates"]))
+        if ("candidates" in raw) == ("orders" in raw):
+            self.fail(smap, ("roles", name), "a role needs exactly one of 'candidates' or 'orders'",
+                      key=True, code="E242")
+        everyone: list[str] = []
+        for base, candidates in lists:
+            seen: set[str] = set()
+            for i, candidate in enumerate(candidates):
+                path = (*base, i)
+                if candidate not in kernels:
+                    self.fail(smap, path, f"unknown kernel {candidate!r} in role {name!r}",
+                              hint=_hints.suggest(candidate, list(kernels), "kernels"), code="E240")
+                if candidate in seen:
+                    self.fail(smap, path, f"kernel {candidate!r} is listed twice", code="E241")
+                seen.add(candidate)
+                if candidate not in everyone:
+                    everyone.append(candidate)
+        orders: list[RoleOrder] = []
+        taken = Region(self.space)
+        for k, order in enumerate(raw.get("orders", [])):
+            opath: tuple[str | int, ...] = ("roles", name, "orders", k)
+            when = self._when(order.get("when"), (*opath, "when"), smap, self.known, name,
+                              unknown_code="E230")
+            if when is None:
+                continue
+            here = self._box_region(when[0]) if when else Region.full(self.space)
+            area = (here - taken).merged()
+            if not area and "when" in order:
+                self.fail(smap, (*opath, "when"),
+                          "this order never applies: earlier orders take every query it names",
+                          code="E243")
+            taken = taken | area
+            line, col = smap.locate(opath)
+            orders.append(RoleOrder(
+                when=when, candidates=tuple(order["candidates"]), text=_when_text(when),
+                location=Location(path=smap.path, line=line, column=col), area=area.boxes,
+            ))
         pinned = self._axis_values(raw.get("axes", {}), ("roles", name, "axes"), smap, axes)
         line, col = smap.locate(("roles", name), key=True)
         return Role(
             name=name,
             description=raw["description"],
-            candidates=tuple(raw["candidates"]),
+            candidates=tuple(everyone),
             location=Location(path=smap.path, line=line, column=col),
             source=raw.get("source"),
             axes=pinned,
+            orders=tuple(orders),
         )
+
+
+class _Multiple:
+    """A parsed ``{multiple_of: m}`` item."""
+
+    __slots__ = ("of",)
+
+    def __init__(self, of: int) -> None:
+        self.of = of
+
+
+def _when_text(when: tuple[dict[str, Condition], ...]) -> str:
+    if not when:
+        return "otherwise"
+    return " and ".join(f"{a} {c.text}" for a, c in when[0].items()) or "always"
 
 
 def _parse_range(text: str) -> Interval | None:
@@ -663,6 +914,8 @@ def _parse_range(text: str) -> Interval | None:
 
 
 def _render(raw: Any) -> str:  # noqa: ANN401 - plain YAML data
+    if isinstance(raw, dict) and "multiple_of" in raw:
+        return f"multiple_of {raw['multiple_of']}"
     if isinstance(raw, list):
         return "[" + ", ".join(_render(item) for item in raw) + "]"
     if isinstance(raw, bool):

@@ -10,7 +10,7 @@ from capmatrix.regions import Space
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from capmatrix.model import Axis, Kernel, ModelFamily, Role, Rule
+    from capmatrix.model import Axis, DerivedAxis, Kernel, ModelFamily, Role, Rule
 
 __all__ = ["Matrix"]
 
@@ -25,6 +25,9 @@ class Matrix:
     kernels: Mapping[str, Kernel]
     models: Mapping[str, ModelFamily]
     roles: Mapping[str, Role]
+    #: Axes computed from others by decision tables (not part of :attr:`space`; rules on them are
+    #: expanded into rules on the axes the tables read).
+    derived: Mapping[str, DerivedAxis] = field(default_factory=dict)
     _compiled: Any = field(default=None, repr=False, compare=False)
 
     @property

@@ -12,22 +12,30 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 __all__ = [
+    "NONE",
     "Axis",
     "AxisType",
     "AxisValue",
     "Condition",
+    "DerivedAxis",
+    "DerivedRow",
     "Effect",
     "Interval",
     "Kernel",
     "Location",
     "ModelFamily",
     "Role",
+    "RoleOrder",
     "Rule",
     "Status",
     "format_value",
 ]
 
 AxisValue = Union[int, str, bool]  # noqa: UP007 - runtime alias on Python 3.10
+
+#: The value of an optional axis that was not given ("not checked"): every condition on the axis
+#: admits it, so a rule about the axis does not constrain a query that leaves it unset.
+NONE = "none"
 
 
 class _StrEnum(str, enum.Enum):
@@ -91,6 +99,10 @@ class Axis:
     families: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     default: AxisValue | None = None
     location: Location | None = field(default=None, compare=False)
+    #: An optional axis has the extra value :data:`NONE` (its default): "not given, not checked".
+    optional: bool = False
+    #: An environment axis describes the installation (libraries, flags), not the model; it has a default.
+    environment: bool = False
 
     def index(self, value: AxisValue) -> int | None:
         """Position of ``value`` among the known values, or None when it is outside them."""
@@ -137,6 +149,8 @@ class Axis:
 
         :raises InvalidValue: for a text that is not a value of the axis's type.
         """
+        if self.optional and text == NONE:
+            return NONE
         if self.type is AxisType.INT:
             try:
                 return int(text, 10)
@@ -216,18 +230,26 @@ class Condition:
     intervals: tuple[Interval, ...] = ()
     families: tuple[str, ...] = ()
     negated: bool = False
+    #: ``{multiple_of: m}`` items: integers divisible by any of these.
+    moduli: tuple[int, ...] = ()
+    #: On an optional axis: the value :data:`NONE` (not given) passes whatever the condition says.
+    admits_none: bool = False
 
     def contains(self, value: AxisValue) -> bool:
         """Whether ``value`` (known to the universe or not) satisfies this condition."""
-        hit = any(v == value and type(v) is type(value) for v in self.values) or any(
-            value in interval for interval in self.intervals
+        if self.admits_none and value == NONE and type(value) is str:
+            return True
+        hit = (
+            any(v == value and type(v) is type(value) for v in self.values)
+            or any(value in interval for interval in self.intervals)
+            or (type(value) is int and any(value % m == 0 for m in self.moduli))
         )
         return hit != self.negated
 
     @property
     def open_ended(self) -> bool:
         """True when the condition admits values beyond any finite bound."""
-        return self.negated or any(i.open_ended for i in self.intervals)
+        return self.negated or bool(self.moduli) or any(i.open_ended for i in self.intervals)
 
     def __str__(self) -> str:
         return self.text
@@ -246,12 +268,18 @@ class Rule:
     status: Status
     location: Location
     verified: Mapping[str, str] | None = None
+    #: For a part of a rule that tests derived axes: those conditions as written (``fa_version [3, 4]``);
+    #: ``conditions`` then hold one box of the region they stand for, over the axes the tables read.
+    derived: str | None = None
 
     def describe_region(self) -> str:
         """The region as written: ``sm >=80 and attention [mha, gqa]``, or ``everything``."""
-        if not self.conditions:
+        parts = [f"{axis} {cond.text}" for axis, cond in self.conditions.items()]
+        if self.derived is not None:
+            parts.append(f"({self.derived})")
+        if not parts:
             return "everything"
-        return " and ".join(f"{axis} {cond.text}" for axis, cond in self.conditions.items())
+        return " and ".join(parts)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -294,9 +322,78 @@ class ModelFamily:
     hf_config: Mapping[str, object] | None = None
 
 
+#: A region as a union of boxes, each a mapping axis -> condition (an empty mapping: everywhere).
+Boxes = tuple["Mapping[str, Condition]", ...]
+
+
+def in_boxes(boxes: Boxes, values: Mapping[str, AxisValue]) -> bool | None:
+    """Whether ``values`` lie in the union of ``boxes``; None when that depends on an axis not given."""
+    undecided = False
+    for box in boxes:
+        inside: bool | None = True
+        for name, cond in box.items():
+            value = values.get(name)
+            if value is None:
+                inside = None
+            elif not cond.contains(value):
+                inside = False
+                break
+        if inside:
+            return True
+        if inside is None:
+            undecided = True
+    return None if undecided else False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DerivedRow:
+    """One row of a derived axis's decision table: where it applies (``when``) and the value it gives."""
+
+    value: AxisValue
+    #: The row's region over the axes the table reads (derived inputs already expanded); () = always.
+    when: Boxes
+    text: str
+    location: Location
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DerivedAxis:
+    """An axis whose value is computed from other axes by an ordered table: the first matching row wins."""
+
+    axis: Axis
+    rows: tuple[DerivedRow, ...]
+
+    def value(self, values: Mapping[str, AxisValue]) -> AxisValue | None:
+        """The table's value for ``values``; None when an input the table needs is not given."""
+        for row in self.rows:
+            inside = in_boxes(row.when, values) if row.when else True
+            if inside is None:
+                return None
+            if inside:
+                return row.value
+        return None  # pragma: no cover - the loader requires a last row without `when`
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RoleOrder:
+    """One candidate order of a role and the queries it applies to (``when``; () = every query)."""
+
+    when: Boxes
+    candidates: tuple[str, ...]
+    text: str
+    location: Location
+    #: Where this order applies and no earlier one does: disjoint boxes (bit masks per axis of the
+    #: matrix's space, over the known values), for the analyses.
+    area: tuple[tuple[int, ...], ...] = ()
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Role:
-    """An ordered list of candidate kernels for one job; the first supported one wins."""
+    """An ordered list of candidate kernels for one job; the first supported one wins.
+
+    A role with ``orders`` picks its list by the query: the first order whose ``when`` holds. Its
+    ``candidates`` are then every kernel of any order, in first-seen order.
+    """
 
     name: str
     description: str
@@ -305,3 +402,20 @@ class Role:
     source: str | None = None
     #: Axis values every candidate is asked with unless the query gives its own (e.g. phase).
     axes: Mapping[str, AxisValue] = field(default_factory=dict)
+    orders: tuple[RoleOrder, ...] = ()
+
+    def order_for(self, values: Mapping[str, AxisValue]) -> tuple[tuple[str, ...], bool]:
+        """The candidates for a query's values, and whether the choice of list was decided.
+
+        A role without orders always answers ``candidates``; with orders, the first order whose
+        ``when`` holds (no order: no candidates). Undecided when a ``when`` reads an axis not given.
+        """
+        if not self.orders:
+            return self.candidates, True
+        for order in self.orders:
+            inside = in_boxes(order.when, values) if order.when else True
+            if inside is None:
+                return (), False
+            if inside:
+                return order.candidates, True
+        return (), True

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from capmatrix.errors import InvalidQuery, UnknownName, did_you_mean
-from capmatrix.model import AxisType, Effect, _StrEnum, format_value
+from capmatrix.model import NONE, AxisType, Effect, _StrEnum, format_value
 from capmatrix.query import ANY, KernelQuery, _short
 from capmatrix.regions import Region, Space, bits, box_of
 
@@ -211,6 +211,8 @@ class Selection:
     kernel: str | None
     resolution: Resolution | None
     trace: tuple[Resolution, ...] = field(default=())
+    #: False when the role picks its candidate order by an axis the query leaves open.
+    decided: bool = True
 
     def __bool__(self) -> bool:
         return self.kernel is not None
@@ -220,7 +222,10 @@ class Selection:
         """The selection's verdict: ``depends`` when an earlier-ranked candidate depends on an axis.
 
         With that axis fixed, the choice could change; with no winner, any depending candidate counts.
+        A role whose candidate order reads an open axis depends too.
         """
+        if not self.decided:
+            return Verdict.DEPENDS
         for resolution in self.trace:
             if resolution.verdict is Verdict.DEPENDS:
                 return Verdict.DEPENDS
@@ -367,8 +372,12 @@ class Resolver:
         # The role's own axis values act as defaults that the query may override.
         pinned = {k: v for k, v in role.axes.items() if k not in query.axes}
         candidate_query = query.replace(**pinned) if pinned else query
+        candidates, decided = role.candidates, True
+        if role.orders:
+            values = self.derived_values(candidate_query)
+            candidates, decided = role.order_for(values)
         trace = []
-        for candidate in role.candidates:
+        for candidate in candidates:
             resolution = self.resolve(candidate_query.with_kernel(candidate))
             trace.append(resolution)
             if resolution.verdict is Verdict.SUPPORTED:
@@ -377,7 +386,21 @@ class Resolver:
                     trace=tuple(trace),
                 )
         return Selection(role=role_name, query=query, kernel=None, resolution=None,
-                         trace=tuple(trace))
+                         trace=tuple(trace), decided=decided)
+
+    def derived_values(self, query: KernelQuery) -> dict[str, AxisValue]:
+        """The query's effective axis values plus the derived axes their tables compute from them.
+
+        A derived axis whose table reads an open axis is left out.
+
+        :raises InvalidQuery: for an unknown model, axis or value.
+        """
+        values = self.effective_values(query)[0]
+        for name, derived in self.matrix.derived.items():
+            value = derived.value(values)
+            if value is not None:
+                values[name] = value
+        return values
 
     def effective_values(
         self, query: KernelQuery
@@ -399,6 +422,11 @@ class Resolver:
         explicit = query.axes
         for name in explicit:
             if name not in self._positions:
+                if name in self.matrix.derived:
+                    raise InvalidQuery(
+                        f"axis {name!r} is derived: its table computes it from other axes; "
+                        "give those instead"
+                    )
                 raise UnknownName("axis", name, self._positions)
         open_axes = []
         for axis in self._axes:
@@ -427,6 +455,8 @@ class Resolver:
                 raise InvalidQuery(f"axis {axis.name!r} is bool; got {value!r}")
             return value
         if axis.type is AxisType.INT:
+            if axis.optional and value == NONE:
+                return value
             if isinstance(value, bool) or not isinstance(value, int):
                 raise InvalidQuery(f"axis {axis.name!r} is int; got {value!r}")
             return value

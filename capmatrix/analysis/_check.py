@@ -392,7 +392,7 @@ def _redundant(
 
 def _beyond(axis: Axis, cond: Condition) -> int | None:
     """The smallest integer above the axis's known values that ``cond`` admits, if any."""
-    top = max(int(v) for v in axis.values)
+    top = max(v for v in axis.values if isinstance(v, int))
     probes = {top + 1}
     for iv in cond.intervals:
         if iv.low is not None:
@@ -409,7 +409,9 @@ def _beyond(axis: Axis, cond: Condition) -> int | None:
 def _open_ended(
     axis: Axis, cond: Condition, rule: Rule, box: Box, space: Space
 ) -> Iterator[Finding]:
-    if not cond.open_ended:
+    # A modulus (block sizes that are multiples of 16) speaks of every integer by intent: only ranges
+    # and negations are reported for reaching past the universe.
+    if not (cond.negated or any(i.open_ended for i in cond.intervals)):
         return
     future = _beyond(axis, cond)
     if future is None:
@@ -464,9 +466,37 @@ def role_regions(
     Candidates that are not kernels of the matrix never win.
     """
     sp = matrix.space if space is None else space
+    out: dict[str | None, list[Box]] = {}
+    for candidates, root in _orders(matrix, role, sp):
+        for label, found in _role_partition(matrix, candidates, sp, root).items():
+            out.setdefault(label, []).extend(found)
+    if role.orders and sp.names == matrix.space.names:  # where no order applies, nothing is tried
+        applied = Region(sp, [b for o in role.orders for b in o.area], disjoint=True)
+        out.setdefault(None, []).extend((Region.full(sp) - applied).boxes)
+    return {k: Region(sp, v, disjoint=True).merged() for k, v in out.items() if v}
+
+
+def _orders(
+    matrix: Matrix, role: Role, space: Space
+) -> list[tuple[tuple[str, ...], Box | None]]:
+    """Each candidate list of ``role`` with a box where it applies (None: everywhere).
+
+    A role whose order depends on the query answers one pair per box of each order's area; the areas
+    are over the matrix's space, so a caller's narrower space gets the full role instead.
+    """
+    if not role.orders:
+        return [(role.candidates, None)]
+    if space.names != matrix.space.names:
+        return [(role.candidates, None)]
+    return [(order.candidates, box) for order in role.orders for box in order.area]
+
+
+def _role_partition(
+    matrix: Matrix, candidates: tuple[str, ...], sp: Space, root: Box | None
+) -> dict[str | None, list[Box]]:
     boxes: list[Box] = []
     per_candidate: list[tuple[int, int]] = []
-    for candidate in role.candidates:
+    for candidate in candidates:
         kernel = matrix.kernels.get(candidate)
         grants = exclusions = 0
         if kernel is not None:
@@ -476,7 +506,6 @@ def role_regions(
             grants = compiled.grants << offset
             exclusions = compiled.exclusions << offset
         per_candidate.append((grants, exclusions))
-    candidates = role.candidates
 
     def winner(live: int) -> str | None:
         for name, (g, e) in zip(candidates, per_candidate, strict=True):
@@ -493,8 +522,7 @@ def role_regions(
                 break
         return keep
 
-    found = partition(sp, boxes, winner, relevant=relevant)
-    return {k: Region(sp, v, disjoint=True).merged() for k, v in found.items()}
+    return partition(sp, boxes, winner, relevant=relevant, root=root)
 
 
 def role_gap(
@@ -516,21 +544,27 @@ def role_gap(
             [b for c in role.candidates if c in matrix.kernels
              for b in KernelBoxes.of(matrix.kernels[c], space).boxes]
         )
-    boxes: list[Box] = []
-    for candidate in role.candidates:
-        kernel = matrix.kernels.get(candidate)
-        if kernel is None:
-            continue
-        own = supported.get(candidate) if supported is not None else None
-        if own is None:
-            own = supported_region(space, KernelBoxes.of(kernel, space))
-        boxes.extend(own.merged().boxes)
+    gaps: list[Box] = []
+    for candidates, root in _orders(matrix, role, space):
+        boxes: list[Box] = []
+        for candidate in candidates:
+            kernel = matrix.kernels.get(candidate)
+            if kernel is None:
+                continue
+            own = supported.get(candidate) if supported is not None else None
+            if own is None:
+                own = supported_region(space, KernelBoxes.of(kernel, space))
+            boxes.extend(own.merged().boxes)
 
-    def relevant(live: int, covering: int) -> int:
-        return covering & -covering if covering else live
+        def relevant(live: int, covering: int) -> int:
+            return covering & -covering if covering else live
 
-    found = partition(space, boxes, bool, relevant=relevant, local=local)
-    return Region(space, found.get(False, []), disjoint=True).merged()
+        found = partition(space, boxes, bool, relevant=relevant, local=local, root=root)
+        gaps.extend(found.get(False, []))
+    if role.orders:  # where no order applies, no candidate is tried
+        gaps.extend((Region.full(space) - Region(space, [b for o in role.orders for b in o.area],
+                                                 disjoint=True)).boxes)
+    return Region(space, gaps, disjoint=True).merged()
 
 
 def _role_findings(
@@ -549,13 +583,19 @@ def _role_findings(
             locations=(role.location,), kernels=tuple(role.candidates),
             witness=Witness.at(space, found[0].witness, role=role.name), regions=found,
         )
+    winners = role_regions(matrix, role) if role.orders else None
     earlier: list[Box] = []
     for candidate in role.candidates:
         kernel = matrix.kernels.get(candidate)
         if kernel is None:
             continue
         own = supported[candidate]
-        if own and earlier and all(uncovered(space, box, earlier) is None for box in own.boxes):
+        if winners is not None:  # a query-dependent order: never selected = wins nowhere
+            never = bool(own) and candidate not in winners
+        else:
+            never = bool(own) and bool(earlier) and all(
+                uncovered(space, box, earlier) is None for box in own.boxes)
+        if never:
             found = areas(own)
             yield _finding(
                 "C109",

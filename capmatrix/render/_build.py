@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from capmatrix._default import resolve
+from capmatrix._default import _resolver, resolve
 from capmatrix.errors import CapmatrixError
 from capmatrix.evidence import compare
 from capmatrix.model import Effect, Status, format_value
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from capmatrix.matrix import Matrix
-    from capmatrix.model import Axis, AxisValue, Kernel, Rule
+    from capmatrix.model import Axis, AxisValue, Kernel, Role, Rule
     from capmatrix.query import _Any
     from capmatrix.resolver import Origin
 
@@ -448,7 +448,8 @@ class _Builder:
             rows = []
             for sm, label in self.sm_rows(role.candidates):
                 cells = tuple(
-                    self.role_cell(role.candidates, model, {"sm": sm, **fixed}, notes)
+                    self.role_cell(self.candidates_for(role, model, {"sm": sm, **fixed}), model,
+                                   {"sm": sm, **fixed}, notes)
                     for model in models
                 )
                 rows.append((label, cells))
@@ -482,6 +483,16 @@ class _Builder:
             fixed=fixed_text,
             grids=tuple(grids),
         )
+
+    def candidates_for(
+        self, role: Role, model: str, fixed: Mapping[str, AxisValue]
+    ) -> tuple[str, ...]:
+        """The role's list for a cell: its order where the cell decides it, else every candidate."""
+        if not role.orders:
+            return role.candidates
+        values = _resolver(self.matrix).derived_values(KernelQuery(None, model=model, **fixed))
+        candidates, decided = role.order_for(values)
+        return candidates if decided else role.candidates
 
     def role_cell(
         self, candidates: Sequence[str], model: str, fixed: Mapping[str, AxisValue], notes: _Notes
