@@ -574,7 +574,8 @@ class _Semantics:
                         hint=_hints.suggest(axis_name, list(axes), "axes"), code="E221",
                     )
                     continue
-                cond = self._condition(axis, raw_cond, smap, cpath)
+                cond = self._condition(axis, raw_cond, smap, cpath,
+                                       admit_none=effect is Effect.GRANT)
                 if cond is not None:
                     conditions[axis_name] = cond
             rule = Rule(
@@ -640,8 +641,12 @@ class _Semantics:
         return parts
 
     def _condition(
-        self, axis: Axis, raw: Any, smap: _yaml.SourceMap, path: tuple[str | int, ...]  # noqa: ANN401
+        self, axis: Axis, raw: Any, smap: _yaml.SourceMap, path: tuple[str | int, ...],  # noqa: ANN401
+        *, admit_none: bool = True,
     ) -> Condition | None:
+        """One axis's condition. On an optional axis ``none`` passes a condition of a grant or a
+        `when` (``admit_none``) and fails one of an exclusion: not checked means it does not apply.
+        """
         negated = isinstance(raw, dict) and "not" in raw
         items_raw = raw["not"] if negated else raw
         item_path = (*path, "not") if negated else path
@@ -677,7 +682,8 @@ class _Semantics:
             families=tuple(families),
             negated=negated,
             moduli=tuple(moduli),
-            admits_none=axis.optional,
+            optional=axis.optional,
+            admits_none=axis.optional and admit_none,
         )
 
     def _item(

@@ -232,13 +232,17 @@ class Condition:
     negated: bool = False
     #: ``{multiple_of: m}`` items: integers divisible by any of these.
     moduli: tuple[int, ...] = ()
-    #: On an optional axis: the value :data:`NONE` (not given) passes whatever the condition says.
+    #: The condition is on an optional axis, where :data:`NONE` (not given) is answered by
+    #: :attr:`admits_none` alone, whatever the condition says.
+    optional: bool = False
+    #: On an optional axis: whether :data:`NONE` passes (a grant's condition: not checked, so it
+    #: holds) or not (an exclusion's condition: not checked, so the exclusion does not apply).
     admits_none: bool = False
 
     def contains(self, value: AxisValue) -> bool:
         """Whether ``value`` (known to the universe or not) satisfies this condition."""
-        if self.admits_none and value == NONE and type(value) is str:
-            return True
+        if self.optional and value == NONE and type(value) is str:
+            return self.admits_none
         hit = (
             any(v == value and type(v) is type(value) for v in self.values)
             or any(value in interval for interval in self.intervals)

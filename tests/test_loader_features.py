@@ -95,6 +95,24 @@ kernels:
         reason: r
         source: s
         status: untested
+  big:
+    description: any block but 16, and with head 256 only multiples of 64 (exclusions on an optional axis)
+    rules:
+      - id: big.all
+        grant: {mla: false}
+        reason: r
+        source: s
+        status: untested
+      - id: big.no16
+        exclude: {block: 16}
+        reason: r
+        source: s
+        status: untested
+      - id: big.head256
+        exclude: {head: 256, block: {not: {multiple_of: 64}}}
+        reason: r
+        source: s
+        status: untested
   mlak:
     description: MLA
     rules:
@@ -144,6 +162,8 @@ def naive(kernel: str, sm: int, head: int, block: int | str, mla: bool, lib: boo
         return (isinstance(block, str) or block % 32 == 0) and not mla and head != 256
     if kernel == "slow":
         return not fast and (unset or block != 16)
+    if kernel == "big":  # an exclusion never applies to an unset block
+        return not mla and (unset or (block != 16 and not (head == 256 and int(block) % 64 != 0)))
     return mla and sm in (90, 100)
 
 
@@ -176,6 +196,15 @@ def test_truth_table_multiple_of_and_optional(matrix: capmatrix.Matrix) -> None:
     # a negation on an optional axis still lets `none` through
     assert capmatrix.resolve(KernelQuery("slow", sm=80, head=64), matrix)
     assert not capmatrix.resolve(KernelQuery("slow", sm=80, head=64, block=16), matrix)
+
+    # an exclusion's condition never admits `none`: unset is not checked, so the exclusion does not
+    # apply, negated or not
+    def big(head: int, block: int | str) -> bool:
+        return bool(capmatrix.resolve(KernelQuery("big", sm=80, head=head, block=block), matrix))
+
+    assert [big(64, b) for b in BLOCKS] == [False, True, True, True, True]
+    assert [big(256, b) for b in BLOCKS] == [False, False, True, True, True]
+    assert capmatrix.resolve(KernelQuery("big", sm=80, head=256), matrix)
 
 
 def test_truth_table_derived(matrix: capmatrix.Matrix) -> None:
@@ -225,7 +254,7 @@ def test_truth_table_orders(matrix: capmatrix.Matrix) -> None:
 def test_brute_force_against_naive(matrix: capmatrix.Matrix) -> None:
     for sm, head, block, mla, lib in CELLS:
         query = KernelQuery(sm=sm, head=head, block=block, mla=mla, lib=lib)
-        for kernel in ("fa", "tri", "slow", "mlak"):
+        for kernel in ("fa", "tri", "slow", "big", "mlak"):
             got = bool(capmatrix.resolve(query.with_kernel(kernel), matrix))
             assert got is naive(kernel, sm, head, block, mla, lib), (kernel, query)
         assert capmatrix.select("pick", query, matrix).kernel == naive_pick(sm, head, block, mla, lib), query
@@ -251,12 +280,20 @@ def test_analyses_agree_with_naive(matrix: capmatrix.Matrix) -> None:
 
 
 def test_random_matrices_brute_force(tmp_path: Path) -> None:
-    """Random multiple_of / optional conditions against their definition, value by value."""
+    """Random multiple_of / optional conditions, in grants and in exclusions, against their definition,
+    value by value: `none` passes a grant's condition and fails an exclusion's, so it is always valid.
+    """
     rng = random.Random(14)  # noqa: S311 - reproducible test data
-    for trial in range(20):
+    for trial in range(40):
         moduli = rng.sample([2, 3, 4, 8, 16], 2)
         negated = rng.random() < 0.5
+        excluded = rng.random() < 0.5
         cond = [{"multiple_of": m} for m in moduli]
+        raw = {"not": cond} if negated else cond
+        rules = (f"{{id: k.all, grant: {{}}, reason: r, source: s, status: untested}}\n"
+                 f"                  - {{id: k.r, exclude: {{n: {raw!r}}}, reason: r, source: s, status: untested}}"
+                 if excluded else
+                 f"{{id: k.r, grant: {{n: {raw!r}}}, reason: r, source: s, status: untested}}")
         text = textwrap.dedent(f"""
             axes:
               n:
@@ -268,19 +305,16 @@ def test_random_matrices_brute_force(tmp_path: Path) -> None:
               k:
                 description: k
                 rules:
-                  - id: k.r
-                    grant: {{n: {({"not": cond} if negated else cond)!r}}}
-                    reason: r
-                    source: s
-                    status: untested
+                  - {rules}
             """)
         path = tmp_path / f"m{trial}.yaml"
         path.write_text(text, encoding="utf-8")
         m = capmatrix.load(path)
         probes: list[int | str] = [1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 40, 48, "none"]
         for n in probes:
-            want = True if isinstance(n, str) else (any(n % q == 0 for q in moduli) != negated)
-            assert bool(capmatrix.resolve(KernelQuery("k", n=n), m)) is want, (moduli, negated, n)
+            held = any(n % q == 0 for q in moduli) != negated if isinstance(n, int) else None
+            want = True if held is None else held != excluded
+            assert bool(capmatrix.resolve(KernelQuery("k", n=n), m)) is want, (moduli, negated, excluded, n)
 
 
 @pytest.mark.parametrize(
