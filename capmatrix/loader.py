@@ -644,8 +644,10 @@ class _Semantics:
         self, axis: Axis, raw: Any, smap: _yaml.SourceMap, path: tuple[str | int, ...],  # noqa: ANN401
         *, admit_none: bool = True,
     ) -> Condition | None:
-        """One axis's condition. On an optional axis ``none`` passes a condition of a grant or a
-        `when` (``admit_none``) and fails one of an exclusion: not checked means it does not apply.
+        """One axis's condition.
+
+        On an optional axis ``none`` passes a condition of a grant or a `when` (``admit_none``) and
+        fails one of an exclusion: not checked means the exclusion does not apply.
         """
         negated = isinstance(raw, dict) and "not" in raw
         items_raw = raw["not"] if negated else raw

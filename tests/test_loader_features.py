@@ -290,10 +290,10 @@ def test_random_matrices_brute_force(tmp_path: Path) -> None:
         excluded = rng.random() < 0.5
         cond = [{"multiple_of": m} for m in moduli]
         raw = {"not": cond} if negated else cond
-        rules = (f"{{id: k.all, grant: {{}}, reason: r, source: s, status: untested}}\n"
-                 f"                  - {{id: k.r, exclude: {{n: {raw!r}}}, reason: r, source: s, status: untested}}"
-                 if excluded else
-                 f"{{id: k.r, grant: {{n: {raw!r}}}, reason: r, source: s, status: untested}}")
+        tail = "reason: r, source: s, status: untested}"
+        indent = "\n" + " " * 18 + "- "
+        rules = (f"{{id: k.all, grant: {{}}, {tail}{indent}{{id: k.r, exclude: {{n: {raw!r}}}, {tail}"
+                 if excluded else f"{{id: k.r, grant: {{n: {raw!r}}}, {tail}")
         text = textwrap.dedent(f"""
             axes:
               n:
