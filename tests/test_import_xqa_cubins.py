@@ -71,6 +71,7 @@ def test_check_fails_when_a_cubin_is_added(tmp_path: Path, capsys: pytest.Captur
     name = "xqa_kernel_dt_fp16_d_128_beam_1_kvt_fp16_pagedKV_32_nqpkv_0_m_16_sm_120.cubin.tar.zst"
     data["probed_absent"].remove(name)
     data["probed_present"].append({"name": name, "commit": "0" * 40})
+    data["header_multi_token"].append(name.removesuffix(".cubin.tar.zst"))
     evidence.write_text(json.dumps(data), encoding="utf-8")
     args = ["--evidence", str(evidence), "--xqa", str(xqa), "--axes", str(axes)]
     assert tool.main([*args, "--check"]) == 1
@@ -168,3 +169,33 @@ def test_generated_rules_say_how_they_are_known() -> None:
     for rule in generated:
         assert rule.status is Status.DERIVED
         assert "trtllm_xqa_cubins.json" in rule.source
+
+
+def test_nvidia_names_corroborate_the_header(tmp_path: Path) -> None:
+    """A multi-token NVIDIA file name the header lacks, or a header kernel looked up in vain, is an error."""
+    evidence, _, _ = _copies(tmp_path)
+    data = json.loads(evidence.read_text(encoding="utf-8"))
+    found = data["probed_present"][0]["name"]
+    data["header_multi_token"].remove(found.removesuffix(".cubin.tar.zst"))
+    evidence.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(tool.CubinError, match="missing from 'header_multi_token'"):
+        tool.load_names(evidence)
+    data = json.loads(tool.EVIDENCE.read_text(encoding="utf-8"))
+    data["probed_absent"].append(data["header_multi_token"][0] + ".cubin.tar.zst")
+    evidence.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(tool.CubinError, match="looked up in vain"):
+        tool.load_names(evidence)
+    data = json.loads(tool.EVIDENCE.read_text(encoding="utf-8"))
+    data["header_multi_token"].append("xqa_kernel_dt_bf16_d_128_beam_1_kvt_bf16_nqpkv_8_m_8_sm_80")
+    evidence.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(tool.CubinError, match="single-token"):
+        tool.load_names(evidence)
+
+
+def test_header_record_is_complete_per_sm() -> None:
+    """The header declares multi-token kernels for SM80/86/89/90 only; none for SM87, SM120 or head 256."""
+    cubins = [tool.parse_name(n) for n in EVIDENCE["header_multi_token"]]
+    assert {c.sm for c in cubins} == {80, 86, 89, 90}
+    assert {c.head_dim for c in cubins} == {64, 128}
+    assert {c.sm for c in cubins if c.kv_cache_dtype == "fp8"} == {89, 90}
+    assert 16 not in {c.tokens_per_block for c in cubins}
