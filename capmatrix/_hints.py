@@ -9,7 +9,7 @@ from __future__ import annotations
 import heapq
 import threading
 
-from capmatrix.errors import did_you_mean
+from capmatrix.errors import did_you_mean, echo
 
 __all__ = ["MAX_LISTED", "MAX_SUGGESTIONS", "MAX_SUGGEST_CHOICES", "close", "reset", "suggest"]
 
@@ -47,7 +47,7 @@ def suggest(word: str, choices: set[str] | list[str], label: str) -> str:
     """A hint for an unknown ``word``: the close choice, else the choices listed (within the budget)."""
     close_match = close(word, choices)
     if close_match:
-        return f"did you mean {close_match!r}?"
+        return f"did you mean {echo(close_match)}?"
     if len(choices) <= MAX_LISTED:
         return f"{label}: {', '.join(sorted(choices))}"
     if _spend():

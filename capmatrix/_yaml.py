@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from capmatrix.errors import CapabilityError, CapabilityErrors
+from capmatrix.errors import MAX_ECHO, CapabilityError, CapabilityErrors, echo
 
 __all__ = [
     "MAX_DEPTH",
@@ -110,6 +110,8 @@ def format_path(path: JsonPath) -> str:
     for part in path:
         if isinstance(part, int):
             out += f"[{part}]"
+        elif len(part) > MAX_ECHO:  # a key of any length is shown cut, like every echoed value
+            out += f"[{echo(part)}]"
         elif _PLAIN_KEY.match(part):
             out += f".{part}" if out else part
         else:
@@ -164,7 +166,7 @@ class _Builder:
         self.values[path] = self._pos(node)
         if not isinstance(node, yaml.ScalarNode) and node.tag not in _COLLECTION_TAGS:
             self._reject(
-                node, path, f"tag {node.tag!r} is not allowed",
+                node, path, f"tag {echo(node.tag)} is not allowed",
                 hint="only plain YAML is accepted (no !!python or other tags)",
             )
             return None
@@ -195,7 +197,7 @@ class _Builder:
                 self._fail(
                     key_node,
                     (*path, key),
-                    f"duplicate key {key!r} (first defined on line {first})",
+                    f"duplicate key {echo(key)} (first defined on line {first})",
                     hint="YAML would silently keep only the last one; remove or rename one",
                 )
                 continue

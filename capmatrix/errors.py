@@ -13,6 +13,7 @@ __all__ = [
     "InvalidValue",
     "UnknownName",
     "did_you_mean",
+    "echo",
 ]
 
 #: Every code a :class:`CapabilityError` can carry, with its title: E-codes from reading and validating
@@ -53,6 +54,31 @@ ERROR_CODES: dict[str, str] = {
     "T001": "an expectation file of the wrong shape",
     "T002": "a malformed expectation case",
 }
+
+
+#: The most characters of one user value an error message repeats (the rest is elided, with the length).
+MAX_ECHO = 80
+
+
+def echo(value: object, *, limit: int = MAX_ECHO) -> str:
+    """``repr(value)`` for an error message, printable and cut to about ``limit`` characters.
+
+    A value from a file or a command line can be of any length; messages repeat at most ``limit``
+    characters of it and say how long it was.
+
+    >>> echo("gqa")
+    "'gqa'"
+    >>> echo("x" * 1000, limit=8)
+    "'xxxxxxxx'... (1000 characters)"
+    """
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]!r}... ({len(value)} characters)"
+    text = repr(value)
+    if len(text) > limit + 2:
+        text = f"{text[:limit]}... ({len(text)} characters)"
+    if not text.isprintable():  # a repr of a container or an object can hold raw characters
+        text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    return text
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
@@ -170,7 +196,7 @@ class UnknownName(InvalidQuery, LookupError):
         known = ", ".join(choices[:12]) + (", ..." if len(choices) > 12 else "")
         listing = f"known: {known}" if choices else f"the matrix declares no {what}s"
         super().__init__(
-            f"unknown {what} {name!r}; {listing}",
+            f"unknown {what} {echo(name)}; {listing}",
             suggestion=did_you_mean(str(name), choices),
         )
 
@@ -188,4 +214,4 @@ class InvalidValue(InvalidQuery):
         self.axis = axis
         self.text = text
         self.expected = expected
-        super().__init__(f"axis {axis!r} expects {expected}, got {text!r}")
+        super().__init__(f"axis {echo(axis)} expects {expected}, got {echo(text)}")

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from capmatrix import _hints
-from capmatrix.errors import CapabilityError, CapabilityErrors
+from capmatrix.errors import CapabilityError, CapabilityErrors, echo
 from capmatrix.matrix import Matrix
 from capmatrix.model import (
     NONE,
@@ -115,6 +115,21 @@ def discover(root: Path) -> list[tuple[Path, str]]:
     total = 0
     walk_errors: list[CapabilityError] = []
     seen_dirs: set[tuple[int, int]] = set()
+    real_root = root.resolve()
+
+    def leaves(path: Path) -> bool:
+        """Whether ``path`` (a link, or below one) resolves outside the matrix directory."""
+        try:
+            return not path.resolve().is_relative_to(real_root)
+        except (OSError, RuntimeError):  # a loop: reported when the file is read
+            return False
+
+    def outside(path: Path, what: str) -> CapabilityError:
+        return fail(
+            Path(_display(path, root)),
+            f"{what} is a symbolic link that leads outside the matrix directory; it is not read",
+            hint="copy the file into the matrix directory, or link only within it",
+        )
 
     def on_error(exc: OSError) -> None:
         where = Path(exc.filename) if exc.filename else root
@@ -131,6 +146,10 @@ def discover(root: Path) -> list[tuple[Path, str]]:
         if (info.st_dev, info.st_ino) in seen_dirs:
             dirnames[:] = []
             continue
+        if here != root and leaves(here):
+            walk_errors.append(outside(here, "this directory"))
+            dirnames[:] = []
+            continue
         seen_dirs.add((info.st_dev, info.st_ino))
         dirnames[:] = sorted(
             d for d in dirnames if not d.startswith(".") and not (here == root and d == EXPECT_DIR)
@@ -141,6 +160,9 @@ def discover(root: Path) -> list[tuple[Path, str]]:
             )
         for name in filenames:
             if not name.endswith((".yaml", ".yml")):
+                continue
+            if leaves(here / name):
+                walk_errors.append(outside(here / name, "this file"))
                 continue
             found.append(here / name)
             with contextlib.suppress(OSError):  # reported with its name when the file is read
@@ -321,7 +343,7 @@ class _Semantics:
                 if name in defined:
                     self.fail(
                         smap, (section, name),
-                        f"{what} {name!r} is already defined at {defined[name].location}",
+                        f"{what} {echo(name)} is already defined at {defined[name].location}",
                         key=True, code="E201",
                     )
                     continue
@@ -348,7 +370,7 @@ class _Semantics:
                     self.fail(smap, (*path, "families"), "families are for int axes", code="E210")
             else:
                 if "values" not in raw:
-                    self.fail(smap, path, f"{kind} axis {name!r} needs 'values'", code="E210")
+                    self.fail(smap, path, f"{kind} axis {echo(name)} needs 'values'", code="E210")
                     continue
                 want = str if kind is AxisType.ENUM else int
                 for i, value in enumerate(raw["values"]):
@@ -358,12 +380,12 @@ class _Semantics:
                             hint = "YAML 1.1 reads unquoted yes/no/on/off as booleans; quote it"
                         self.fail(
                             smap, (*path, "values", i),
-                            f"{value!r} is not a {want.__name__} (axis {name!r} is {kind})",
+                            f"{echo(value)} is not a {want.__name__} (axis {echo(name)} is {kind})",
                             hint=hint, code="E211",
                         )
                     elif value in values:
                         self.fail(
-                            smap, (*path, "values", i), f"duplicate value {value!r}", code="E211"
+                            smap, (*path, "values", i), f"duplicate value {echo(value)}", code="E211"
                         )
                     else:
                         values.append(value)
@@ -377,7 +399,7 @@ class _Semantics:
                 if bad:
                     self.fail(
                         smap, (*path, "families", fam),
-                        f"family {fam!r} names values that {name!r} does not declare: {bad}",
+                        f"family {echo(fam)} names values that {echo(name)} does not declare: {echo(bad)}",
                         code="E212",
                     )
                 families[fam] = tuple(members)
@@ -386,9 +408,9 @@ class _Semantics:
                 if kind is AxisType.BOOL or NONE in values or "default" in raw or "derive" in raw:
                     self.fail(
                         smap, (*path, "optional"),
-                        f"an optional axis must be an int or enum axis with no {NONE!r} value, "
+                        f"an optional axis must be an int or enum axis with no {echo(NONE)} value, "
                         "no default and no table",
-                        hint=f"its default is always {NONE!r}: not given, not checked", code="E214",
+                        hint=f"its default is always {echo(NONE)}: not given, not checked", code="E214",
                     )
                     optional = False
                 else:
@@ -405,7 +427,7 @@ class _Semantics:
             ):
                 self.fail(
                     smap, (*path, "default"),
-                    f"default {default!r} is not a value of axis {name!r}", code="E213",
+                    f"default {echo(default)} is not a value of axis {echo(name)}", code="E213",
                 )
                 default = None
             line, col = smap.locate(path, key=True)
@@ -445,14 +467,14 @@ class _Semantics:
                 value = row["value"]
                 if axis.index(value) is None:
                     self.fail(smap, (*rpath, "value"),
-                              f"{value!r} is not a value of derived axis {name!r}", code="E216")
+                              f"{echo(value)} is not a value of derived axis {echo(name)}", code="E216")
                     continue
                 when = self._when(row.get("when"), (*rpath, "when"), smap, readable, name)
                 if when is None:
                     continue
                 if i == len(table) - 1 and "when" in row:
                     self.fail(smap, (*rpath, "when"),
-                              f"the last row of derived axis {name!r} must have no 'when'",
+                              f"the last row of derived axis {echo(name)} must have no 'when'",
                               hint="end the table with an unconditional row: it may not fall through",
                               code="E216")
                 line, col = smap.locate(rpath)
@@ -482,8 +504,8 @@ class _Semantics:
                 later = axis_name == owner or axis_name in self.known
                 self.fail(
                     smap, (*path, axis_name),
-                    f"{owner!r} cannot read axis {axis_name!r}" if later
-                    else f"unknown axis {axis_name!r}", key=True,
+                    f"{echo(owner)} cannot read axis {echo(axis_name)}" if later
+                    else f"unknown axis {echo(axis_name)}", key=True,
                     hint=("a table reads base axes and derived axes declared before it" if later
                           else _hints.suggest(axis_name, list(readable), "axes")),
                     code="E216" if later else unknown_code,
@@ -552,7 +574,7 @@ class _Semantics:
             if rule_id in rule_ids:
                 self.fail(
                     smap, (*path, "id"),
-                    f"rule id {rule_id!r} is already used at {rule_ids[rule_id]}",
+                    f"rule id {echo(rule_id)} is already used at {rule_ids[rule_id]}",
                     hint="rule ids are stable and unique across the matrix", code="E220",
                 )
             rule_ids[rule_id] = location
@@ -570,7 +592,7 @@ class _Semantics:
                     continue
                 if axis is None:
                     self.fail(
-                        smap, cpath, f"unknown axis {axis_name!r}", key=True,
+                        smap, cpath, f"unknown axis {echo(axis_name)}", key=True,
                         hint=_hints.suggest(axis_name, list(axes), "axes"), code="E221",
                     )
                     continue
@@ -695,18 +717,18 @@ class _Semantics:
         if isinstance(item, dict):  # {multiple_of: m}; the schema allows no other mapping here
             m = item["multiple_of"]
             if axis.type is not AxisType.INT:
-                self.fail(smap, path, f"multiple_of is for int axes; {axis.name!r} is {axis.type}",
+                self.fail(smap, path, f"multiple_of is for int axes; {echo(axis.name)} is {axis.type}",
                           code="E224")
                 return None
             if isinstance(m, bool) or not isinstance(m, int) or m <= 0:
                 self.fail(smap, (*path, "multiple_of"),
-                          f"multiple_of needs a positive integer, got {m!r}", code="E224")
+                          f"multiple_of needs a positive integer, got {echo(m)}", code="E224")
                 return None
             return _Multiple(m)
         if axis.type is AxisType.BOOL:
             if isinstance(item, bool):
                 return item
-            self.fail(smap, path, f"axis {axis.name!r} is bool: use true or false, not {item!r}",
+            self.fail(smap, path, f"axis {echo(axis.name)} is bool: use true or false, not {echo(item)}",
                       code="E222")
             return None
         if axis.type is AxisType.ENUM:
@@ -719,7 +741,7 @@ class _Semantics:
                 hint = _hints.suggest(str(item), known, "known values")
             self.fail(
                 smap, path,
-                f"{item!r} is not one of: {', '.join(known)} (axis {axis.name!r})",
+                f"{echo(item)} is not one of: {', '.join(known)} (axis {echo(axis.name)})",
                 hint=hint, code="E222",
             )
             return None
@@ -728,7 +750,7 @@ class _Semantics:
             if item in axis.values:
                 return item
             self.fail(
-                smap, path, f"{item} is not a known value of axis {axis.name!r}",
+                smap, path, f"{echo(item)} is not a known value of axis {echo(axis.name)}",
                 hint="add it to the axis values, or use a range such as '>=100'", code="E222",
             )
             return None
@@ -740,15 +762,15 @@ class _Semantics:
                 if interval.low is not None and interval.high is not None and not any(
                     v in interval for v in range(interval.low, interval.high + 1)
                 ):
-                    self.fail(smap, path, f"range {item!r} is empty", code="E223")
+                    self.fail(smap, path, f"range {echo(item)} is empty", code="E223")
                     return None
                 return interval
             choices = list(axis.families)
             close = _hints.close(item, choices)
             self.fail(
                 smap, path,
-                f"{item!r} is neither a family of {axis.name!r} nor a range",
-                hint=(f"did you mean {close!r}?" if close else
+                f"{echo(item)} is neither a family of {echo(axis.name)} nor a range",
+                hint=(f"did you mean {echo(close)}?" if close else
                       "ranges look like '>=80', '<120' or '[80, 120)'"
                       + (f"; families: {', '.join(choices)}" if choices else "")),
                 code="E222",
@@ -757,7 +779,7 @@ class _Semantics:
         float_hint = None
         if path in smap.floats:
             float_hint = "YAML reads 1.10 as the float 1.1; quote it or use an int"
-        self.fail(smap, path, f"{item!r} is not an int, family or range (axis {axis.name!r} is int)",
+        self.fail(smap, path, f"{echo(item)} is not an int, family or range (axis {echo(axis.name)} is int)",
                   hint=float_hint, code="E222")
         return None
 
@@ -775,13 +797,13 @@ class _Semantics:
         for i, hf in enumerate(raw.get("hf_model_types", [])):
             if hf in hf_types:
                 self.fail(smap, ("models", name, "hf_model_types", i),
-                          f"model_type {hf!r} already maps to model {hf_types[hf]!r}", code="E232")
+                          f"model_type {echo(hf)} already maps to model {echo(hf_types[hf])}", code="E232")
             hf_types[hf] = name
         for i, hf_id in enumerate(raw.get("hf_ids", [])):
             key = "hf:" + hf_id.lower()  # Hub ids are case-insensitive
             if key in hf_types:
                 self.fail(smap, ("models", name, "hf_ids", i),
-                          f"Hugging Face id {hf_id!r} already names model {hf_types[key]!r}",
+                          f"Hugging Face id {echo(hf_id)} already names model {echo(hf_types[key])}",
                           hint="list each checkpoint under one model", code="E233")
             hf_types[key] = name
         line, col = smap.locate(("models", name), key=True)
@@ -810,12 +832,12 @@ class _Semantics:
             path = (*base, axis_name)
             axis = axes.get(axis_name)
             if axis is None:
-                self.fail(smap, path, f"unknown axis {axis_name!r}", key=True,
+                self.fail(smap, path, f"unknown axis {echo(axis_name)}", key=True,
                           hint=_hints.suggest(axis_name, list(axes), "axes"), code="E230")
                 continue
             if axis.index(value) is None:
                 known = ", ".join(map(str, axis.values))
-                self.fail(smap, path, f"{value!r} is not a value of axis {axis_name!r} ({known})",
+                self.fail(smap, path, f"{echo(value)} is not a value of axis {echo(axis_name)} ({known})",
                           hint=_hints.suggest(str(value), [str(v) for v in axis.values], "known values"),
                           code="E231")
                 continue
@@ -844,10 +866,10 @@ class _Semantics:
             for i, candidate in enumerate(candidates):
                 path = (*base, i)
                 if candidate not in kernels:
-                    self.fail(smap, path, f"unknown kernel {candidate!r} in role {name!r}",
+                    self.fail(smap, path, f"unknown kernel {echo(candidate)} in role {echo(name)}",
                               hint=_hints.suggest(candidate, list(kernels), "kernels"), code="E240")
                 if candidate in seen:
-                    self.fail(smap, path, f"kernel {candidate!r} is listed twice", code="E241")
+                    self.fail(smap, path, f"kernel {echo(candidate)} is listed twice", code="E241")
                 seen.add(candidate)
                 if candidate not in everyone:
                     everyone.append(candidate)

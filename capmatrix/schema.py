@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from capmatrix._hints import suggest
+from capmatrix.errors import MAX_ECHO, echo
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -46,6 +47,16 @@ def shape_problems(
     smap: _yaml.SourceMap,
 ) -> Iterator[tuple[CapabilityError, tuple[str | int, ...]]]:
     """Yield each shape problem of one file's data with the path it makes untrustworthy."""
+    if not isinstance(data, dict):
+        # Not a capability file (a list, a string, perhaps a file that was never meant to be one):
+        # say what it holds, never quote it.
+        yield smap.error(
+            (),
+            f"a capability file is a mapping of sections, not {_KINDS.get(type(data), 'this value')}",
+            hint="start it with one of axes:, kernels:, models: or roles:",
+            code="E103",
+        ), ()
+        return
     errors = sorted(validator().iter_errors(data), key=lambda e: (list(map(str, e.absolute_path))))
     for error in errors:
         path = tuple(error.absolute_path)
@@ -64,14 +75,14 @@ def shape_problems(
                 inner = best_match(error.context or [])
                 if inner is not None:
                     path = (*path, *inner.absolute_path)
-                    message = inner.message
+                    message = _message(inner)
             yield smap.error(path, message, code="E100"), tuple(error.absolute_path)
             continue
         if error.validator == "oneOf" and ("grant" in path or "exclude" in path):
             hint = "YAML reads 1.10 as the float 1.1; quote it" if path in smap.floats else None
             yield smap.error(
                 path,
-                f"{error.instance!r} is not a condition: use a value, a list of values, a range "
+                f"{echo(error.instance)} is not a condition: use a value, a list of values, a range "
                 "string such as '>=80', or {not: ...}",
                 hint=hint,
                 code="E104",
@@ -82,18 +93,35 @@ def shape_problems(
             for extra in sorted(k for k in error.instance if k not in allowed):
                 yield smap.error(
                     (*path, extra),
-                    f"unknown key {extra!r}",
+                    f"unknown key {echo(extra)}",
                     key=True,
                     hint=suggest(extra, allowed, "allowed keys"),
                     code="E101",
                 ), (*path, extra)
             continue
         if error.validator == "required":
-            yield smap.error(path, error.message, code="E102"), path
+            yield smap.error(path, _message(error), code="E102"), path
             continue
         hint = None
         if path in smap.yaml11_bools:
             hint = "YAML 1.1 reads unquoted yes/no/on/off as booleans; quote the word"
         elif path in smap.floats:
             hint = "YAML reads this as a float (1.10 becomes 1.1); quote it or use an int"
-        yield smap.error(path, error.message, hint=hint, code="E103"), path
+        yield smap.error(path, _message(error), hint=hint, code="E103"), path
+
+
+#: What a top-level value that is not a mapping is called in the message that refuses it.
+_KINDS: dict[type, str] = {
+    list: "a list", str: "a string", int: "a number", float: "a number", bool: "a boolean",
+    bytes: "binary data", type(None): "null",
+}
+
+
+def _message(error: jsonschema.ValidationError) -> str:
+    """The validator's message with the offending value cut to :data:`~capmatrix.errors.MAX_ECHO`."""
+    message: str = error.message
+    shown = repr(error.instance)
+    if len(shown) > MAX_ECHO + 2:
+        message = message.replace(shown, echo(error.instance))
+    return message
+

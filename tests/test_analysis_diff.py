@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import subprocess
+import tarfile
 from itertools import product
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,7 +24,7 @@ from capmatrix.analysis import Change, diff, union_space
 from capmatrix.analysis._boxes import KernelBoxes, supported_region
 from capmatrix.cli import run
 from capmatrix.cli._analysis import render_diff_markdown, render_diff_text
-from capmatrix.cli._git import RevisionError, extract_revision
+from capmatrix.cli._git import RevisionError, _unsafe, extract_revision
 from capmatrix.loader import default_path
 from capmatrix.regions import Region
 
@@ -355,3 +356,61 @@ def test_diff_of_a_small_edit_equals_brute_force(seed: int, pick: int, local: bo
             for s in rd.shifts
         }
         assert got == moved
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("/etc/passwd", "is a symbolic link to an absolute path"),
+        ("../../outside.yaml", "is a symbolic link that leads outside capabilities/"),
+    ],
+)
+def test_cli_diff_revision_with_a_link_out_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str, message: str
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    make_before_fix(repo / "capabilities")
+    (repo / "capabilities" / "kernels" / "stolen.yaml").symlink_to(target)
+    _git(repo, "add", "capabilities")
+    _git(repo, "commit", "-qm", "link")
+    monkeypatch.chdir(repo)
+    with pytest.raises(RevisionError, match=message):
+        extract_revision("HEAD", tmp_path / "x")
+    assert not (tmp_path / "x" / "capabilities" / "kernels" / "stolen.yaml").is_symlink()
+    status, out, err = _run("diff", "HEAD", str(SHIPPED))
+    assert status == 2
+    assert out == ""
+    assert "Traceback" not in err
+    assert "cannot read revision 'HEAD': 'capabilities/kernels/stolen.yaml' " + message in err
+
+
+def _member(name: str, kind: bytes, linkname: str = "") -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.linkname = linkname
+    return info
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "linkname", "refused"),
+    [
+        ("capabilities/axes.yaml", tarfile.REGTYPE, "", False),
+        ("capabilities/kernels", tarfile.DIRTYPE, "", False),
+        ("capabilities/kernels/a.yaml", tarfile.SYMTYPE, "../axes.yaml", False),
+        ("capabilities/kernels/a.yaml", tarfile.SYMTYPE, "../../README.md", True),
+        ("capabilities/kernels/a.yaml", tarfile.SYMTYPE, "/etc/passwd", True),
+        ("capabilities/kernels/a.yaml", tarfile.LNKTYPE, "capabilities/axes.yaml", True),
+        ("capabilities/dev", tarfile.CHRTYPE, "", True),
+        ("capabilities/fifo", tarfile.FIFOTYPE, "", True),
+        ("/capabilities/axes.yaml", tarfile.REGTYPE, "", True),
+        ("capabilities/../x.yaml", tarfile.REGTYPE, "", True),
+        ("other/axes.yaml", tarfile.REGTYPE, "", True),
+    ],
+)
+def test_only_plain_members_within_the_matrix_are_extracted(
+    name: str, kind: bytes, linkname: str, refused: bool
+) -> None:
+    assert (_unsafe(_member(name, kind, linkname), "capabilities") is not None) is refused

@@ -8,9 +8,11 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import capmatrix
-from capmatrix.errors import ERROR_CODES, CapmatrixError
+from capmatrix.errors import ERROR_CODES, MAX_ECHO, CapmatrixError, UnknownName, echo
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "capmatrix"
@@ -62,3 +64,29 @@ def test_no_gpu_is_a_capmatrix_error() -> None:
     assert issubclass(NoGPUError, CapmatrixError)
     assert issubclass(NoGPUError, RuntimeError)
     assert capmatrix.CapmatrixError is CapmatrixError
+
+
+values = st.one_of(
+    st.text(), st.integers(), st.binary(), st.lists(st.text(max_size=50)),
+    st.dictionaries(st.text(max_size=20), st.integers()), st.floats(), st.none(),
+)
+
+
+@given(values, st.integers(1, 200))
+def test_echo_is_printable_bounded_and_exact_when_short(value: object, limit: int) -> None:
+    shown = echo(value, limit=limit)
+    assert shown.isprintable()
+    if len(repr(value)) <= limit and repr(value).isprintable():
+        assert shown == repr(value)
+    else:
+        assert len(shown) <= limit + len("... ( characters)") + 12
+        if len(repr(value)) > limit + 2:
+            length = len(value) if isinstance(value, str) else len(repr(value))
+            assert shown.endswith(f"... ({length} characters)")
+
+
+@given(st.text(min_size=MAX_ECHO + 1, max_size=10_000))
+def test_unknown_names_of_any_length_are_cut(name: str) -> None:
+    message = str(UnknownName("kernel", name, ["xqa", "fmha"]))
+    assert name not in message
+    assert f"({len(name)} characters)" in message

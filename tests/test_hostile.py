@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import capmatrix
 from capmatrix import _hints, _yaml, loader
@@ -28,6 +30,7 @@ from capmatrix._atomic import write_text_atomic
 from capmatrix._default import set_default_matrix
 from capmatrix.cli import run
 from capmatrix.errors import (
+    MAX_ECHO,
     CapabilityError,
     CapabilityErrors,
     CapmatrixError,
@@ -110,6 +113,14 @@ EXPECTED: dict[str, list[Pin]] = {
         ("caps/long_integer.yaml", 11, 21, "E002", "kernels.big.rules[1].grant.sm",
          f"integer out of range (more than {_yaml.MAX_INT_BITS} bits)"),
     ],
+    "long_values.yaml": [
+        ("caps/long_values.yaml", 6, 28, "E222", "kernels.longs.rules[0].grant.attention",
+         f"{'g' * MAX_ECHO!r}... (5000 characters) is not one of: mha, gqa, mla"),
+        ("caps/long_values.yaml", 12, 5, "E101", f"kernels.keys[{'k' * MAX_ECHO!r}... (1000 characters)]",
+         f"unknown key {'k' * MAX_ECHO!r}... (1000 characters)"),
+        ("caps/long_values.yaml", 26, 17, "E103", "kernels.states.rules[0].status",
+         f"{'s' * MAX_ECHO!r}... (2000 characters) is not one of ['verified'"),
+    ],
     "merge_key.yaml": [
         ("caps/merge_key.yaml", 11, 5, "E002", "kernels.derived", "merge keys ('<<') are not supported"),
     ],
@@ -133,7 +144,8 @@ EXPECTED: dict[str, list[Pin]] = {
          "tag 'tag:yaml.org,2002:python/object/apply:os.system' is not allowed"),
     ],
     "scalar_document.yaml": [
-        ("caps/scalar_document.yaml", 1, 1, "E103", "", "'just a string' is not of type 'object'"),
+        ("caps/scalar_document.yaml", 1, 1, "E103", "",
+         "a capability file is a mapping of sections, not a string"),
     ],
     "set_tag.yaml": [
         ("caps/set_tag.yaml", 4, 17, "E002", "roles.gen.candidates",
@@ -141,7 +153,8 @@ EXPECTED: dict[str, list[Pin]] = {
     ],
     "tab_indent.yaml": [("caps/tab_indent.yaml", 3, 1, "E001", "", "tab used for indentation")],
     "top_level_list.yaml": [
-        ("caps/top_level_list.yaml", 1, 1, "E103", "", "['kernels', 'axes'] is not of type 'object'"),
+        ("caps/top_level_list.yaml", 1, 1, "E103", "",
+         "a capability file is a mapping of sections, not a list"),
     ],
     "unclosed_bracket.yaml": [
         ("caps/unclosed_bracket.yaml", 6, 1, "E001", "",
@@ -497,6 +510,162 @@ def test_directory_symlink_loop_is_walked_once(caps: Path) -> None:
     (caps / "kernels" / "self").symlink_to(".", target_is_directory=True)
     matrix = capmatrix.load("caps")  # each real directory is read once: no duplicate kernels
     assert sorted(matrix.files) == ["caps/axes.yaml", "caps/kernels/test.yaml"]
+
+
+#: What a file outside the matrix holds; no message may ever repeat it.
+SECRET = "hunter2-not-for-logs"  # noqa: S105 - a marker, not a password
+
+#: layout -> links to make (link path, target, is a directory) and every error they cause.
+LINK_CASES: dict[str, tuple[list[tuple[str, str, bool]], list[Pin]]] = {
+    "file, absolute target": (
+        [("stolen.yaml", "{outside}/secret.yaml", False)],
+        [("caps/stolen.yaml", None, None, "E001", "", "this file is a symbolic link")],
+    ),
+    "file, relative target": (
+        [("kernels/stolen.yaml", "../../outside/secret.yaml", False)],
+        [("caps/kernels/stolen.yaml", None, None, "E001", "", "this file is a symbolic link")],
+    ),
+    "directory, absolute target": (
+        [("elsewhere", "{outside}", True)],
+        [("caps/elsewhere", None, None, "E001", "", "this directory is a symbolic link")],
+    ),
+    "directory, relative target": (
+        [("kernels/up", "../../outside", True)],
+        [("caps/kernels/up", None, None, "E001", "", "this directory is a symbolic link")],
+    ),
+    "chain through the matrix": (
+        [("a.yaml", "b.yaml", False), ("b.yaml", "{outside}/secret.yaml", False)],
+        [
+            ("caps/a.yaml", None, None, "E001", "", "this file is a symbolic link"),
+            ("caps/b.yaml", None, None, "E001", "", "this file is a symbolic link"),
+        ],
+    ),
+}
+
+
+def _outside_dir(caps: Path) -> Path:
+    outside = caps.parent / "outside"
+    outside.mkdir(exist_ok=True)
+    (outside / "secret.yaml").write_text(f"{SECRET}\n", encoding="utf-8")
+    (outside / "more.yaml").write_text(f"password: {SECRET}\n", encoding="utf-8")
+    return outside
+
+
+@pytest.mark.parametrize("case", sorted(LINK_CASES))
+def test_links_leaving_the_matrix_are_refused_unread(caps: Path, case: str) -> None:
+    outside = _outside_dir(caps)
+    links, expected = LINK_CASES[case]
+    for link, target, is_dir in links:
+        (caps / link).symlink_to(target.format(outside=outside), target_is_directory=is_dir)
+    errors = errors_of("caps")
+    assert pins(errors) == [pin[:5] for pin in expected]
+    for error, pin in zip(errors, expected, strict=True):
+        assert error.message.startswith(pin[5])
+        assert "outside the matrix directory" in error.message
+    assert pins(tuple(capmatrix.iter_problems("caps"))) == pins(errors)
+    for argv in (["validate", "caps"], ["validate", "caps", "--json"], ["check", "caps"],
+                 ["check", "caps", "--json"], ["query", "xqa", "--matrix", "caps"],
+                 ["test", "caps"]):
+        code, out, err = cli(*argv)
+        assert code == 2, argv
+        assert SECRET not in out + err, argv
+        assert "Traceback" not in err
+        assert expected[0][0] in out + err, argv
+
+
+def test_links_within_the_matrix_are_followed(caps: Path) -> None:
+    (caps / ".spare").mkdir()
+    (caps / ".spare" / "k.yaml").write_text(
+        "kernels:\n  linked:\n    description: d\n    rules:\n      - id: linked.r\n"
+        "        grant: {sm: 90}\n        reason: r\n        source: s\n        status: untested\n",
+        encoding="utf-8",
+    )
+    (caps / "kernels" / "via").symlink_to("../.spare", target_is_directory=True)
+    assert "linked" in capmatrix.load("caps").kernels
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.booleans(), st.booleans(), st.booleans(), st.sampled_from(["", "kernels/"])),
+                min_size=1, max_size=4))
+def test_any_layout_of_links_loads_iff_every_link_stays_inside(
+    write_matrix: Callable[..., Path], links: list[tuple[bool, bool, bool, str]]
+) -> None:
+    """Links (file or directory, absolute or relative, inside or outside) anywhere in the tree."""
+    caps = write_matrix()
+    for old in [*caps.glob("link*"), *caps.glob("kernels/link*")]:
+        old.unlink()
+    outside = _outside_dir(caps)
+    refused = []
+    for i, (is_dir, absolute, inside, where) in enumerate(links):
+        spare = caps / f".spare{i}"
+        spare.mkdir(exist_ok=True)
+        (spare / "k.yaml").write_text(
+            f"kernels:\n  linked{i}:\n    description: d\n    rules:\n      - id: linked{i}.r\n"
+            "        grant: {sm: 90}\n        reason: r\n        source: s\n        status: untested\n",
+            encoding="utf-8",
+        )
+        target = (spare if inside else outside) / ("" if is_dir else ("k.yaml" if inside else "more.yaml"))
+        link = caps / f"{where}link{i}{'' if is_dir else '.yaml'}"
+        link.symlink_to(target if absolute else os.path.relpath(target, link.parent),
+                        target_is_directory=is_dir)
+        if not inside:
+            refused.append(f"{caps.as_posix()}/{where}link{i}{'' if is_dir else '.yaml'}")
+    if refused:
+        errors = errors_of(caps)
+        assert sorted(e.path for e in errors) == sorted(refused)
+        assert {e.code for e in errors} == {"E001"}
+        assert all(SECRET not in str(e) and "password" not in str(e) for e in errors)
+    else:
+        assert {f"linked{i}" for i in range(len(links))} <= set(capmatrix.load(caps).kernels)
+
+
+#: Where a generated long value goes: (file, YAML text with {v} where the value goes).
+LONG_VALUE_SPOTS = {
+    "enum value": ("kernels/long.yaml", ("kernels:\n  lv:\n    description: d\n    rules:\n"
+                   "      - id: lv.r\n        grant: {{attention: '{v}'}}\n        reason: r\n"
+                   "        source: s\n        status: untested\n")),
+    "axis name": ("kernels/long.yaml", ("kernels:\n  lv:\n    description: d\n    rules:\n"
+                  "      - id: lv.r\n        grant: {{'{v}': 90}}\n        reason: r\n"
+                  "        source: s\n        status: untested\n")),
+    "status": ("kernels/long.yaml", ("kernels:\n  lv:\n    description: d\n    rules:\n"
+               "      - id: lv.r\n        grant: {{sm: 90}}\n        reason: r\n"
+               "        source: s\n        status: '{v}'\n")),
+    "role candidate": ("roles.yaml", "roles:\n  r:\n    description: d\n    candidates: ['{v}']\n"),
+    "range": ("kernels/long.yaml", ("kernels:\n  lv:\n    description: d\n    rules:\n"
+              "      - id: lv.r\n        grant: {{sm: '{v}'}}\n        reason: r\n"
+              "        source: s\n        status: untested\n")),
+}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(spot=st.sampled_from(sorted(LONG_VALUE_SPOTS)), length=st.integers(1, 5_000),
+       letter=st.sampled_from("abz<>-"))
+def test_errors_echo_values_of_any_length_cut(
+    write_matrix: Callable[..., Path], spot: str, length: int, letter: str
+) -> None:
+    """Whatever the length of a bad value, a message repeats at most MAX_ECHO characters of it."""
+    name, text = LONG_VALUE_SPOTS[spot]
+    value = letter * length
+    caps = write_matrix({name: text.format(v=value)})
+    errors = errors_of(caps)
+    for error in errors:
+        rendered = str(error)
+        assert letter * (MAX_ECHO + 1) not in rendered
+        assert len(rendered) < len(str(caps)) + 700
+    if length > MAX_ECHO and not any(e.code == "E001" for e in errors):  # E001: YAML refused a key
+        assert any(f"... ({length} characters)" in str(e) for e in errors)
+
+
+@pytest.mark.parametrize("length", [MAX_ECHO, MAX_ECHO + 1, 5_000])
+def test_command_line_values_of_any_length_are_cut(caps: Path, length: int) -> None:
+    value = "9" * length + "x"
+    code, out, err = cli("query", "xqa", "--matrix", "caps", "--sm", value)
+    assert code == 2
+    assert out == ""
+    assert "9" * (MAX_ECHO + 1) not in err
+    code, _out, err = cli("query", "k" * length, "--matrix", "caps")
+    assert code == 2
+    assert "k" * (MAX_ECHO + 1) not in err
 
 
 def test_directory_named_like_a_yaml_file_is_walked(caps: Path) -> None:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from capmatrix import _yaml
 from capmatrix._default import resolve, select
-from capmatrix.errors import CapabilityError, CapabilityErrors, InvalidQuery
+from capmatrix.errors import CapabilityError, CapabilityErrors, InvalidQuery, echo
 from capmatrix.query import ANY, KernelQuery
 from capmatrix.resolver import ReasonKind, Verdict
 
@@ -149,9 +149,20 @@ def _display(path: Path) -> str:
         return path.as_posix()
 
 
-def load_cases(path: Path) -> tuple[list[Case], list[CapabilityError]]:
-    """Read one case file; return its cases and its format problems (located)."""
+def load_cases(path: Path, *, root: Path | None = None) -> tuple[list[Case], list[CapabilityError]]:
+    """Read one case file; return its cases and its format problems (located).
+
+    A file that resolves outside ``root`` (a symbolic link leaving the case directory) is not read.
+    """
     display = _display(path)
+    if root is not None and not path.resolve().is_relative_to(root.resolve()):
+        return [], [
+            CapabilityError(
+                display, None, None, "",
+                "this file is a symbolic link that leads outside the case directory; it is not read",
+                hint="copy the file into the case directory, or link only within it", code="T001",
+            )
+        ]
     try:
         data, smap = _yaml.read(path, display)
     except CapabilityErrors as exc:
@@ -162,7 +173,7 @@ def load_cases(path: Path) -> tuple[list[Case], list[CapabilityError]]:
                                    code="T001"))
         return [], problems
     problems.extend(
-        smap.error((key,), f"unknown key {key!r}", key=True, code="T001")
+        smap.error((key,), f"unknown key {echo(key)}", key=True, code="T001")
         for key in data
         if key not in {"cases", "description"}
     )
@@ -186,21 +197,21 @@ def _case(
         return None
     for key in raw:
         if key not in _KEYS:
-            fail((*path, key), f"unknown key {key!r}", key=True,
+            fail((*path, key), f"unknown key {echo(key)}", key=True,
                  hint=f"allowed keys: {', '.join(sorted(_KEYS))}")
     kernel, role = raw.get("kernel"), raw.get("role")
     if (kernel is None) == (role is None):
         fail(path, "a case names exactly one of 'kernel' or 'role'")
     for key in ("kernel", "role", "name", "expect", "note"):
         if key in raw and not isinstance(raw[key], str):
-            fail((*path, key), f"{key!r} must be a string")
+            fail((*path, key), f"{echo(key)} must be a string")
     query = raw.get("query", {})
     if not isinstance(query, dict):
         fail((*path, "query"), "'query' is a mapping of axis (or model) to value")
         query = {}
     for key, value in query.items():
         if not isinstance(value, (str, int)) or (key == "model" and not isinstance(value, str)):
-            fail((*path, "query", key), f"{value!r} is not a value (use a string, int or bool)")
+            fail((*path, "query", key), f"{echo(value)} is not a value (use a string, int or bool)")
     expect = raw.get("expect")
     if expect is None:
         fail(path, "a case needs 'expect'")
@@ -285,7 +296,7 @@ def run_expectations(matrix: Matrix, directory: Path | None = None) -> ExpectRep
     results: list[CaseResult] = []
     problems: list[CapabilityError] = []
     for file in discover_cases(where):
-        cases, found = load_cases(file)
+        cases, found = load_cases(file, root=where)
         problems.extend(found)
         results.extend(run_case(matrix, case) for case in cases)
     cited: set[str] = set()

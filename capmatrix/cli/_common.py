@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
 from capmatrix.engine.hf import query_from_hf_config
-from capmatrix.errors import InvalidQuery, InvalidValue
+from capmatrix.errors import InvalidQuery, InvalidValue, echo
 from capmatrix.loader import load
 from capmatrix.model import format_value
 from capmatrix.query import ANY, KernelQuery
@@ -85,7 +85,7 @@ def _convert(axis: Axis, text: str) -> AxisValue | _Any:
     try:
         return axis.parse(text)
     except InvalidValue as exc:
-        raise InvalidQuery(f"{_option(axis.name)} expects {exc.expected}, got {text!r}") from None
+        raise InvalidQuery(f"{_option(axis.name)} expects {exc.expected}, got {echo(text)}") from None
 
 
 def query_from_args(args: argparse.Namespace, matrix: Matrix, kernel: str | None) -> KernelQuery:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import io
+import posixpath
 import shutil
 import subprocess
 import tarfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
-from capmatrix.errors import CapmatrixError
+from capmatrix.errors import CapmatrixError, echo
 
 __all__ = ["RevisionError", "extract_revision", "working_tree_dir"]
 
@@ -33,12 +34,42 @@ def extract_revision(
     if archive.returncode != 0:
         message = archive.stderr.decode(errors="replace").strip()
         raise RevisionError(revision, message or f"no {subdir}/ in this revision")
-    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-        if hasattr(tarfile, "data_filter"):
-            tar.extractall(dest, filter="data")
-        else:  # pragma: no cover - Python without tarfile filters
-            tar.extractall(dest)  # noqa: S202 - git archive output of this repository
+    try:
+        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+            members = tar.getmembers()
+            for member in members:
+                problem = _unsafe(member, subdir)
+                if problem is not None:
+                    raise RevisionError(revision, f"{echo(member.name)} {problem}")
+            if hasattr(tarfile, "data_filter"):
+                tar.extractall(dest, members=members, filter="data")
+            else:  # pragma: no cover - Python without tarfile filters; every member was checked
+                tar.extractall(dest, members=members)  # noqa: S202 - checked above
+    except tarfile.TarError as exc:  # a filter's refusal or a damaged archive: a message
+        raise RevisionError(revision, f"cannot unpack: {echo(str(exc), limit=200)}") from None
     return dest / subdir
+
+
+def _unsafe(member: tarfile.TarInfo, subdir: str) -> str | None:
+    """Why ``member`` of a revision's archive may not be written (None when it may).
+
+    Only plain files and directories below ``subdir``, and links that stay below it, are written:
+    no absolute names, no ``..``, no links out of the matrix, no devices or FIFOs.
+    """
+    name = PurePosixPath(member.name)
+    if name.is_absolute() or ".." in name.parts or name.parts[:1] != (subdir,):
+        return f"lies outside {subdir}/ in the archive"
+    if member.isfile() or member.isdir():
+        return None
+    if member.issym():
+        target = PurePosixPath(member.linkname)
+        if target.is_absolute():
+            return "is a symbolic link to an absolute path; a matrix holds plain files"
+        resolved = posixpath.normpath(posixpath.join(posixpath.dirname(member.name), member.linkname))
+        if resolved.split("/")[0] != subdir:
+            return f"is a symbolic link that leads outside {subdir}/; a matrix holds plain files"
+        return None
+    return "is neither a file, a directory nor a link within the matrix"
 
 
 def working_tree_dir(*, repo: Path | None = None, subdir: str = "capabilities") -> Path | None:
@@ -74,4 +105,4 @@ class RevisionError(CapmatrixError):
         self.message = message
 
     def __str__(self) -> str:
-        return f"cannot read revision {self.revision!r}: {self.message}"
+        return f"cannot read revision {echo(self.revision)}: {self.message}"
