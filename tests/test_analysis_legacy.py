@@ -249,3 +249,136 @@ def test_compare_legacy_equals_brute_force(seed: int, pseed: int, pick: int, sec
             matrix_only.add(tuple(c.values()))
     assert {x for a in result.legacy_only for x in product(*a.values.values())} == legacy_only
     assert {x for a in result.matrix_only for x in product(*a.values.values())} == matrix_only
+
+
+# --------------------------------------------------------------------------------------------------
+# The predicate in a child process: no false green, no corrupted output, bounded work
+
+
+def _write(tmp_path: Path, body: str) -> str:
+    path = tmp_path / "legacy.py"
+    path.write_text(body, encoding="utf-8")
+    return f"{path}:pred"
+
+
+#: A predicate file that escapes in some way -> what the error must say. None of them may exit 0.
+ESCAPES = {
+    "exit at import": ("import sys\nsys.exit(0)\ndef pred(*, sm, **_):\n    return True\n",
+                       "import failed: SystemExit: exit status 0"),
+    "exit in a call": ("import sys\ndef pred(*, sm, **_):\n    sys.exit(0)\n",
+                       "the predicate raised SystemExit: exit status 0"),
+    "KeyboardInterrupt in a call": ("def pred(*, sm, **_):\n    raise KeyboardInterrupt\n",
+                                    "KeyboardInterrupt"),
+    "os._exit in a call": ("import os\ndef pred(*, sm, **_):\n    os._exit(0)\n",
+                           "ended (exit status 0) without an answer"),
+    "BaseException at import": ("raise BaseException('odd')\n", "BaseException: odd"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ESCAPES))
+def test_cli_compare_legacy_never_agrees_by_escaping(
+    write_matrix: WriteMatrix, tmp_path: Path, case: str
+) -> None:
+    body, message = ESCAPES[case]
+    spec = _write(tmp_path, body)
+    status, out, err = _run("compare-legacy", spec, "--kernel", "xqa",
+                            "--matrix", str(write_matrix()), "--json")
+    assert status == 2, (out, err)
+    assert out == ""
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_cli_compare_legacy_keeps_the_predicates_prints_out_of_json(
+    write_matrix: WriteMatrix, tmp_path: Path
+) -> None:
+    spec = _write(tmp_path, "import sys\nprint('at import')\n"
+                            "def pred(*, sm, **_):\n    print('called', sm)\n"
+                            "    print('warn', file=sys.stderr)\n    return sm >= 90\n")
+    status, out, err = _run("compare-legacy", spec, "--kernel", "fallback",
+                            "--matrix", str(write_matrix()), "--json")
+    assert status in {0, 1}
+    data = json.loads(out)  # the report alone
+    assert data["named_axes"] == ["sm"]
+    assert "capmatrix: the predicate wrote to its stdout:\n  | at import\n  | called 80\n" in err
+    assert "capmatrix: the predicate wrote to its stderr:\n  | warn\n" in err
+
+
+def test_cli_compare_legacy_timeout(write_matrix: WriteMatrix, tmp_path: Path) -> None:
+    spec = _write(tmp_path, "import time\ndef pred(*, sm, **_):\n    time.sleep(60)\n")
+    status, out, err = _run("compare-legacy", spec, "--kernel", "xqa",
+                            "--matrix", str(write_matrix()), "--timeout", "2")
+    assert status == 2
+    assert out == ""
+    assert "did not finish within 2 s (--timeout)" in err
+
+
+def test_help_says_the_file_is_executed() -> None:
+    status, out, _err = _run("compare-legacy", "--help")
+    assert status == 0
+    assert "EXECUTES the file" in " ".join(out.split())
+    assert "--timeout" in out
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10**9), st.integers(0, 15), st.booleans(), st.integers(1, 300))
+def test_work_above_the_cap_is_refused_before_any_call(
+    seed: int, pick: int, kwargs: bool, cap: int
+) -> None:
+    """The refusal depends only on the counted work, and then the predicate is never called."""
+    matrix = random_matrix(seed, sizes=SMALL, rules=8, per_kernel=8)
+    names = list(matrix.axes)
+    named = [n for i, n in enumerate(names) if pick >> i & 1]
+    calls: list[object] = []
+
+    def pred(**cell: object) -> bool:
+        calls.append(cell)
+        return True  # no kwargs axis ever matters: the first pass is the whole work
+
+    params = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY) for n in named]
+    if kwargs:
+        params.append(inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD))
+    pred.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    sizes = {n: len(matrix.axes[n].values) for n in names}
+    base = 1
+    for n in named:
+        base *= sizes[n]
+    others = [n for n in names if n not in named] if kwargs else []
+    work = base * (1 + sum(sizes[o] - 1 for o in others))
+    if work > cap:
+        with pytest.raises(LegacyError, match=r"nothing was called\. .*--where") as info:
+            compare_legacy(matrix, pred, "k0", max_calls=cap)
+        assert f"up to {work:,} predicate calls" in str(info.value)
+        assert all(n in str(info.value) for n in [*named, *others])
+        assert calls == []
+    else:
+        result = compare_legacy(matrix, pred, "k0", max_calls=cap)
+        assert result.calls == len(calls) <= work
+
+
+def test_a_predicate_naming_every_shipped_axis_is_refused_at_once() -> None:
+    matrix = capmatrix.load()
+    calls: list[object] = []
+
+    def pred(**cell: object) -> bool:
+        calls.append(cell)
+        return False
+
+    params = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY) for n in matrix.axes]
+    pred.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    with pytest.raises(LegacyError, match="above the limit of 2,000,000; nothing was called"):
+        compare_legacy(matrix, pred, "xqa")
+    assert calls == []
+
+
+def test_cli_refusal_names_the_axes_and_where(write_matrix: WriteMatrix, tmp_path: Path) -> None:
+    spec = _write(tmp_path, "def pred(*, sm, attention, kv, beam, causal, spec_dec):\n"
+                            "    print('called')\n    return True\n")
+    status, out, err = _run("compare-legacy", spec, "--kernel", "xqa",
+                            "--matrix", str(write_matrix()), "--max-calls", "10")
+    assert status == 2
+    assert out == ""
+    assert "nothing was called" in err
+    assert "sm (6 values)" in err
+    assert "--where sm=80" in err
+    assert "called" not in err.replace("nothing was called", "")

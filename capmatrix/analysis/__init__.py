@@ -34,15 +34,19 @@ from capmatrix.analysis._expect import discover_cases as discover_cases
 from capmatrix.analysis._expect import load_cases as load_cases
 from capmatrix.analysis._expect import run_case as run_case
 from capmatrix.analysis._expect import run_expectations as run_expectations
+from capmatrix.analysis._legacy import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT
 from capmatrix.analysis._legacy import MAX_CALLS as MAX_CALLS
 from capmatrix.analysis._legacy import LegacyComparison as LegacyComparison
 from capmatrix.analysis._legacy import LegacyError as LegacyError
+from capmatrix.analysis._legacy import PredicateOutput as PredicateOutput
 from capmatrix.analysis._legacy import compare_legacy as compare_legacy
+from capmatrix.analysis._legacy import compare_legacy_file as compare_legacy_file
 from capmatrix.analysis._legacy import load_predicate as load_predicate
 from capmatrix.analysis._legacy import parse_where as parse_where
 
 __all__ = [
     "CODES",
+    "DEFAULT_TIMEOUT",
     "MAX_CALLS",
     "Area",
     "Case",
@@ -55,6 +59,7 @@ __all__ = [
     "LegacyComparison",
     "LegacyError",
     "MatrixDiff",
+    "PredicateOutput",
     "RoleDiff",
     "RoleShift",
     "Severity",
@@ -62,6 +67,7 @@ __all__ = [
     "check",
     "check_path",
     "compare_legacy",
+    "compare_legacy_file",
     "diff",
     "discover_cases",
     "load_cases",

@@ -12,13 +12,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from capmatrix.analysis import (
+    DEFAULT_TIMEOUT,
+    MAX_CALLS,
     Change,
+    LegacyError,
     Severity,
     Witness,
     check_path,
-    compare_legacy,
+    compare_legacy_file,
     diff,
-    load_predicate,
     parse_where,
     run_expectations,
 )
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
         Finding,
         LegacyComparison,
         MatrixDiff,
+        PredicateOutput,
     )
     from capmatrix.matrix import Matrix
 
@@ -256,9 +259,21 @@ def cmd_diff(args: argparse.Namespace, _prepared: None, out: TextIO, _err: TextI
 # compare-legacy
 
 
+#: What ``capmatrix compare-legacy --help`` says first: the file is code, and it runs.
+LEGACY_DESCRIPTION = (
+    "Compare a legacy predicate with a kernel. FILE.py is imported and FUNCTION is called (in a "
+    "separate process, with a timeout): this EXECUTES the file, so run only files you trust. "
+    "The predicate's own output goes to stderr, never into the report."
+)
+
+
 def configure_compare_legacy(parser: argparse.ArgumentParser, _argv: Sequence[str]) -> None:
     """Arguments of ``capmatrix compare-legacy``."""
-    parser.add_argument("function", metavar="FILE.py:FUNCTION", help="the legacy predicate")
+    parser.description = LEGACY_DESCRIPTION
+    parser.add_argument(
+        "function", metavar="FILE.py:FUNCTION",
+        help="the legacy predicate; the file is executed (imported) in a child process",
+    )
     parser.add_argument("--kernel", required=True, help="kernel (or gate) to compare with")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument(
@@ -266,6 +281,25 @@ def configure_compare_legacy(parser: argparse.ArgumentParser, _argv: Sequence[st
         help="restrict the universe (repeatable)",
     )
     parser.add_argument("--matrix", metavar="DIR", help="matrix directory (default: the shipped one)")
+    parser.add_argument(
+        "--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+        help="stop the predicate after this many seconds, import included "
+             f"(default: {DEFAULT_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--max-calls", type=int, default=MAX_CALLS, metavar="N",
+        help=f"refuse, before calling, comparisons that need more calls (default: {MAX_CALLS})",
+    )
+
+
+def _report_output(output: PredicateOutput | None, err: TextIO) -> None:
+    """Write what the predicate printed to our stderr, marked as its own."""
+    if not output:
+        return
+    for stream, text in (("stdout", output.stdout), ("stderr", output.stderr)):
+        if text:
+            err.write(f"capmatrix: the predicate wrote to its {stream}:\n")
+            err.writelines(f"  | {line}\n" for line in text.splitlines())
 
 
 def render_legacy(result: LegacyComparison, matrix: str | None = None) -> str:
@@ -290,12 +324,21 @@ def render_legacy(result: LegacyComparison, matrix: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def cmd_compare_legacy(args: argparse.Namespace, _prepared: None, out: TextIO, _err: TextIO) -> int:
+def cmd_compare_legacy(args: argparse.Namespace, _prepared: None, out: TextIO, err: TextIO) -> int:
     """Compare a legacy predicate with a kernel; exit 0 agree, 1 disagree, 2 on errors."""
     matrix = load_matrix(args.matrix)
-    predicate = load_predicate(args.function)
     where = parse_where(matrix, args.where)
-    result = compare_legacy(matrix, predicate, args.kernel, where=where, function=args.function)
+    if not args.timeout > 0 or args.max_calls < 1:
+        raise LegacyError("--timeout and --max-calls take positive numbers")
+    try:
+        result, output = compare_legacy_file(
+            matrix, args.function, args.kernel, where=where, timeout=args.timeout,
+            max_calls=args.max_calls,
+        )
+    except LegacyError as exc:
+        _report_output(exc.output, err)
+        raise
+    _report_output(output, err)
     if args.json:
         print_json(result.as_dict(), out)
     else:
