@@ -24,9 +24,15 @@ from capmatrix.analysis import (
     parse_where,
     run_expectations,
 )
-from capmatrix.cli._common import load_matrix, print_json
-from capmatrix.cli._git import extract_revision, working_tree_dir
-from capmatrix.loader import default_path, load
+from capmatrix.cli._common import (
+    FROM_WORKING_TREE,
+    MATRIX_DEFAULT_HELP,
+    announce_matrix,
+    choose_matrix,
+    print_json,
+)
+from capmatrix.cli._git import extract_revision
+from capmatrix.loader import load
 
 if TYPE_CHECKING:
     import argparse
@@ -79,7 +85,7 @@ def _query_command(kind: str, name: str, area: Area, matrix: str | None) -> str:
 
 def configure_check(parser: argparse.ArgumentParser, _argv: Sequence[str]) -> None:
     """Arguments of ``capmatrix check``."""
-    parser.add_argument("path", nargs="?", help="matrix directory (default: the shipped one)")
+    parser.add_argument("path", nargs="?", help=MATRIX_DEFAULT_HELP)
     parser.add_argument("--json", action="store_true", help="print the findings as JSON")
     parser.add_argument("--strict", action="store_true", help="fail on warnings too")
 
@@ -113,13 +119,15 @@ def render_check(result: CheckResult, matrix: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def cmd_check(args: argparse.Namespace, _prepared: None, out: TextIO, _err: TextIO) -> int:
+def cmd_check(args: argparse.Namespace, _prepared: None, out: TextIO, err: TextIO) -> int:
     """Check a matrix: exit 0 clean, 1 with errors (or warnings under --strict), 2 unloadable."""
-    result = check_path(args.path)
+    choice = choose_matrix(args.path)
+    announce_matrix(choice, err)
+    result = check_path(choice.path)
     if args.json:
         print_json(result.as_dict(), out)
     else:
-        out.write(render_check(result, args.path) + "\n")
+        out.write(render_check(result, choice.witness_matrix) + "\n")
     return result.exit_status(strict=args.strict)
 
 
@@ -132,7 +140,8 @@ def configure_diff(parser: argparse.ArgumentParser, _argv: Sequence[str]) -> Non
     parser.add_argument("old", help="matrix directory or git revision (e.g. HEAD~1)")
     parser.add_argument(
         "new", nargs="?",
-        help="matrix directory or git revision (default: the working tree's capabilities/)",
+        help="matrix directory or git revision (default: as --matrix of other commands: "
+             "$CAPMATRIX_MATRIX, else capabilities/ here or above, else the shipped one)",
     )
     form = parser.add_mutually_exclusive_group()
     form.add_argument("--json", action="store_true", help="print JSON")
@@ -142,9 +151,12 @@ def configure_diff(parser: argparse.ArgumentParser, _argv: Sequence[str]) -> Non
     )
 
 
-def _open_matrix(spec: str | None, stack: ExitStack) -> tuple[Matrix, str]:
+def _open_matrix(spec: str | None, stack: ExitStack, err: TextIO) -> tuple[Matrix, str]:
     if spec is None:
-        return load(working_tree_dir() or default_path()), "working tree"
+        choice = choose_matrix(None)
+        announce_matrix(choice, err)
+        label = "working tree" if choice.source == FROM_WORKING_TREE else str(choice.path)
+        return load(choice.path), label
     path = Path(spec)
     if path.is_dir():
         return load(path), spec
@@ -240,11 +252,11 @@ def render_diff_markdown(result: MatrixDiff) -> str:
     return "\n".join(lines)
 
 
-def cmd_diff(args: argparse.Namespace, _prepared: None, out: TextIO, _err: TextIO) -> int:
+def cmd_diff(args: argparse.Namespace, _prepared: None, out: TextIO, err: TextIO) -> int:
     """Compare two matrices; exit 0 (or 1 with --exit-code when they differ)."""
     with ExitStack() as stack:
-        old, old_label = _open_matrix(args.old, stack)
-        new, new_label = _open_matrix(args.new, stack)
+        old, old_label = _open_matrix(args.old, stack, err)
+        new, new_label = _open_matrix(args.new, stack, err)
         result = diff(old, new, old_label=old_label, new_label=new_label)
     if args.json:
         print_json(result.as_dict(), out)
@@ -280,7 +292,7 @@ def configure_compare_legacy(parser: argparse.ArgumentParser, _argv: Sequence[st
         "--where", action="append", default=[], metavar="AXIS=V1,V2",
         help="restrict the universe (repeatable)",
     )
-    parser.add_argument("--matrix", metavar="DIR", help="matrix directory (default: the shipped one)")
+    parser.add_argument("--matrix", metavar="DIR", help=MATRIX_DEFAULT_HELP)
     parser.add_argument(
         "--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
         help="stop the predicate after this many seconds, import included "
@@ -326,7 +338,9 @@ def render_legacy(result: LegacyComparison, matrix: str | None = None) -> str:
 
 def cmd_compare_legacy(args: argparse.Namespace, _prepared: None, out: TextIO, err: TextIO) -> int:
     """Compare a legacy predicate with a kernel; exit 0 agree, 1 disagree, 2 on errors."""
-    matrix = load_matrix(args.matrix)
+    choice = choose_matrix(args.matrix)
+    announce_matrix(choice, err)
+    matrix = load(choice.path)
     where = parse_where(matrix, args.where)
     if not args.timeout > 0 or args.max_calls < 1:
         raise LegacyError("--timeout and --max-calls take positive numbers")
@@ -342,7 +356,7 @@ def cmd_compare_legacy(args: argparse.Namespace, _prepared: None, out: TextIO, e
     if args.json:
         print_json(result.as_dict(), out)
     else:
-        out.write(render_legacy(result, args.matrix) + "\n")
+        out.write(render_legacy(result, choice.witness_matrix) + "\n")
     return 0 if result.agree else 1
 
 
@@ -352,7 +366,7 @@ def cmd_compare_legacy(args: argparse.Namespace, _prepared: None, out: TextIO, e
 
 def configure_test(parser: argparse.ArgumentParser, _argv: Sequence[str]) -> None:
     """Arguments of ``capmatrix test``."""
-    parser.add_argument("path", nargs="?", help="matrix directory (default: the shipped one)")
+    parser.add_argument("path", nargs="?", help=MATRIX_DEFAULT_HELP)
     parser.add_argument("--expect", metavar="DIR", help="case directory (default: PATH/expect)")
     parser.add_argument("--json", action="store_true", help="print JSON")
 
@@ -377,9 +391,11 @@ def render_test(report: ExpectReport) -> str:
     return "\n".join(lines)
 
 
-def cmd_test(args: argparse.Namespace, _prepared: None, out: TextIO, _err: TextIO) -> int:
+def cmd_test(args: argparse.Namespace, _prepared: None, out: TextIO, err: TextIO) -> int:
     """Run expectation cases; exit 0 all pass, 1 any failure, 2 malformed cases or matrix."""
-    matrix = load_matrix(args.path)
+    choice = choose_matrix(args.path)
+    announce_matrix(choice, err)
+    matrix = load(choice.path)
     report = run_expectations(matrix, Path(args.expect) if args.expect else None)
     if args.json:
         print_json(report.as_dict(), out)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from capmatrix.engine.hf import query_from_hf_config
 from capmatrix.errors import InvalidQuery, InvalidValue, echo
-from capmatrix.loader import load
+from capmatrix.loader import default_path, load
 from capmatrix.model import format_value
 from capmatrix.query import ANY, KernelQuery
 
@@ -25,10 +28,15 @@ __all__ = [
     "EXIT_ERROR",
     "EXIT_FAIL",
     "EXIT_OK",
+    "MATRIX_DEFAULT_HELP",
+    "MATRIX_ENV",
     "Handler",
+    "MatrixChoice",
     "add_axis_options",
     "add_matrix_option",
     "add_model_options",
+    "announce_matrix",
+    "choose_matrix",
     "load_matrix",
     "prescan",
     "print_json",
@@ -42,9 +50,71 @@ EXIT_OK, EXIT_FAIL, EXIT_ERROR, EXIT_DEPENDS = 0, 1, 2, 3
 Handler = Callable[[Any, Any, TextIO, TextIO], int]
 
 
+#: The environment variable naming the matrix directory when no ``--matrix`` (or PATH) is given.
+MATRIX_ENV = "CAPMATRIX_MATRIX"
+#: Where a matrix directory came from (see :func:`choose_matrix`).
+FROM_ARGUMENT, FROM_ENV, FROM_WORKING_TREE, FROM_PACKAGE = (
+    "the command line", MATRIX_ENV, "the working tree", "the shipped matrix",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class MatrixChoice:
+    """The matrix directory a command uses, and where that choice came from."""
+
+    path: Path
+    source: str
+
+    @property
+    def implicit_other(self) -> bool:
+        """Whether it was not named on the command line and is not the shipped matrix."""
+        if self.source in {FROM_ARGUMENT, FROM_PACKAGE}:
+            return False
+        try:
+            return self.path.resolve() != default_path().resolve()
+        except OSError:
+            return True
+
+    @property
+    def witness_matrix(self) -> str | None:
+        """What ``--matrix`` a printed command needs to ask this same matrix (None: the default)."""
+        return str(self.path) if self.source == FROM_ARGUMENT or self.implicit_other else None
+
+
+def choose_matrix(explicit: str | os.PathLike[str] | None, *, cwd: Path | None = None) -> MatrixChoice:
+    """The one rule every command follows to pick its matrix directory.
+
+    1. ``--matrix DIR`` (or the PATH argument of ``validate``, ``check``, ``test``) when given;
+    2. else the directory named by the environment variable ``CAPMATRIX_MATRIX``, when set;
+    3. else ``capabilities/`` holding an ``axes.yaml`` in the current directory or the nearest of its
+       parents (a checkout's working tree);
+    4. else the matrix shipped with the package.
+    """
+    if explicit is not None:
+        return MatrixChoice(Path(explicit), FROM_ARGUMENT)
+    named = os.environ.get(MATRIX_ENV)
+    if named:
+        return MatrixChoice(Path(named), FROM_ENV)
+    here = (cwd or Path.cwd()).absolute()
+    for folder in (here, *here.parents):
+        candidate = folder / "capabilities"
+        try:
+            if (candidate / "axes.yaml").is_file():
+                return MatrixChoice(candidate, FROM_WORKING_TREE)
+        except OSError:  # an unreadable parent: keep looking above it
+            continue
+    return MatrixChoice(default_path(), FROM_PACKAGE)
+
+
+def announce_matrix(choice: MatrixChoice, err: TextIO) -> None:
+    """Say on ``err`` which matrix is used when nobody named it and it is not the shipped one."""
+    if choice.implicit_other:
+        err.write(f"capmatrix: matrix {choice.path} (from {choice.source})\n")
+
+
 def load_matrix(path: str | None) -> Matrix:
-    """Load the matrix at ``path`` (the shipped one when None)."""
-    return load(path)
+    """Load the matrix :func:`choose_matrix` picks for ``path`` (``--matrix``, or None)."""
+    return load(choose_matrix(path).path)
 
 
 def prescan(argv: Sequence[str], option: str) -> str | None:
@@ -57,9 +127,16 @@ def prescan(argv: Sequence[str], option: str) -> str | None:
     return None
 
 
+#: How ``--help`` describes the default matrix directory (the rule of :func:`choose_matrix`).
+MATRIX_DEFAULT_HELP = (
+    "matrix directory (default: $CAPMATRIX_MATRIX, else capabilities/ in the current directory or "
+    "a parent, else the shipped one)"
+)
+
+
 def add_matrix_option(parser: argparse.ArgumentParser) -> None:
     """``--matrix DIR``."""
-    parser.add_argument("--matrix", metavar="DIR", help="matrix directory (default: the shipped one)")
+    parser.add_argument("--matrix", metavar="DIR", help=MATRIX_DEFAULT_HELP)
 
 
 def _option(name: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TextIO
 
-from capmatrix.cli._common import add_matrix_option, load_matrix
+from capmatrix.cli._common import add_matrix_option, announce_matrix, choose_matrix, load_matrix
 from capmatrix.probe import KERNEL_BACKENDS, run_probe
 
 if TYPE_CHECKING:
@@ -29,5 +29,6 @@ def configure_probe(parser: argparse.ArgumentParser, _argv: Sequence[str]) -> No
 
 def cmd_probe(args: argparse.Namespace, _prepared: None, out: TextIO, err: TextIO) -> int:
     """Run ``capmatrix probe``: 0 agree, 1 disagreements, 2 no GPU."""
-    matrix = load_matrix(args.matrix) if args.matrix else None
+    announce_matrix(choose_matrix(args.matrix), err)
+    matrix = load_matrix(args.matrix)
     return run_probe(args.kernel, args.out, matrix=matrix, stdout=out, stderr=err)

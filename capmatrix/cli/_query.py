@@ -10,9 +10,12 @@ from capmatrix.cli._common import (
     EXIT_ERROR,
     EXIT_FAIL,
     EXIT_OK,
+    MATRIX_DEFAULT_HELP,
     add_axis_options,
     add_matrix_option,
     add_model_options,
+    announce_matrix,
+    choose_matrix,
     print_json,
     query_from_args,
 )
@@ -77,8 +80,9 @@ def configure_query(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Mat
     return add_axis_options(parser, argv)
 
 
-def cmd_query(args: argparse.Namespace, matrix: Matrix, out: TextIO, _err: TextIO) -> int:
+def cmd_query(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextIO) -> int:
     """Resolve one query; exit 0 supported, 1 unsupported, 3 depends."""
+    announce_matrix(choose_matrix(args.matrix), err)
     query = query_from_args(args, matrix, args.kernel)
     resolution = resolve(query, matrix)
     if args.json:
@@ -116,8 +120,9 @@ def format_selection(selection: Selection) -> str:
     return "\n".join(lines)
 
 
-def cmd_select(args: argparse.Namespace, matrix: Matrix, out: TextIO, _err: TextIO) -> int:
+def cmd_select(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextIO) -> int:
     """Select a kernel for a role; exit 0 when one is supported, 1 when none, 3 when it depends."""
+    announce_matrix(choose_matrix(args.matrix), err)
     query = query_from_args(args, matrix, None)
     selection = select(args.role, query, matrix)
     if args.json:
@@ -131,20 +136,22 @@ def cmd_select(args: argparse.Namespace, matrix: Matrix, out: TextIO, _err: Text
 
 def configure_validate(parser: argparse.ArgumentParser, _argv: Sequence[str]) -> None:
     """Arguments of ``capmatrix validate``."""
-    parser.add_argument("path", nargs="?", help="matrix directory (default: the shipped one)")
+    parser.add_argument("path", nargs="?", help=MATRIX_DEFAULT_HELP)
     parser.add_argument("--json", action="store_true", help="print problems as JSON")
 
 
 def cmd_validate(args: argparse.Namespace, _prepared: None, out: TextIO, err: TextIO) -> int:
     """Validate a matrix; exit 0 when clean, 2 with every problem listed."""
-    problems = list(iter_problems(args.path))
+    choice = choose_matrix(args.path)
+    announce_matrix(choice, err)
+    problems = list(iter_problems(choice.path))
     if args.json:
         print_json({"ok": not problems, "problems": [p.as_dict() for p in problems]}, out)
         return EXIT_ERROR if problems else EXIT_OK
     if problems:
         err.write(str(CapabilityErrors(problems)) + "\n")
         return EXIT_ERROR
-    matrix = load(args.path)
+    matrix = load(choice.path)
     rules = sum(len(k.rules) for k in matrix.kernels.values())
     out.write(
         f"ok: {len(matrix.files)} files, {len(matrix.axes)} axes, {len(matrix.kernels)} kernels, "

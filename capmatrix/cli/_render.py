@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TextIO
 
-from capmatrix.cli._common import add_matrix_option, load_matrix
+from capmatrix.cli._common import add_matrix_option, announce_matrix, choose_matrix, load_matrix
 from capmatrix.render import HTML_NAME, MARKDOWN_NAME, REGENERATE, check_files, render_files
 
 if TYPE_CHECKING:
@@ -25,6 +25,7 @@ def configure_render(parser: argparse.ArgumentParser, _argv: Sequence[str] = ())
 
 def cmd_render(args: argparse.Namespace, _prepared: None, out: TextIO, err: TextIO) -> int:
     """Write the pages, or with ``--check`` compare them; exit 0 fresh/written, 1 stale."""
+    announce_matrix(choose_matrix(args.matrix), err)
     matrix = load_matrix(args.matrix)
     if args.check:
         diffs = check_files(matrix, args.out_dir)
