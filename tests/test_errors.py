@@ -81,7 +81,7 @@ def test_echo_is_printable_bounded_and_exact_when_short(value: object, limit: in
     else:
         assert len(shown) <= 10 * (limit + 2) + 40  # an escaped character takes up to 10
         if len(repr(value)) > limit + 2:
-            length = len(value) if isinstance(value, str) else len(repr(value))
+            length = len(value) if isinstance(value, str) and len(value) > limit else len(repr(value))
             assert shown.endswith(f"... ({length} characters)")
 
 
