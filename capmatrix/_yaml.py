@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import stat
@@ -51,6 +52,22 @@ _ODD_LINE_BREAK = re.compile("[\x85\u2028\u2029]|\r(?!\n)")
 _COLLECTION_TAGS = frozenset({"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"})
 
 JsonPath = tuple[str | int, ...]
+
+_STR_TAG = "tag:yaml.org,2002:str"
+
+
+
+def _libyaml_parser() -> Any:  # noqa: ANN401 - a C extension type
+    """Libyaml's C parser (the same events and marks, parsed many times faster), if PyYAML has it."""
+    try:
+        from yaml._yaml import CParser  # noqa: PLC0415 - absent when PyYAML was built without libyaml
+    except ImportError:
+        return None
+    return CParser
+
+
+#: None without libyaml: the pure-Python parser alone.
+_CParser: Any = _libyaml_parser()
 
 # Plain scalars that YAML 1.1 turns into booleans although an author meant a word.
 _YAML11_BOOL_WORDS = frozenset(
@@ -208,6 +225,17 @@ class _Builder:
         return out
 
     def _scalar(self, node: yaml.Node, path: JsonPath) -> Any:  # noqa: ANN401 - plain YAML data
+        if node.tag == _STR_TAG and isinstance(node, yaml.ScalarNode):
+            # What SafeConstructor makes of a str scalar, without its bookkeeping (the common case).
+            value = node.value
+            self.chars += len(value)
+            if self.chars > MAX_TEXT_CHARS:
+                msg = f"document expands to more than {MAX_TEXT_CHARS} characters of text (alias bomb?)"
+                raise _TooLargeError(msg, node, path)
+            bad = _CONTROL.search(value)
+            if bad is not None:
+                return self._control(node, path, bad)
+            return value
         try:
             value = self.constructor.construct_object(node, deep=True)
         except yaml.constructor.ConstructorError as exc:
@@ -231,19 +259,22 @@ class _Builder:
                 raise _TooLargeError(msg, node, path)
             bad = _CONTROL.search(value)
             if bad is not None:
-                # Double-quoted escapes ("\e", "\a", ...) can smuggle terminal control sequences into
-                # names and messages; text fields only need newlines and tabs.
-                self._reject(
-                    node, path, f"control character U+{ord(bad.group()):04X} in a string",
-                    hint="remove it (escapes such as \\e or \\a are not text)",
-                )
-                return None
+                return self._control(node, path, bad)
         if isinstance(node, yaml.ScalarNode) and node.style is None:
             if isinstance(value, bool) and node.value in _YAML11_BOOL_WORDS:
                 self.yaml11.add(path)
             elif isinstance(value, float):
                 self.floats.add(path)
         return value
+
+
+    def _control(self, node: yaml.Node, path: JsonPath, bad: re.Match[str]) -> None:
+        # Double-quoted escapes ("\e", "\a", ...) can smuggle terminal control sequences into
+        # names and messages; text fields only need newlines and tabs.
+        self._reject(
+            node, path, f"control character U+{ord(bad.group()):04X} in a string",
+            hint="remove it (escapes such as \\e or \\a are not text)",
+        )
 
 
 class _TooLargeError(Exception):
@@ -264,19 +295,44 @@ class _LimitError(Exception):
         self.hint = hint
 
 
-class _Loader(yaml.SafeLoader):
-    """A SafeLoader whose composer counts nodes and nesting, so hostile input fails early.
+#: Tags of plain scalars already resolved (value -> tag); bounded, it only skips repeated regex work.
+_PLAIN_TAGS: dict[str, str] = {}
+_PLAIN_TAGS_MAX = 4096
+
+
+def _resolve_scalar(value: str, implicit: tuple[bool, bool]) -> str:
+    """The tag PyYAML's safe resolver gives an untagged scalar (the loaders add no path resolvers)."""
+    if not implicit[0]:  # quoted or block: a string
+        return _STR_TAG
+    tag = _PLAIN_TAGS.get(value)
+    if tag is not None:
+        return tag
+    tag = _STR_TAG
+    table = yaml.resolver.Resolver.yaml_implicit_resolvers
+    for candidate, regexp in (*table.get(value[:1], ()), *table.get(None, ())):
+        if regexp.match(value):
+            tag = candidate
+            break
+    if len(_PLAIN_TAGS) < _PLAIN_TAGS_MAX:
+        _PLAIN_TAGS[value] = tag
+    return tag
+
+
+class _Limits(yaml.composer.Composer):
+    """A composer that counts nodes and nesting, so hostile input fails early.
 
     The count bounds time and memory before any alias is expanded; the depth bound keeps the
-    recursive composer (and everything after it) far from Python's recursion limit.
+    recursive composer (and everything after it) far from Python's (and the C stack's) limits. Mixed
+    into both event sources: libyaml's C parser and PyYAML's pure-Python one.
     """
 
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
+    def _start_limits(self) -> None:
         self._nodes = 0
         self._depth = 0
 
-    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:  # noqa: ARG002
+        # PyYAML's Composer.compose_node, with the limits, without the path-resolver hooks (the
+        # loaders have no path resolvers) and with one look at the next event instead of four.
         self._nodes += 1
         if self._nodes > MAX_NODES:
             msg = f"document has more than {MAX_NODES} nodes"
@@ -284,24 +340,291 @@ class _Loader(yaml.SafeLoader):
         if self._depth >= MAX_DEPTH:
             msg = f"nesting deeper than {MAX_DEPTH} levels"
             raise _LimitError(msg, self._mark(), "capability files nest about 7 levels deep")
+        event: Any = self.peek_event()  # type: ignore[attr-defined]
+        anchor = event.anchor
+        if isinstance(event, yaml.AliasEvent):
+            self.get_event()  # type: ignore[attr-defined]
+            if anchor not in self.anchors:
+                msg = f"found undefined alias {anchor!r}"
+                where: Any = event.start_mark
+                raise yaml.composer.ComposerError(None, None, msg, where)
+            return self.anchors[anchor]
+        if anchor is not None and anchor in self.anchors:
+            first: Any = self.anchors[anchor].start_mark
+            raise yaml.composer.ComposerError(
+                f"found duplicate anchor {anchor!r}; first occurrence", first, "second occurrence",
+                event.start_mark,
+            )
         self._depth += 1
         try:
-            return super().compose_node(parent, index)
+            if isinstance(event, yaml.ScalarEvent):
+                return self.compose_scalar_node(anchor)
+            if isinstance(event, yaml.SequenceStartEvent):
+                return self.compose_sequence_node(anchor)
+            return self.compose_mapping_node(anchor)
         finally:
             self._depth -= 1
 
+    def compose_scalar_node(self, anchor: Any) -> yaml.ScalarNode:  # noqa: ANN401 - as PyYAML's
+        event = self.get_event()  # type: ignore[attr-defined]
+        tag = event.tag
+        if tag is None or tag == "!":
+            tag = _resolve_scalar(event.value, event.implicit)
+        # libyaml marks a plain scalar with style '' where PyYAML uses None: one form for both.
+        node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, style=event.style or None)
+        if anchor is not None:
+            self.anchors[anchor] = node
+        return node
+
     def _mark(self) -> yaml.Mark:
-        event = self.peek_event()  # type: ignore[no-untyped-call]
+        event = self.peek_event()  # type: ignore[attr-defined]
         mark: yaml.Mark = event.start_mark
         return mark
 
 
-def _compose(text: str) -> yaml.Node | None:
-    loader = _Loader(text)
+class _Loader(_Limits, yaml.SafeLoader):
+    """PyYAML's pure-Python parser (the reference, and the fallback without libyaml)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._start_limits()
+
+
+if _CParser is not None:
+
+    class _CLoader(_Limits, _CParser, yaml.resolver.Resolver):  # type: ignore[misc]
+        """libyaml's C parser under the same composer and limits."""
+
+        def __init__(self, stream: str) -> None:
+            _CParser.__init__(self, stream)
+            yaml.composer.Composer.__init__(self)
+            yaml.resolver.Resolver.__init__(self)
+            self._start_limits()
+
+
+def _compose(text: str, *, fast: bool = True) -> yaml.Node | None:
+    loader: _Limits = _CLoader(text) if fast and _CParser is not None else _Loader(text)
     try:
         return loader.get_single_node()
     finally:
-        loader.dispose()
+        loader.dispose()  # type: ignore[attr-defined]
+
+
+#: Tags the fast reader constructs itself; any other sends the document to the full reader.
+_SIMPLE_TAGS = frozenset(
+    {_STR_TAG, "tag:yaml.org,2002:int", "tag:yaml.org,2002:bool", "tag:yaml.org,2002:float",
+     "tag:yaml.org,2002:null"}
+)
+#: Values of non-string plain scalars already constructed ((tag, text) -> value; all immutable).
+_CONSTRUCTED: dict[tuple[str, str], Any] = {}
+_FALLBACK = object()
+
+
+def _construct(tag: str, event: Any) -> Any:  # noqa: ANN401 - a libyaml event; plain YAML data
+    """The value SafeConstructor makes of a simple non-string scalar, or ``_FALLBACK``."""
+    key = (tag, event.value)
+    value = _CONSTRUCTED.get(key, _FALLBACK)
+    if value is not _FALLBACK:
+        return value
+    node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, style=event.style or None)
+    try:
+        value = yaml.constructor.SafeConstructor().construct_object(node, deep=True)
+    except (yaml.constructor.ConstructorError, ValueError):
+        return _FALLBACK
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > MAX_INT_BITS:
+        return _FALLBACK
+    if len(_CONSTRUCTED) < _PLAIN_TAGS_MAX:
+        _CONSTRUCTED[key] = value
+    return value
+
+
+def _fast_read(text: str, path: str) -> tuple[Any, SourceMap] | None:
+    """Read a plain document straight from libyaml's events, or None to leave it to the full reader.
+
+    The common case of a capability file has no tags, merge keys, duplicate or non-string keys,
+    control characters or odd scalars, and stays within the limits; anchors and aliases are replayed
+    (the same values, positions and counts as the full reader's expansion). For such a
+    document this builds exactly what the full reader (composer, then :class:`_Builder`) builds, in one
+    loop over the events without node objects; at the first thing outside that case it gives up
+    (None), and the full reader reads the document from the start, with all its checks and errors.
+    A syntax error also gives up.
+    """
+    if _CParser is None:
+        return None
+    parser = _CParser(text)
+    try:
+        return _fast_events(parser, path)
+    except yaml.YAMLError:
+        return None
+    finally:
+        parser.dispose()
+
+
+def _fast_events(parser: Any, path: str) -> tuple[Any, SourceMap] | None:  # noqa: ANN401 - CParser
+    get = parser.get_event
+    if type(get()) is not yaml.StreamStartEvent or type(get()) is not yaml.DocumentStartEvent:
+        return None
+    scalar_event, seq_event, map_event = yaml.ScalarEvent, yaml.SequenceStartEvent, yaml.MappingStartEvent
+    alias_event, end_events = yaml.AliasEvent, (yaml.SequenceEndEvent, yaml.MappingEndEvent)
+    values: dict[JsonPath, tuple[int, int]] = {}
+    keys: dict[JsonPath, tuple[int, int]] = {}
+    yaml11: set[JsonPath] = set()
+    floats: set[JsonPath] = set()
+    tables: tuple[Any, ...] = (values, keys, yaml11, floats)
+    nodes = chars = 0
+    # Anchored values: anchor -> (value, position, what its subtree recorded, characters of text).
+    # An entry is (0 value / 1 key / 2 YAML 1.1 bool / 3 float, path below the anchor, position).
+    anchors: dict[str, tuple[Any, tuple[int, int], list[tuple[int, JsonPath, Any]], int]] = {}
+    # While an anchored collection is open, every entry is also logged, to be replayed by aliases.
+    log: list[tuple[int, JsonPath, Any]] | None = None
+    recording = 0
+    # Open collections: [container, its path, the key awaiting its value, its anchor's bookkeeping].
+    stack: list[list[Any]] = []
+    root: Any = _FALLBACK
+    while root is _FALLBACK:
+        event = get()
+        kind = type(event)
+        if kind in end_events:
+            done = stack.pop()
+            if done[3] is not None:
+                name, apos, start, chars0 = done[3]
+                cut = len(done[1])
+                assert log is not None  # noqa: S101 - recording since the anchor opened
+                entries = [(which, where[cut:], pos) for which, where, pos in log[start:]]
+                anchors[name] = (done[0], apos, entries, chars - chars0)
+                recording -= 1
+                if not recording:
+                    log = None
+            if not stack:
+                root = done[0]
+            continue
+        anchor = event.anchor
+        if kind is not scalar_event and kind is not seq_event and kind is not map_event:
+            if kind is not alias_event:
+                return None  # an empty or second document: the full reader
+            nodes += 1
+            found = anchors.get(anchor)
+            if found is None or not stack or (stack[-1][2] is None and type(stack[-1][0]) is dict):
+                return None  # undefined (or still open), the whole document, or a key
+            value, pos, entries, more = found
+            chars += more
+            if nodes > MAX_NODES or chars > MAX_TEXT_CHARS or len(values) + len(entries) >= MAX_NODES:
+                return None  # the full reader reports the limit
+            if type(value) is dict or type(value) is list:
+                value = copy.deepcopy(value)  # each alias builds its own copy, as the full reader
+        else:
+            if event.tag is not None or (anchor is not None and anchor in anchors):
+                return None  # a tag, or an anchor defined twice: the full reader
+            nodes += 1
+            if nodes > MAX_NODES or len(stack) >= MAX_DEPTH:
+                return None
+            mark = event.start_mark
+            pos = (mark.line + 1, mark.column + 1)
+            entries = []
+        node_path: JsonPath = ()
+        if stack:
+            frame = stack[-1]
+            container = frame[0]
+            if type(container) is dict:
+                key = frame[2]
+                if key is None:  # this node is a key
+                    if (
+                        kind is not scalar_event
+                        or anchor is not None
+                        or _resolve_scalar(event.value, event.implicit) != _STR_TAG
+                    ):
+                        return None
+                    key = event.value
+                    chars += len(key)
+                    if key in container or _CONTROL.search(key) is not None:
+                        return None
+                    frame[2] = key
+                    key_path = (*frame[1], key)
+                    keys[key_path] = pos
+                    if log is not None:
+                        log.append((1, key_path, pos))
+                    continue
+                frame[2] = None
+            else:
+                key = len(container)
+            node_path = (*frame[1], key)
+        values[node_path] = pos
+        if log is not None:
+            log.append((0, node_path, pos))
+        if kind is alias_event:
+            for which, below, where in entries:
+                full = (*node_path, *below)
+                table = tables[which]
+                if which < 2:
+                    table[full] = where
+                else:
+                    table.add(full)
+                if log is not None:
+                    log.append((which, full, where))
+        elif kind is scalar_event:
+            text = event.value
+            tag = _resolve_scalar(text, event.implicit)
+            flag = 0
+            if tag == _STR_TAG:
+                value = text
+                chars += len(text)
+                if chars > MAX_TEXT_CHARS or _CONTROL.search(text) is not None:
+                    return None
+            elif tag in _SIMPLE_TAGS:
+                value = _construct(tag, event)
+                if value is _FALLBACK:
+                    return None
+                if not event.style:  # plain, as the full reader records it
+                    if isinstance(value, bool):
+                        if text in _YAML11_BOOL_WORDS:
+                            flag = 2
+                    elif isinstance(value, float):
+                        flag = 3
+                    if flag:
+                        tables[flag].add(node_path)
+                        if log is not None:
+                            log.append((flag, node_path, None))
+            else:
+                return None
+            if anchor is not None:
+                anchors[anchor] = (
+                    value, pos, [(flag, (), None)] if flag else [], len(value) if type(value) is str else 0
+                )
+        else:
+            value = {} if kind is map_event else []
+        if stack:
+            container = stack[-1][0]
+            if type(container) is dict:
+                container[node_path[-1]] = value
+            else:
+                container.append(value)
+        elif kind is scalar_event:
+            root = value
+        if kind is seq_event or kind is map_event:
+            opened = None
+            if anchor is not None:
+                if log is None:
+                    log = []
+                recording += 1
+                opened = (anchor, pos, len(log), chars)
+            stack.append([value, node_path, None, opened])
+    if type(get()) is not yaml.DocumentEndEvent or type(get()) is not yaml.StreamEndEvent:
+        return None
+    return root, SourceMap(path, values, keys, frozenset(yaml11), frozenset(floats))
+
+
+def _parse(text: str, *, libyaml: bool = True) -> yaml.Node | None:
+    """Compose ``text``, with libyaml when present.
+
+    A document libyaml refuses is read again by PyYAML's own parser, so that every syntax error is
+    worded (and placed) the same with or without libyaml.
+    """
+    if _CParser is None or not libyaml:
+        return _compose(text, fast=False)
+    try:
+        return _compose(text)
+    except yaml.YAMLError:
+        return _compose(text, fast=False)
 
 
 def _code_point(character: int | str | bytes) -> int:
@@ -347,8 +670,16 @@ def read_text(text: str, path: str) -> tuple[Any, SourceMap]:
                 )
             ]
         )
+    fast = _fast_read(text, path)
+    if fast is not None:
+        return fast
+    return _read_nodes(text, path)
+
+
+def _read_nodes(text: str, path: str, *, libyaml: bool = True) -> tuple[Any, SourceMap]:
+    """The full reader: compose a node graph (with the limits), then build data and positions."""
     try:
-        node = _compose(text)
+        node = _parse(text, libyaml=libyaml)
     except _LimitError as exc:
         limit_line, limit_col = exc.mark.line + 1, exc.mark.column + 1
         raise CapabilityErrors(
