@@ -1,7 +1,9 @@
 """The JSON Schema layer: the shape every capability file must have, and its problems located.
 
-The first of the loader's three layers (shape, values, references). jsonschema is imported on first
-validation only, so that ``import capmatrix`` stays light.
+The first of the loader's three layers (shape, values, references). A valid file is recognised by a
+predicate compiled from the schema (:mod:`capmatrix._fastschema`); jsonschema, imported on the first
+invalid file only, explains what is wrong. So ``import capmatrix`` stays light and a clean load never
+imports jsonschema.
 """
 
 from __future__ import annotations
@@ -11,18 +13,19 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from capmatrix._fastschema import Unsupported, compile_schema
 from capmatrix._hints import suggest
 from capmatrix.errors import MAX_ECHO, echo
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
     import jsonschema
 
     from capmatrix import _yaml
     from capmatrix.errors import CapabilityError
 
-__all__ = ["schema", "shape_problems", "validator"]
+__all__ = ["is_valid", "schema", "shape_problems", "validator"]
 
 
 @cache
@@ -31,6 +34,22 @@ def schema() -> dict[str, Any]:
     text = (Path(__file__).parent / "schema" / "capabilities.schema.json").read_text(encoding="utf-8")
     data: dict[str, Any] = json.loads(text)
     return data
+
+
+@cache
+def _predicate() -> Callable[[Any], bool] | None:
+    try:
+        return compile_schema(schema())
+    except Unsupported:  # a keyword the compiler lacks: jsonschema decides every file
+        return None
+
+
+def is_valid(data: Any) -> bool:  # noqa: ANN401 - plain YAML data
+    """Whether ``data`` meets the schema (the compiled predicate; jsonschema where there is none)."""
+    check = _predicate()
+    if check is not None:
+        return check(data)
+    return not any(True for _ in validator().iter_errors(data))
 
 
 @cache
@@ -57,6 +76,9 @@ def shape_problems(
             code="E103",
         ), ()
         return
+    check = _predicate()
+    if check is not None and check(data):
+        return  # the common case: valid, and jsonschema is not needed (nor imported)
     errors = sorted(validator().iter_errors(data), key=lambda e: (list(map(str, e.absolute_path))))
     for error in errors:
         path = tuple(error.absolute_path)

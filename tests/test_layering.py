@@ -22,6 +22,7 @@ CORE: dict[str, int] = {
     "capmatrix.regions": 2,
     "capmatrix.matrix": 3,
     "capmatrix._yaml": 4,
+    "capmatrix._fastschema": 4,
     "capmatrix.schema": 5,
     "capmatrix.resolver": 6,
     "capmatrix.loader": 7,
