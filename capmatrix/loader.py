@@ -925,13 +925,15 @@ def _parse_range(text: str) -> Interval | None:
     match = _CMP.match(text)
     if match:
         op, number = match.group(1), int(match.group(2))
-        return {
-            ">=": Interval(low=number, low_inclusive=True),
-            ">": Interval(low=number, low_inclusive=False),
-            "<=": Interval(high=number, high_inclusive=True),
-            "<": Interval(high=number, high_inclusive=False),
-            "==": Interval(low=number, high=number, high_inclusive=True),
-        }[op]
+        if op == ">=":
+            return Interval(low=number, low_inclusive=True)
+        if op == ">":
+            return Interval(low=number, low_inclusive=False)
+        if op == "<=":
+            return Interval(high=number, high_inclusive=True)
+        if op == "<":
+            return Interval(high=number, high_inclusive=False)
+        return Interval(low=number, high=number, high_inclusive=True)  # ==
     match = _INTERVAL.match(text)
     if match:
         return Interval(
