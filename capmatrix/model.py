@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Union
 from capmatrix.errors import InvalidValue
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
 __all__ = [
     "NONE",
@@ -241,10 +241,27 @@ class Condition:
 
     def contains(self, value: AxisValue) -> bool:
         """Whether ``value`` (known to the universe or not) satisfies this condition."""
+        return self._admits(value, any(v == value and type(v) is type(value) for v in self.values))
+
+    def mask(self, values: Sequence[AxisValue]) -> int:
+        """The bits of ``values`` this condition admits: bit ``i`` is :meth:`contains` of ``values[i]``.
+
+        The same test, with the condition's values looked up once as (type, value) pairs instead of
+        scanned per value (compiling a rule's box asks it of every value of every axis).
+        """
+        typed = {(type(v), v) for v in self.values}
+        out = 0
+        for i, value in enumerate(values):
+            if self._admits(value, (type(value), value) in typed):
+                out |= 1 << i
+        return out
+
+    def _admits(self, value: AxisValue, listed: bool) -> bool:
+        """:meth:`contains`, given whether ``value`` is one of :attr:`values` (same type)."""
         if self.optional and value == NONE and type(value) is str:
             return self.admits_none
         hit = (
-            any(v == value and type(v) is type(value) for v in self.values)
+            listed
             or any(value in interval for interval in self.intervals)
             or (type(value) is int and any(value % m == 0 for m in self.moduli))
         )

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from capmatrix.model import Axis, AxisValue, Condition, Rule
+    from capmatrix.model import Axis, AxisValue, Rule
 
 __all__ = ["Box", "Region", "Space", "bits", "box_of"]
 
@@ -73,24 +73,8 @@ def box_of(rule: Rule, space: Space) -> Box:
         if cond is None:
             out.append(axis.full_mask)
             continue
-        out.append(_mask(cond, axis.values))
+        out.append(cond.mask(axis.values))
     return tuple(out)
-
-
-def _mask(cond: Condition, values: tuple[AxisValue, ...]) -> int:
-    """The bits of ``values`` that ``cond`` admits (:meth:`Condition.contains` of each).
-
-    One set of (type, value) pairs replaces a scan of the condition's values per axis value.
-    """
-    typed = {(type(v), v) for v in cond.values}
-    intervals = cond.intervals
-    negated = cond.negated
-    mask = 0
-    for i, value in enumerate(values):
-        hit = (type(value), value) in typed or any(value in interval for interval in intervals)
-        if hit != negated:
-            mask |= 1 << i
-    return mask
 
 
 @dataclass(frozen=True, slots=True)

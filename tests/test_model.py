@@ -12,7 +12,7 @@ import capmatrix
 from capmatrix.analysis import parse_where
 from capmatrix.cli import run
 from capmatrix.errors import InvalidValue
-from capmatrix.model import Axis, AxisType, format_value
+from capmatrix.model import NONE, Axis, AxisType, AxisValue, Condition, Interval, format_value
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -107,3 +107,34 @@ def _values() -> list[AxisValue]:
 
 def test_format_value_spells_bools_in_lower_case() -> None:
     assert [format_value(v) for v in _values() if isinstance(v, bool)] == ["false", "true"]
+
+
+def _bits_of_contains(cond: Condition, values: tuple[AxisValue, ...]) -> int:
+    return sum(1 << i for i, value in enumerate(values) if cond.contains(value))
+
+
+def test_mask_is_contains_of_each_value_on_the_shipped_matrix() -> None:
+    matrix = capmatrix.load()
+    checked = 0
+    for rule in matrix.rules:
+        for name, cond in rule.conditions.items():
+            values = matrix.axes[name].values
+            assert cond.mask(values) == _bits_of_contains(cond, values), (rule.id, name)
+            checked += 1
+    assert checked > 100
+
+
+@pytest.mark.parametrize(
+    "cond",
+    [
+        Condition(axis="a", text="t", values=frozenset({True})),  # 1 == True: types must match
+        Condition(axis="a", text="t", values=frozenset({1}), negated=True),
+        Condition(axis="a", text="t", values=frozenset({"x", NONE}), optional=True, admits_none=True),
+        Condition(axis="a", text="t", values=frozenset({"x"}), optional=True),
+        Condition(axis="a", text="t", intervals=(Interval(low=2, high=8),), moduli=(3,)),
+        Condition(axis="a", text="t", moduli=(4,), negated=True, optional=True, admits_none=True),
+    ],
+)
+def test_mask_is_contains_of_each_value(cond: Condition) -> None:
+    values: tuple[AxisValue, ...] = (False, True, 0, 1, 2, 3, 4, 6, 8, 9, 12, "x", "y", NONE, "1")
+    assert cond.mask(values) == _bits_of_contains(cond, values)
