@@ -33,6 +33,7 @@ __all__ = [
     "dmn_matrix",
     "make_axes",
     "mutate",
+    "pairs_matrix",
     "random_cells",
 ]
 
@@ -461,3 +462,37 @@ def random_cells(
         seen.add(cell)
         out.append({a.name: v for a, v in zip(axes, cell, strict=True)})
     return out
+
+
+# --------------------------------------------------------------------------------------------------
+# pairs: few rules whose regions are inherently many boxes (the adversarial shape of the bounds)
+
+
+def pairs_matrix(n_pairs: int, *, values_per_axis: int = 2) -> Synthetic:
+    """Few valid rules whose answers are inherently ``2 ** n_pairs`` boxes.
+
+    ``2 * n_pairs`` enum axes, paired. Kernel ``holes`` grants everything and excludes, per pair,
+    the cells where both axes of the pair take a non-first value: its supported region is "in every
+    pair, some axis takes its first value", which no fewer than ``2 ** n_pairs`` disjoint boxes
+    describe (the cells where exactly one axis of each pair is first lie in pairwise different
+    boxes). Kernel ``pairs`` grants the excluded boxes instead; role ``gappy`` (its only candidate) has
+    that same region as its gap. ``n_pairs + 1`` rules of ``holes`` make one ``depends`` query, ``n_pairs``
+    grants make one role gap.
+    """
+    axes = tuple(
+        AxisSpec(f"p{i // 2}{'ab'[i % 2]}", "enum", tuple(f"v{k}" for k in range(values_per_axis)))
+        for i in range(2 * n_pairs)
+    )
+    rest = [f"v{k}" for k in range(1, values_per_axis)]
+    both = [
+        {axes[2 * i].name: rest if len(rest) > 1 else rest[0],
+         axes[2 * i + 1].name: rest if len(rest) > 1 else rest[0]}
+        for i in range(n_pairs)
+    ]
+    every = {axes[0].name: list(axes[0].values)}
+    rules: list[tuple[str, str, dict[str, Any]]] = [("holes", "grant", every)]
+    rules += [("holes", "exclude", region) for region in both]
+    rules += [("pairs", "grant", region) for region in both]
+    docs = _documents(axes, rules, ("holes", "pairs"), {"gappy": ["pairs"]}, per_file=25)
+    name = f"pairs-{n_pairs}x{values_per_axis}"
+    return Synthetic(name, axes, docs, len(rules), ("holes", "pairs"), ("gappy",))

@@ -12,6 +12,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from capmatrix._partition import PartitionLimit, find, partition, reduce_kernel
 from capmatrix.errors import InvalidQuery, UnknownName, did_you_mean
 from capmatrix.model import NONE, AxisType, Effect, _StrEnum, format_value
 from capmatrix.query import ANY, KernelQuery, _short
@@ -38,6 +39,8 @@ __all__ = [
 
 #: How many non-matching grants an unsupported verdict explains (closest first).
 MAX_NEAR_MISSES = 16
+#: The most boxes a residual lists; past it the residual holds the first ones and says so.
+MAX_RESIDUAL_BOXES = 256
 #: Cached resolutions per matrix before the cache is cleared (bounds memory under hostile input).
 CACHE_LIMIT = 1 << 16
 
@@ -164,6 +167,8 @@ class Resolution:
     values: Mapping[str, AxisValue]
     origins: Mapping[str, Origin]
     residual: Region | None = None
+    #: Whether the residual holds only the first ``MAX_RESIDUAL_BOXES`` boxes of a larger region.
+    residual_truncated: bool = False
     outside: tuple[str, ...] = ()
     _explain: Callable[[], tuple[Reason, ...]] | None = field(default=None, repr=False, compare=False)
     _reasons: tuple[Reason, ...] | None = field(default=None, repr=False, compare=False)
@@ -198,6 +203,7 @@ class Resolution:
             "reasons": [r.as_dict() for r in self.reasons],
             "residual": None if self.residual is None else self.residual.describe(),
             "residual_regions": None if self.residual is None else self.residual.as_dicts(),
+            "residual_truncated": self.residual_truncated,
             "outside_universe": list(self.outside),
         }
 
@@ -498,26 +504,17 @@ class Resolver:
         grants = candidates & compiled.grants
         exclusions = candidates & compiled.exclusions
         residual: Region | None = None
+        truncated = False
         if not open_axes:
             verdict = Verdict.SUPPORTED if grants and not exclusions else Verdict.UNSUPPORTED
+        elif not grants:
+            verdict = Verdict.UNSUPPORTED
         else:
-            positions = [self._positions[n] for n in open_axes]
-            space = Space(tuple(self._axes[p] for p in positions))
-            granted = Region(space, [tuple(compiled.boxes[b][p] for p in positions)
-                                     for b in bits(grants)])
-            removed = Region(space, [tuple(compiled.boxes[b][p] for p in positions)
-                                     for b in bits(exclusions)])
-            supported = granted - removed
-            if not supported:
-                verdict = Verdict.UNSUPPORTED
-            elif not (Region.full(space) - supported):
-                verdict = Verdict.SUPPORTED
-            else:
-                verdict = Verdict.DEPENDS
-                residual = supported.merged()
+            verdict, residual, truncated = self._open(compiled, open_axes, grants, exclusions)
+
         def explain() -> tuple[Reason, ...]:
             return tuple(self._reasons(compiled, verdict, values, origins, outside, grants,
-                                       exclusions, admits, residual))
+                                       exclusions, admits, residual, truncated=truncated))
 
         return Resolution(
             query=query,
@@ -527,8 +524,51 @@ class Resolver:
             values=values,
             origins=origins,
             residual=residual,
+            residual_truncated=truncated,
             outside=tuple(outside),
         )
+
+    def _open(
+        self, compiled: _CompiledKernel, open_axes: list[str], grants: int, exclusions: int
+    ) -> tuple[Verdict, Region | None, bool]:
+        """The verdict over the open axes, and the residual (at most ``MAX_RESIDUAL_BOXES`` boxes).
+
+        A region partition of the applying rules' boxes restricted to the open axes (never box
+        subtraction, which fragments exponentially): bounded by ``MAX_RESIDUAL_BOXES``; past it, a
+        depth-first walk finds the verdict and the first boxes of the residual.
+        """
+        positions = [self._positions[n] for n in open_axes]
+        space = Space(tuple(self._axes[p] for p in positions))
+        members = bits(grants | exclusions)
+        boxes = [tuple(compiled.boxes[b][p] for p in positions) for b in members]
+        g = e = 0
+        for i, b in enumerate(members):
+            if grants >> b & 1:
+                g |= 1 << i
+            else:
+                e |= 1 << i
+
+        def label(live: int) -> bool:
+            return bool(live & g) and not live & e
+
+        def relevant(live: int, covering: int) -> int:
+            return reduce_kernel(live, covering, g, e)[0]
+
+        truncated = False
+        try:
+            found = partition(space, boxes, label, relevant=relevant, limit=MAX_RESIDUAL_BOXES,
+                              watch=True)
+            inside, outside = found.get(True, []), found.get(False, [])
+        except PartitionLimit:
+            inside, complete = find(space, boxes, label, want=True, limit=MAX_RESIDUAL_BOXES,
+                                    relevant=relevant)
+            outside, _ = find(space, boxes, label, want=False, limit=1, relevant=relevant)
+            truncated = not complete
+        if not inside:
+            return Verdict.UNSUPPORTED, None, False
+        if not outside:
+            return Verdict.SUPPORTED, None, False
+        return Verdict.DEPENDS, Region(space, inside, disjoint=True).merged(), truncated
 
     def _rule_reason(self, rule: Rule, kind: ReasonKind, verb: str, label: tuple[str, str]) -> Reason:
         return Reason(
@@ -553,6 +593,8 @@ class Resolver:
         exclusions: int,
         admits: dict[int, int],
         residual: Region | None,
+        *,
+        truncated: bool = False,
     ) -> list[Reason]:
         reasons: list[Reason] = []
         rules = compiled.rules
@@ -569,8 +611,12 @@ class Resolver:
         if verdict is Verdict.UNSUPPORTED:
             reasons.extend(self._near_misses(compiled, values, admits, grants))
         if residual is not None:
+            more = (
+                f" (more than {MAX_RESIDUAL_BOXES:,} regions, first {len(residual.boxes):,} shown)"
+                if truncated else ""
+            )
             reasons.append(
-                Reason(kind=ReasonKind.RESIDUAL, message=f"supported when {residual}")
+                Reason(kind=ReasonKind.RESIDUAL, message=f"supported when {residual}{more}")
             )
         reasons.extend(
             Reason(

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import capmatrix
+from capmatrix._partition import mostly_disjoint, partition, uncovered
 from capmatrix.analysis import (
     CODES,
     Finding,
@@ -26,7 +27,6 @@ from capmatrix.analysis import (
     role_regions,
 )
 from capmatrix.analysis._boxes import Area, KernelBoxes, supported_region, witness_of
-from capmatrix.analysis._partition import mostly_disjoint, partition, uncovered
 from capmatrix.cli import run
 from capmatrix.model import Effect
 from capmatrix.regions import Region, box_of

@@ -20,6 +20,7 @@ CORE: dict[str, int] = {
     "capmatrix.model": 1,
     "capmatrix.query": 2,
     "capmatrix.regions": 2,
+    "capmatrix._partition": 3,
     "capmatrix.matrix": 3,
     "capmatrix._yaml": 4,
     "capmatrix._fastschema": 4,

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
 import capmatrix
 from capmatrix import ANY, KernelQuery, Verdict, resolve, select
+from capmatrix.resolver import MAX_RESIDUAL_BOXES, compile_matrix
 
 if TYPE_CHECKING:
     from capmatrix.model import AxisValue
@@ -234,3 +238,67 @@ def test_reasons_are_built_on_first_access_and_kept(small: capmatrix.Matrix) -> 
     assert first
     assert r.reasons is first
     assert r._reasons is first
+
+
+# --------------------------------------------------------------------------------------------------
+# Bounded answers: a few valid rules whose residual is inherently exponential
+
+
+def _pairs(n: int, values: int = 2) -> tuple[Any, capmatrix.Matrix]:
+    root = str(Path(__file__).resolve().parent.parent)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from benchmarks import synth
+
+    syn = synth.pairs_matrix(n, values_per_axis=values)
+    return syn, syn.load()
+
+
+def _open(syn: Any) -> dict[str, Any]:
+    return {a.name: ANY for a in syn.axes}
+
+
+def test_depends_residual_is_bounded_and_says_it_is_truncated() -> None:
+
+    syn, m = _pairs(13, values=3)  # 14 rules; the residual needs 2**13 disjoint boxes
+    r = resolve(KernelQuery("holes", **_open(syn)), m)
+    assert r.verdict is Verdict.DEPENDS
+    assert r.residual is not None
+    assert r.residual_truncated
+    assert 0 < len(r.residual.boxes) <= MAX_RESIDUAL_BOXES
+    residual = [x for x in r.reasons if x.kind == "residual"]
+    assert f"more than {MAX_RESIDUAL_BOXES:,} regions, first {len(r.residual.boxes):,} shown" in (
+        residual[0].message
+    )
+    assert r.as_dict()["residual_truncated"] is True
+    # Every box shown is supported: its witness cell resolves supported.
+    for box in r.residual.boxes[:20]:
+        cell = r.residual.witness(box)
+        assert resolve(KernelQuery("holes", **cast("dict[str, Any]", cell)), m).verdict is (
+            Verdict.SUPPORTED
+        )
+
+
+@pytest.mark.parametrize(("n", "values"), [(2, 2), (3, 3), (4, 2)])
+def test_depends_residual_equals_brute_force(n: int, values: int) -> None:
+    syn, m = _pairs(n, values)
+    for kernel in ("holes", "pairs"):
+        r = resolve(KernelQuery(kernel, **_open(syn)), m)
+        assert r.verdict is Verdict.DEPENDS
+        assert r.residual is not None
+        assert not r.residual_truncated
+        names = [a.name for a in syn.axes]
+        expected = set()
+        for combo in itertools.product(*(a.values for a in syn.axes)):
+            cell = dict(zip(names, combo, strict=True))
+            if resolve(KernelQuery(kernel, **cast("dict[str, Any]", cell)), m):
+                expected.add(combo)
+        got = {
+            tuple(combo)
+            for box in r.residual.as_dicts()
+            for combo in itertools.product(*(box[name] for name in names))
+        }
+        assert got == expected
+        fresh = compile_matrix(m).resolve(KernelQuery(kernel, **_open(syn)))
+        assert fresh.residual is not None
+        assert fresh.residual.boxes == r.residual.boxes  # deterministic

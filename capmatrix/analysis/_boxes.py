@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from capmatrix.analysis._partition import partition
+from capmatrix._partition import partition, reduce_kernel
 from capmatrix.model import Axis, AxisValue, Effect
 from capmatrix.regions import Region, bits, box_of, subtract
 
@@ -53,25 +53,6 @@ class KernelBoxes:
                 exclusions |= 1 << i
         boxes = tuple(box_of(r, space) for r in kernel.rules)
         return cls(kernel, boxes, grants, exclusions)
-
-
-def reduce_kernel(live: int, covering: int, grants: int, exclusions: int) -> tuple[int, bool]:
-    """The boxes of one kernel that still matter below a prefix, and whether it is surely supported.
-
-    A covering exclusion decides "unsupported" (it alone is kept, so the answer stays "unsupported"
-    whatever other boxes a caller keeps); no live grant decides it too; a covering grant makes the
-    other grants irrelevant, and with no live exclusion decides "supported".
-    """
-    if not live & grants:
-        return 0, False
-    covering_excl = covering & exclusions
-    if covering_excl:
-        return covering_excl & -covering_excl, False
-    live_excl = live & exclusions
-    covering_grants = covering & grants
-    if covering_grants:
-        return (covering_grants & -covering_grants) | live_excl, not live_excl
-    return live & (grants | exclusions), False
 
 
 class BoxIndex:

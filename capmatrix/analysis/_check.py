@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from capmatrix._partition import mostly_disjoint, partition, uncovered
 from capmatrix.analysis._boxes import (
     Area,
     BoxIndex,
@@ -20,7 +21,6 @@ from capmatrix.analysis._boxes import (
     supported_region,
     witness_of,
 )
-from capmatrix.analysis._partition import mostly_disjoint, partition, uncovered
 from capmatrix.errors import CapabilityErrors
 from capmatrix.loader import default_path, load
 from capmatrix.model import AxisType, Effect, Location, _StrEnum, format_value
@@ -534,7 +534,7 @@ def role_gap(
 ) -> Region:
     """Where no candidate of ``role`` is supported (merged).
 
-    ``local``: the partition strategy (see :func:`capmatrix.analysis._partition.partition`); by default it is
+    ``local``: the partition strategy (see :func:`capmatrix._partition.partition`); by default it is
     decided from the candidates' rules, not from their supported regions (which are disjoint boxes
     whatever the rules look like).
     """

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from capmatrix._partition import mostly_disjoint, partition
 from capmatrix.analysis._boxes import (
     Area,
     KernelBoxes,
@@ -22,7 +23,6 @@ from capmatrix.analysis._boxes import (
     supported_region,
     with_values,
 )
-from capmatrix.analysis._partition import mostly_disjoint, partition
 from capmatrix.model import _StrEnum
 from capmatrix.regions import Region, Space
 

@@ -47,8 +47,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from capmatrix._partition import partition
 from capmatrix.analysis._boxes import Area, KernelBoxes, areas, reduce_kernel
-from capmatrix.analysis._partition import partition
 from capmatrix.errors import CapmatrixError, InvalidValue, UnknownName, echo
 from capmatrix.model import AxisType, format_value
 from capmatrix.regions import Region

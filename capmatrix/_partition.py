@@ -29,12 +29,35 @@ from capmatrix.regions import bits
 if TYPE_CHECKING:
     from capmatrix.regions import Box, Space
 
-__all__ = ["mostly_disjoint", "partition", "uncovered"]
+__all__ = [
+    "PartitionLimit",
+    "find",
+    "measure",
+    "mostly_disjoint",
+    "partition",
+    "reduce_kernel",
+    "uncovered",
+]
 
 L = TypeVar("L", bound=Hashable)
 
 #: A node's result: interned entries (a label and the (axis, mask) pairs the node's subtree narrowed).
 _Tails = tuple[int, ...]
+
+#: With a ``limit``, :func:`partition` also gives up when all labels together pass this many times it.
+TOTAL_FACTOR = 8
+
+
+class PartitionLimit(Exception):
+    """:func:`partition` gave up: the answer needs more than ``limit`` boxes.
+
+    That is, the watched label needs more than ``limit`` boxes (or the whole answer more than
+    ``TOTAL_FACTOR`` times that). The caller reports a truncated answer (:func:`find`).
+    """
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(limit)
+        self.limit = limit
 
 
 def partition(
@@ -45,6 +68,8 @@ def partition(
     root: Box | None = None,
     relevant: Callable[[int, int], int] | None = None,
     local: bool | None = None,
+    limit: int | None = None,
+    watch: Hashable = None,
 ) -> dict[L, list[Box]]:
     """Map each label to the disjoint boxes of ``root`` (default: the universe) where it holds.
 
@@ -60,6 +85,10 @@ def partition(
     ``local`` picks the split axis per node (good for decision-table-shaped, mostly disjoint rules)
     instead of one global order (good for overlapping rules); None decides from ``boxes`` with
     :func:`mostly_disjoint`.
+
+    ``limit`` bounds time and memory: the boxes of label ``watch`` (of every label when ``watch`` is
+    None) never pass ``limit`` at any node (a node's count never exceeds its parent's, so this bounds
+    the answer), nor all labels ``TOTAL_FACTOR`` times that, else :class:`PartitionLimit` is raised.
     """
     width = len(space.axes)
     top = space.full_box() if root is None else root
@@ -84,6 +113,8 @@ def partition(
     label_list: list[Hashable] = []
     leaf_of: dict[int, int] = {}  # live set -> entry of its label
     decode: list[tuple[int, int, int]] = []
+    watched: list[bool] = []  # per entry: whether its label is the watched one
+    total_cap = None if limit is None else limit * TOTAL_FACTOR
     shift_axis = max(width, 1).bit_length()
     shift_mask = shift_axis + max((m.bit_length() for m in top), default=0)
     intern: dict[int, int] = {}  # (entry << shift_mask | mask << shift_axis | axis) -> entry
@@ -104,6 +135,7 @@ def partition(
             label_list.append(found)
             at = len(decode)
             decode.append((-1, lab_id, 0))
+            watched.append(watch is None or found == watch)
             intern[~lab_id] = at
         entry = leaf_of[live] = intern[~lab_id]
         return entry
@@ -179,8 +211,13 @@ def partition(
                 if at is None:
                     at = intern[code] = len(decode)
                     decode.append((split, mask, entry))
+                    watched.append(watched[entry])
                 add(at)
             result = tuple(out_entries)
+            if limit is not None and total_cap is not None and (
+                len(result) > total_cap or sum(watched[e] for e in result) > limit
+            ):
+                raise PartitionLimit(limit)
         memo[key] = reached[raw] = result
         return result
 
@@ -285,3 +322,151 @@ def uncovered(space: Space, root: Box, boxes: Sequence[Box]) -> Box | None:
     for axis, mask in path:
         out[axis] = mask
     return tuple(out)
+
+
+def _priority(width: int, live0: int, whole: list[int]) -> list[int]:
+    return sorted(range(width), key=lambda a: -(live0 & ~whole[a]).bit_count())
+
+
+def measure(
+    space: Space,
+    boxes: Sequence[Box],
+    label: Callable[[int], L],
+    *,
+    root: Box | None = None,
+    relevant: Callable[[int, int], int] | None = None,
+) -> dict[L, int]:
+    """How many cells of ``root`` (default: the universe) each label of :func:`partition` holds.
+
+    The same split as :func:`partition`, memoised per (open axes, live set), without building boxes:
+    exact sizes (shares of the universe) even where the boxes themselves are too many to list.
+    """
+    width = len(space.axes)
+    top = space.full_box() if root is None else root
+    if 0 in top:
+        return {}
+    _clipped, live0, rows, whole = _index(boxes, top)
+    priority = _priority(width, live0, whole)
+    sizes = [m.bit_count() for m in top]
+    memo: dict[tuple[int, int], dict[L, int]] = {}
+
+    def node(open_axes: int, live: int) -> dict[L, int]:
+        axes = [a for a in priority if open_axes >> a & 1]
+        cover = live
+        for a in axes:
+            cover &= whole[a]
+        if relevant is not None:
+            live = relevant(live, cover)
+            cover &= live
+        key = (open_axes, live)
+        found = memo.get(key)
+        if found is not None:
+            return found
+        undecided = live & ~cover
+        split = next((a for a in axes if undecided & ~whole[a]), -1)
+        out: dict[L, int] = {}
+        if split < 0:
+            count = 1
+            for a in axes:
+                count *= sizes[a]
+            out[label(live)] = count
+        else:
+            classes: dict[int, int] = {}
+            for flag, admitting in rows[split]:
+                sig = live & admitting
+                classes[sig] = classes.get(sig, 0) | flag
+            rest = open_axes & ~(1 << split)
+            for sig, mask in classes.items():
+                times = mask.bit_count()
+                for lab, count in node(rest, sig).items():
+                    out[lab] = out.get(lab, 0) + count * times
+        memo[key] = out
+        return out
+
+    return node((1 << width) - 1, live0)
+
+
+def find(
+    space: Space,
+    boxes: Sequence[Box],
+    label: Callable[[int], L],
+    *,
+    want: L,
+    limit: int,
+    root: Box | None = None,
+    relevant: Callable[[int, int], int] | None = None,
+) -> tuple[list[Box], bool]:
+    """Up to ``limit`` disjoint boxes of ``root`` where ``label`` is ``want``, in a fixed order.
+
+    A depth-first walk of :func:`partition`'s split that stops after ``limit`` boxes and skips
+    sub-problems known to hold no ``want`` cell: the bounded way to show part of an answer too large
+    to list. Returns the boxes (not merged) and whether they are all of them.
+    """
+    width = len(space.axes)
+    top = space.full_box() if root is None else root
+    if 0 in top or limit <= 0:
+        return [], limit > 0 or 0 in top
+    _clipped, live0, rows, whole = _index(boxes, top)
+    priority = _priority(width, live0, whole)
+    barren: set[tuple[int, int]] = set()  # sub-problems with no ``want`` cell
+    out: list[Box] = []
+    path: list[tuple[int, int]] = []
+
+    def walk(open_axes: int, live: int) -> bool:
+        """Collect ``want`` boxes below; False once past ``limit`` (one more proves there are more)."""
+        axes = [a for a in priority if open_axes >> a & 1]
+        cover = live
+        for a in axes:
+            cover &= whole[a]
+        if relevant is not None:
+            live = relevant(live, cover)
+            cover &= live
+        key = (open_axes, live)
+        if key in barren:
+            return True
+        undecided = live & ~cover
+        split = next((a for a in axes if undecided & ~whole[a]), -1)
+        before = len(out)
+        if split < 0:
+            if label(live) == want:
+                flat = list(top)
+                for axis, mask in path:
+                    flat[axis] = mask
+                out.append(tuple(flat))
+        else:
+            classes: dict[int, int] = {}
+            for flag, admitting in rows[split]:
+                sig = live & admitting
+                classes[sig] = classes.get(sig, 0) | flag
+            rest = open_axes & ~(1 << split)
+            for sig, mask in classes.items():
+                path.append((split, mask))
+                going = walk(rest, sig)
+                path.pop()
+                if not going:
+                    return False
+        if len(out) == before:
+            barren.add(key)
+        return len(out) <= limit
+
+    walk((1 << width) - 1, live0)
+    return out[:limit], len(out) <= limit
+
+
+def reduce_kernel(live: int, covering: int, grants: int, exclusions: int) -> tuple[int, bool]:
+    """The boxes of one kernel that still matter below a prefix, and whether it is surely supported.
+
+    A covering exclusion decides "unsupported" (it alone is kept, so the answer stays "unsupported"
+    whatever other boxes a caller keeps); no live grant decides it too; a covering grant makes the
+    other grants irrelevant, and with no live exclusion decides "supported".
+    """
+    if not live & grants:
+        return 0, False
+    covering_excl = covering & exclusions
+    if covering_excl:
+        return covering_excl & -covering_excl, False
+    live_excl = live & exclusions
+    covering_grants = covering & grants
+    if covering_grants:
+        return (covering_grants & -covering_grants) | live_excl, not live_excl
+    return live & (grants | exclusions), False
