@@ -673,11 +673,17 @@ def analysis_once(what: str, shape: str, n: int) -> dict[str, Any]:
     elif what == "role-gap":
         from capmatrix import analysis  # noqa: PLC0415
 
-        if hasattr(analysis, "role_gap"):
-            gaps: list[Any] = [analysis.role_gap(m, r) for r in m.roles.values()]
+        if hasattr(analysis, "bounded_gap"):
+            bounded = [analysis.bounded_gap(m, r) for r in m.roles.values()]
+            out["gap_cells"] = sum(g.cells for g in bounded)
+            out["truncated_roles"] = sum(1 for g in bounded if g.truncated)
+            gaps: list[Any] = []
+        elif hasattr(analysis, "role_gap"):
+            gaps = [analysis.role_gap(m, r) for r in m.roles.values()]
         else:
             gaps = [analysis.role_regions(m, r).get(None) for r in m.roles.values()]
-        out["gap_cells"] = sum(g.cells() for g in gaps if g is not None)
+        if gaps:
+            out["gap_cells"] = sum(g.cells() for g in gaps if g is not None)
     elif what == "diff":
         diff_mod = importlib.import_module("capmatrix.analysis")
         other = synth.mutate(syn, 0.05).build()

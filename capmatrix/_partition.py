@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
+from capmatrix.errors import CapmatrixError
 from capmatrix.regions import bits
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ _Tails = tuple[int, ...]
 TOTAL_FACTOR = 8
 
 
-class PartitionLimit(Exception):
+class PartitionLimit(CapmatrixError):
     """:func:`partition` gave up: the answer needs more than ``limit`` boxes.
 
     That is, the watched label needs more than ``limit`` boxes (or the whole answer more than

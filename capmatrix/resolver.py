@@ -37,8 +37,12 @@ __all__ = [
     "compile_matrix",
 ]
 
-#: How many non-matching grants an unsupported verdict explains (closest first).
-MAX_NEAR_MISSES = 16
+#: How many grants an explanation lists (k): the closest first, ranked by how many axes of the query
+#: they miss (grants that apply miss none); the rest are counted in one ``more`` reason. Every
+#: exclusion that applies is always listed. Per answer: ``Resolution.explain(closest=k)``.
+CLOSEST_GRANTS = 16
+#: The former name of :data:`CLOSEST_GRANTS`.
+MAX_NEAR_MISSES = CLOSEST_GRANTS
 #: The most boxes a residual lists; past it the residual holds the first ones and says so.
 MAX_RESIDUAL_BOXES = 256
 #: Cached resolutions per matrix before the cache is cleared (bounds memory under hostile input).
@@ -70,6 +74,8 @@ class ReasonKind(_StrEnum):
     DEFAULT = "default"
     #: where the kernel is supported when the verdict depends on open axes
     RESIDUAL = "residual"
+    #: how many grants the explanation leaves out (past the closest ``CLOSEST_GRANTS``)
+    MORE = "more"
 
 
 class OriginKind(_StrEnum):
@@ -170,7 +176,7 @@ class Resolution:
     #: Whether the residual holds only the first ``MAX_RESIDUAL_BOXES`` boxes of a larger region.
     residual_truncated: bool = False
     outside: tuple[str, ...] = ()
-    _explain: Callable[[], tuple[Reason, ...]] | None = field(default=None, repr=False, compare=False)
+    _explain: Callable[[int], tuple[Reason, ...]] | None = field(default=None, repr=False, compare=False)
     _reasons: tuple[Reason, ...] | None = field(default=None, repr=False, compare=False)
 
     def __bool__(self) -> bool:
@@ -183,9 +189,16 @@ class Resolution:
         if found is None:
             explain = self._explain
             # Two threads may both build the reasons; they are equal, and either may be kept.
-            found = explain() if explain is not None else ()
+            found = explain(CLOSEST_GRANTS) if explain is not None else ()
             object.__setattr__(self, "_reasons", found)
         return found
+
+    def explain(self, *, closest: int = CLOSEST_GRANTS) -> tuple[Reason, ...]:
+        """The reasons with the ``closest`` grants listed (every exclusion that applies is listed)."""
+        if closest == CLOSEST_GRANTS:
+            return self.reasons
+        explain = self._explain
+        return explain(max(0, closest)) if explain is not None else ()
 
     @property
     def rules(self) -> tuple[str, ...]:
@@ -270,6 +283,8 @@ class _CompiledKernel:
     boxes: tuple[tuple[int, ...], ...]
     #: per rule: ``"<id> (<file>:<line>)"`` and its status, rendered once for the reasons
     labels: tuple[tuple[str, str], ...] = ()
+    #: the Reason of each rule that applies (bit: grant, ~bit: exclusion), built on first use
+    reason_cache: dict[int, Reason] = field(default_factory=dict, compare=False)
 
 
 def _compile_kernel(kernel: Kernel, axes: tuple[Axis, ...]) -> _CompiledKernel:
@@ -512,9 +527,10 @@ class Resolver:
         else:
             verdict, residual, truncated = self._open(compiled, open_axes, grants, exclusions)
 
-        def explain() -> tuple[Reason, ...]:
+        def explain(closest: int) -> tuple[Reason, ...]:
             return tuple(self._reasons(compiled, verdict, values, origins, outside, grants,
-                                       exclusions, admits, residual, truncated=truncated))
+                                       exclusions, admits, residual, truncated=truncated,
+                                       closest=closest))
 
         return Resolution(
             query=query,
@@ -595,21 +611,41 @@ class Resolver:
         residual: Region | None,
         *,
         truncated: bool = False,
+        closest: int = CLOSEST_GRANTS,
     ) -> list[Reason]:
         reasons: list[Reason] = []
-        rules = compiled.rules
-        if verdict is not Verdict.UNSUPPORTED or not exclusions:
-            reasons.extend(
-                self._rule_reason(rules[b], ReasonKind.GRANT, "grants", compiled.labels[b])
-                for b in bits(grants)
-            )
+        cache = compiled.reason_cache
+        # The closest grants: those that apply (they miss no axis), then the near misses.
+        applying = bits(grants, closest)
+        for b in applying:
+            found = cache.get(b)
+            if found is None:
+                found = cache[b] = self._rule_reason(
+                    compiled.rules[b], ReasonKind.GRANT, "grants", compiled.labels[b]
+                )
+            reasons.append(found)
         if verdict is not Verdict.SUPPORTED:
-            reasons.extend(
-                self._rule_reason(rules[b], ReasonKind.EXCLUDE, "excludes", compiled.labels[b])
-                for b in bits(exclusions)
-            )
-        if verdict is Verdict.UNSUPPORTED:
-            reasons.extend(self._near_misses(compiled, values, admits, grants))
+            for b in bits(exclusions):
+                found = cache.get(~b)
+                if found is None:
+                    found = cache[~b] = self._rule_reason(
+                        compiled.rules[b], ReasonKind.EXCLUDE, "excludes", compiled.labels[b]
+                    )
+                reasons.append(found)
+        listed = len(applying)
+        if verdict is Verdict.UNSUPPORTED and listed < closest:
+            near, shown = self._near_misses(compiled, values, admits, grants, closest - listed)
+            reasons.extend(near)
+            listed += shown
+        rest = compiled.grants.bit_count() - listed if verdict is Verdict.UNSUPPORTED else (
+            grants.bit_count() - listed
+        )
+        if rest > 0:
+            what = "other grants of the kernel" if verdict is Verdict.UNSUPPORTED else "other grants apply"
+            reasons.append(Reason(
+                kind=ReasonKind.MORE,
+                message=f"... and {rest:,} {what} (not listed; the {closest} closest are)",
+            ))
         if residual is not None:
             more = (
                 f" (more than {MAX_RESIDUAL_BOXES:,} regions, first {len(residual.boxes):,} shown)"
@@ -649,13 +685,17 @@ class Resolver:
         values: dict[str, AxisValue],
         admits: dict[int, int],
         matched: int,
-    ) -> list[Reason]:
-        """Explain the grants that do not apply, closest first (fewest failing axes)."""
+        limit: int,
+    ) -> tuple[list[Reason], int]:
+        """Explain up to ``limit`` grants that do not apply, closest first (fewest failing axes).
+
+        Returns the reasons and how many grants they explain.
+        """
         # Bitsets stay non-negative (x ^ (x & y) rather than x & ~y): CPython's big-integer AND of a
         # negative operand is several times slower.
         missing = compiled.grants ^ (compiled.grants & matched)
-        if not missing:
-            return []
+        if not missing or limit <= 0:
+            return [], 0
         # Bit-sliced counters: counters[k] holds bit k of each grant's number of failing axes.
         counters: list[int] = []
         for admit in admits.values():
@@ -673,12 +713,13 @@ class Resolver:
             level = missing
             for k, counter in enumerate(counters):
                 level = level & counter if failures >> k & 1 else level ^ (level & counter)
-            chosen.extend(bits(level, MAX_NEAR_MISSES - len(chosen)))
-            if len(chosen) >= MAX_NEAR_MISSES:
+            chosen.extend(bits(level, limit - len(chosen)))
+            if len(chosen) >= limit:
                 break
         reasons = []
         shown: dict[int, str] = {}  # per axis position: the query's value as the messages print it
-        for bit in chosen[:MAX_NEAR_MISSES]:
+        chosen = chosen[:limit]
+        for bit in chosen:
             rule = compiled.rules[bit]
             label, status = compiled.labels[bit]
             conditions = rule.conditions
@@ -707,4 +748,4 @@ class Resolver:
                         status=status,
                     )
                 )
-        return reasons
+        return reasons, len(chosen)

@@ -6,9 +6,10 @@ import io
 import json
 import re
 import shutil
+import sys
 from itertools import product
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 from analysis_synthetic import cells, random_matrix, rule_applies, supported_at
@@ -21,9 +22,12 @@ from capmatrix.analysis import (
     CODES,
     Finding,
     Severity,
+    TooManyRegions,
     Witness,
+    bounded_gap,
     check,
     check_path,
+    role_gap,
     role_regions,
 )
 from capmatrix.analysis._boxes import Area, KernelBoxes, supported_region, witness_of
@@ -451,3 +455,32 @@ def test_check_missing_directory_is_unloadable(tmp_path: Path) -> None:
     assert result.exit_status() == 2
     assert [f.code for f in result.findings] == ["C001"]
     assert "matrix directory not found" in result.findings[0].message
+
+
+def test_check_bounds_a_gap_of_exponentially_many_regions() -> None:
+    """16 grants whose role gap needs 2**16 merged boxes: reported truncated, with the exact share."""
+    root = str(Path(__file__).resolve().parent.parent)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from benchmarks import synth
+
+    m = synth.pairs_matrix(12).load()
+    findings = check(m, max_regions=100)
+    gaps = [f for f in findings if f.code == "C108"]
+    assert len(gaps) == 1
+    assert "more than 100 regions, first" in gaps[0].message
+    assert 0 < len(gaps[0].regions) <= 100
+    # The gap is "some axis of every pair at its first value": 3**12 of 4**12 cells.
+    assert f"({3**12 / 4**12:.1%} of the universe)" in gaps[0].message
+    gap = bounded_gap(m, m.roles["gappy"], limit=100)
+    assert gap.truncated
+    assert gap.cells == 3**12
+    for area in gaps[0].regions[:10]:  # every region shown lies in the gap
+        cell = cast("dict[str, Any]", area.witness)
+        assert not capmatrix.resolve(capmatrix.KernelQuery("pairs", **cell), m)
+    with pytest.raises(TooManyRegions, match="more than 100 regions"):
+        role_gap(m, m.roles["gappy"], limit=100)
+    four = synth.pairs_matrix(4).load()
+    small = bounded_gap(four, four.roles["gappy"], limit=100)
+    assert not small.truncated
+    assert small.total == 2**4

@@ -11,7 +11,7 @@ import pytest
 
 import capmatrix
 from capmatrix import ANY, KernelQuery, Verdict, resolve, select
-from capmatrix.resolver import MAX_RESIDUAL_BOXES, compile_matrix
+from capmatrix.resolver import CLOSEST_GRANTS, MAX_RESIDUAL_BOXES, compile_matrix
 
 if TYPE_CHECKING:
     from capmatrix.model import AxisValue
@@ -302,3 +302,37 @@ def test_depends_residual_equals_brute_force(n: int, values: int) -> None:
         fresh = compile_matrix(m).resolve(KernelQuery(kernel, **_open(syn)))
         assert fresh.residual is not None
         assert fresh.residual.boxes == r.residual.boxes  # deterministic
+
+
+def test_explanation_lists_every_exclusion_and_the_closest_grants() -> None:
+    """One kernel of 400 overlapping rules: reasons stay bounded, exclusions all listed, rest counted."""
+    root = str(Path(__file__).resolve().parent.parent)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from benchmarks import synth
+
+    syn = synth.boxes_matrix(400, n_kernels=1)
+    m = syn.build()
+    kernel = m.kernels["k000"]
+    for cell in synth.random_cells(syn.axes, 40, seed=3):
+        r = resolve(KernelQuery("k000", **cast("dict[str, Any]", cell)), m)
+        applying = [x for x in kernel.rules
+                    if all(c.contains(cell[a]) for a, c in x.conditions.items())]
+        excl = {x.id for x in applying if x.effect == "exclude"}
+        grants = [x.id for x in applying if x.effect == "grant"]
+        kinds = [x.kind for x in r.reasons]
+        if r.verdict is Verdict.UNSUPPORTED:
+            assert {x.rule_id for x in r.reasons if x.kind == "exclude"} == excl
+        listed = {x.rule_id for x in r.reasons if x.kind in ("grant", "mismatch")}
+        assert len(listed) <= CLOSEST_GRANTS
+        assert {x.rule_id for x in r.reasons if x.kind == "grant"} <= set(grants)
+        more = [x for x in r.reasons if x.kind == "more"]
+        total = len(kernel.grants) if r.verdict is Verdict.UNSUPPORTED else len(grants)
+        if total > len(listed):
+            assert more
+            assert f"{total - len(listed):,} other grant" in more[0].message
+        else:
+            assert "more" not in kinds
+        wide = r.explain(closest=1000)
+        assert {x.rule_id for x in wide if x.kind == "grant"} == set(grants)
+        assert not [x for x in wide if x.kind == "more"] or r.verdict is Verdict.UNSUPPORTED

@@ -12,10 +12,14 @@ from __future__ import annotations
 
 from capmatrix.analysis._boxes import Area as Area
 from capmatrix.analysis._check import CODES as CODES
+from capmatrix.analysis._check import MAX_REGIONS as MAX_REGIONS
 from capmatrix.analysis._check import CheckResult as CheckResult
 from capmatrix.analysis._check import Finding as Finding
+from capmatrix.analysis._check import Gap as Gap
 from capmatrix.analysis._check import Severity as Severity
+from capmatrix.analysis._check import TooManyRegions as TooManyRegions
 from capmatrix.analysis._check import Witness as Witness
+from capmatrix.analysis._check import bounded_gap as bounded_gap
 from capmatrix.analysis._check import check as check
 from capmatrix.analysis._check import check_path as check_path
 from capmatrix.analysis._check import problem_findings as problem_findings
@@ -49,6 +53,7 @@ __all__ = [
     "CODES",
     "DEFAULT_TIMEOUT",
     "MAX_CALLS",
+    "MAX_REGIONS",
     "Area",
     "Case",
     "CaseResult",
@@ -56,6 +61,7 @@ __all__ = [
     "CheckResult",
     "ExpectReport",
     "Finding",
+    "Gap",
     "KernelDiff",
     "LegacyComparison",
     "LegacyError",
@@ -64,7 +70,9 @@ __all__ = [
     "RoleDiff",
     "RoleShift",
     "Severity",
+    "TooManyRegions",
     "Witness",
+    "bounded_gap",
     "check",
     "check_path",
     "compare_legacy",

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from capmatrix._partition import mostly_disjoint, partition, uncovered
+from capmatrix._partition import PartitionLimit, find, measure, mostly_disjoint, partition, uncovered
 from capmatrix.analysis._boxes import (
     Area,
     BoxIndex,
@@ -21,13 +21,13 @@ from capmatrix.analysis._boxes import (
     supported_region,
     witness_of,
 )
-from capmatrix.errors import CapabilityErrors
+from capmatrix.errors import CapabilityErrors, CapmatrixError
 from capmatrix.loader import default_path, load
 from capmatrix.model import AxisType, Effect, Location, _StrEnum, format_value
 from capmatrix.regions import Region, bits
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Mapping
+    from collections.abc import Callable, Iterable, Iterator, Mapping
 
     from capmatrix.errors import CapabilityError
     from capmatrix.matrix import Matrix
@@ -36,10 +36,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CODES",
+    "MAX_REGIONS",
     "CheckResult",
     "Finding",
+    "Gap",
     "Severity",
+    "TooManyRegions",
     "Witness",
+    "bounded_gap",
     "check",
     "check_path",
     "problem_findings",
@@ -75,6 +79,10 @@ CODES: dict[str, tuple[Severity, str]] = {
     "C109": (Severity.WARNING, "shadowed role candidate"),
     "C110": (Severity.ERROR, "kernel supports nothing"),
 }
+
+#: The most merged regions one finding (or a role's gap) lists; past it the finding says how many it
+#: shows, and the share of the universe stays exact. ``check(..., max_regions=N)`` / ``--max-regions``.
+MAX_REGIONS = 1_000
 
 #: Loader problem codes that map to a specific finding code (others become C001).
 _LOADER_CODES = {"E221": "C002", "E230": "C002", "E222": "C003", "E231": "C003", "E240": "C004"}
@@ -240,20 +248,42 @@ def problem_findings(problems: Iterable[CapabilityError]) -> tuple[Finding, ...]
     return tuple(sorted(out, key=Finding.sort_key))
 
 
-def check(matrix: Matrix) -> tuple[Finding, ...]:
-    """Every finding for a loaded matrix, errors first."""
+def check(matrix: Matrix, *, max_regions: int = MAX_REGIONS) -> tuple[Finding, ...]:
+    """Every finding for a loaded matrix, errors first.
+
+    ``max_regions`` bounds every region computed (time and memory): a kernel's supported region
+    or a role's gap that needs more merged boxes is reported by its first ones, with its exact share.
+    """
     space = matrix.space
     findings: list[Finding] = []
-    supported: dict[str, Region] = {}
+    supported: dict[str, Region | None] = {}
     compiled = {name: KernelBoxes.of(kernel, space) for name, kernel in matrix.kernels.items()}
     local = mostly_disjoint([b for c in compiled.values() for b in c.boxes])
     for name, boxes in compiled.items():
-        region = supported_region(space, boxes, local=local)
+        region = _bounded_supported(space, boxes, local=local, limit=max_regions)
         supported[name] = region
         findings.extend(_kernel_findings(space, boxes, region))
     for role in matrix.roles.values():
-        findings.extend(_role_findings(matrix, role, supported, local=local))
+        findings.extend(_role_findings(matrix, role, supported, local=local, limit=max_regions))
     return tuple(sorted(findings, key=Finding.sort_key))
+
+
+def _bounded_supported(
+    space: Space, compiled: KernelBoxes, *, local: bool, limit: int
+) -> Region | None:
+    """The kernel's supported region, or None when it needs more than ``limit`` boxes."""
+    if local:
+        return supported_region(space, compiled, local=True)
+    grants, exclusions = compiled.grants, compiled.exclusions
+    try:
+        found = partition(
+            space, compiled.boxes, lambda live: bool(live & grants) and not live & exclusions,
+            relevant=lambda live, cov: reduce_kernel(live, cov, grants, exclusions)[0],
+            local=False, limit=limit, watch=True,
+        )
+    except PartitionLimit:
+        return None
+    return Region(space, found.get(True, []), disjoint=True)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -264,7 +294,9 @@ def _rule_area(space: Space, box: Box) -> tuple[Area, ...]:
     return areas(Region(space, [box], disjoint=True))
 
 
-def _kernel_findings(space: Space, compiled: KernelBoxes, supported: Region) -> Iterator[Finding]:
+def _kernel_findings(
+    space: Space, compiled: KernelBoxes, supported: Region | None
+) -> Iterator[Finding]:
     kernel = compiled.kernel
     rules = kernel.rules
     boxes = compiled.boxes
@@ -289,8 +321,17 @@ def _kernel_findings(space: Space, compiled: KernelBoxes, supported: Region) -> 
             f"{rule.id} matches nothing in the universe: no declared value satisfies {conds}",
             locations=(rule.location,), rules=(rule.id,), kernels=(name,),
         )
+    grants_of, excl_of = compiled.grants, compiled.exclusions
+
+    def supported_in(root: Box) -> bool:
+        """Whether some cell of ``root`` is supported (for a kernel whose region is too large)."""
+        found, _ = find(space, boxes, lambda live: bool(live & grants_of) and not live & excl_of,
+                        want=True, limit=1, root=root,
+                        relevant=lambda live, cov: reduce_kernel(live, cov, grants_of, excl_of)[0])
+        return bool(found)
+
     # C110 kernel supports nothing
-    if not supported:
+    if not (supported_in(space.full_box()) if supported is None else supported):
         yield _finding(
             "C110",
             f"kernel {name} is supported nowhere in the universe"
@@ -298,7 +339,7 @@ def _kernel_findings(space: Space, compiled: KernelBoxes, supported: Region) -> 
             locations=(kernel.location,), kernels=(name,),
         )
     # C101 dead grants: g ∩ supported = ∅ (supported ∩ g is exactly g minus the exclusions).
-    if supported.boxes and nonvacuous_grants:
+    if supported is not None and supported.boxes and nonvacuous_grants:
         sup_index = BoxIndex(space, supported.boxes, (1 << len(supported.boxes)) - 1)
         all_supported = (1 << len(supported.boxes)) - 1
     else:
@@ -308,6 +349,8 @@ def _kernel_findings(space: Space, compiled: KernelBoxes, supported: Region) -> 
     for i in bits(nonvacuous_grants):
         box = boxes[i]
         if sup_index is not None and sup_index.intersecting(box, all_supported):
+            continue
+        if supported is None and supported_in(box):
             continue
         rule = rules[i]
         killers = [rules[j] for j in bits(excl_index.intersecting(box, nonvacuous_excl))]
@@ -525,61 +568,185 @@ def _role_partition(
     return partition(sp, boxes, winner, relevant=relevant, root=root)
 
 
+@dataclass(frozen=True, slots=True)
+class Gap:
+    """A role's gap within a bound: its first merged regions, how many there are, its exact size."""
+
+    #: Merged: every region of the gap, or its first ``limit`` when there are more.
+    region: Region
+    #: How many merged regions the whole gap has; None when more than ``limit`` (not counted).
+    total: int | None
+    #: Cells of the whole gap (exact, truncated or not).
+    cells: int
+    limit: int
+
+    @property
+    def truncated(self) -> bool:
+        """Whether ``region`` holds only part of the gap."""
+        return self.total is None or self.total > len(self.region.boxes)
+
+    def count(self) -> str:
+        """``12 regions``, or ``more than 1,000 regions, first 1,000 shown``."""
+        shown = len(self.region.boxes)
+        if self.total is None:
+            return f"more than {self.limit:,} regions, first {shown:,} shown"
+        plural = "s" if self.total != 1 else ""
+        if self.total > shown:
+            return f"{self.total:,} region{plural}, first {shown:,} shown"
+        return f"{self.total:,} region{plural}"
+
+
+class TooManyRegions(CapmatrixError):
+    """An exact answer needs more regions than the bound allows."""
+
+
 def role_gap(
     matrix: Matrix,
     role: Role,
-    supported: Mapping[str, Region] | None = None,
+    supported: Mapping[str, Region | None] | None = None,
     *,
     local: bool | None = None,
+    limit: int = MAX_REGIONS,
 ) -> Region:
     """Where no candidate of ``role`` is supported (merged).
 
     ``local``: the partition strategy (see :func:`capmatrix._partition.partition`); by default it is
     decided from the candidates' rules, not from their supported regions (which are disjoint boxes
     whatever the rules look like).
+
+    :raises TooManyRegions: when the gap needs more than ``limit`` merged boxes (see
+        :func:`bounded_gap` for the first ones, the count and the exact size).
+    """
+    gap = bounded_gap(matrix, role, supported, local=local, limit=limit)
+    if gap.truncated:
+        msg = f"role {role.name}: the gap has {gap.count()}; raise the limit or use bounded_gap"
+        raise TooManyRegions(msg)
+    return gap.region
+
+
+def bounded_gap(
+    matrix: Matrix,
+    role: Role,
+    supported: Mapping[str, Region | None] | None = None,
+    *,
+    local: bool | None = None,
+    limit: int = MAX_REGIONS,
+) -> Gap:
+    """Where no candidate of ``role`` is supported, within ``limit`` merged boxes (see :class:`Gap`).
+
+    From the candidates' supported regions when each is known (``supported``, or computed within the
+    limit); else from their rules directly, with the first-supported-candidate label.
     """
     space = matrix.space
+    kernels = [matrix.kernels[c] for c in role.candidates if c in matrix.kernels]
+    compiled = [KernelBoxes.of(k, space) for k in kernels]
     if local is None:
-        local = mostly_disjoint(
-            [b for c in role.candidates if c in matrix.kernels
-             for b in KernelBoxes.of(matrix.kernels[c], space).boxes]
-        )
-    gaps: list[Box] = []
-    for candidates, root in _orders(matrix, role, space):
-        boxes: list[Box] = []
-        for candidate in candidates:
-            kernel = matrix.kernels.get(candidate)
-            if kernel is None:
-                continue
-            own = supported.get(candidate) if supported is not None else None
-            if own is None:
-                own = supported_region(space, KernelBoxes.of(kernel, space))
-            boxes.extend(own.merged().boxes)
+        local = mostly_disjoint([b for c in compiled for b in c.boxes])
+    known: dict[str, Region | None] = {}
+    for kernel, boxes in zip(kernels, compiled, strict=True):
+        if supported is not None and kernel.name in supported:
+            known[kernel.name] = supported[kernel.name]
+        else:
+            known[kernel.name] = _bounded_supported(space, boxes, local=local, limit=limit)
+    by_name = {k.name: c for k, c in zip(kernels, compiled, strict=True)}
+    orders = _orders(matrix, role, space)
+    if len(orders) == 1 and orders[0][1] is None:
+        candidates = [c for c in orders[0][0] if c in by_name]
+        return _gap_within(space, [by_name[c] for c in candidates], [known[c] for c in candidates],
+                           None, local, limit)
+    shown: list[Box] = []
+    cells = 0
+    counted: int | None = 0
+    for candidates, root in orders:
+        part = _gap_within(space, [by_name[c] for c in candidates if c in by_name],
+                           [known[c] for c in candidates if c in by_name], root, local, limit)
+        shown.extend(part.region.boxes[: max(0, limit - len(shown))])
+        cells += part.cells
+        counted = None if counted is None or part.total is None else counted + part.total
+    if role.orders:  # where no order applies, no candidate is tried
+        rest = Region.full(space) - Region(space, [b for o in role.orders for b in o.area],
+                                           disjoint=True)
+        shown.extend(rest.boxes[: max(0, limit - len(shown))])
+        cells += rest.cells()
+        counted = None if counted is None else counted + len(rest.boxes)
+    region = Region(space, shown, disjoint=True).merged()
+    # Several pieces (a query-dependent order): past the bound, the merged count is not known.
+    total = len(region.boxes) if counted is not None and counted <= limit else None
+    return Gap(region, total, cells, limit)
+
+
+def _gap_within(
+    space: Space,
+    compiled: list[KernelBoxes],
+    regions: list[Region | None],
+    root: Box | None,
+    local: bool,
+    limit: int,
+) -> Gap:
+    """Where none of the candidates is supported within ``root``, bounded (see :func:`bounded_gap`)."""
+    label: Callable[[int], bool]
+    relevant: Callable[[int, int], int]
+    boxes_of: list[Box] = []
+    merged = [None if r is None else r.merged() for r in regions]
+    # The smaller input wins: the candidates' supported boxes (when known), or their rules' boxes.
+    if all(r is not None for r in merged) and sum(len(r.boxes) for r in merged if r is not None) <= sum(
+        len(c.boxes) for c in compiled
+    ):
+        for region in merged:
+            boxes_of.extend(region.boxes)  # type: ignore[union-attr]
+
+        def label(live: int) -> bool:
+            return bool(live)
 
         def relevant(live: int, covering: int) -> int:
             return covering & -covering if covering else live
+    else:
+        parts: list[tuple[int, int]] = []
+        for c in compiled:
+            offset = len(boxes_of)
+            boxes_of.extend(c.boxes)
+            parts.append((c.grants << offset, c.exclusions << offset))
 
-        found = partition(space, boxes, bool, relevant=relevant, local=local, root=root)
-        gaps.extend(found.get(False, []))
-    if role.orders:  # where no order applies, no candidate is tried
-        gaps.extend((Region.full(space) - Region(space, [b for o in role.orders for b in o.area],
-                                                 disjoint=True)).boxes)
-    return Region(space, gaps, disjoint=True).merged()
+        def label(live: int) -> bool:
+            return any(live & g and not live & e for g, e in parts)
+
+        def relevant(live: int, covering: int) -> int:
+            keep = 0
+            for g, e in parts:
+                kept, decided = reduce_kernel(live, covering, g, e)
+                keep |= kept
+                if decided:
+                    break
+            return keep
+
+    try:
+        found = partition(space, boxes_of, label, relevant=relevant, local=local, root=root,
+                          limit=limit, watch=False)
+    except PartitionLimit:
+        first, _ = find(space, boxes_of, label, want=False, limit=limit, root=root,
+                        relevant=relevant)
+        cells = measure(space, boxes_of, label, root=root, relevant=relevant).get(False, 0)
+        return Gap(Region(space, first, disjoint=True).merged(), None, cells, limit)
+    whole = Region(space, found.get(False, []), disjoint=True).merged()
+    total = len(whole.boxes)
+    if total <= limit:
+        return Gap(whole, total, whole.cells(), limit)
+    shown = Region(space, whole.boxes[:limit], disjoint=True).merged()
+    return Gap(shown, total, whole.cells(), limit)
 
 
 def _role_findings(
-    matrix: Matrix, role: Role, supported: Mapping[str, Region], *, local: bool
+    matrix: Matrix, role: Role, supported: Mapping[str, Region | None], *, local: bool, limit: int
 ) -> Iterator[Finding]:
     space = matrix.space
-    gap = role_gap(matrix, role, supported, local=local)
-    if gap:
-        found = areas(gap)
-        share = gap.cells() / space.cells(space.full_box())
+    gap = bounded_gap(matrix, role, supported, local=local, limit=limit)
+    if gap.region:
+        found = areas(gap.region)
+        share = gap.cells / space.cells(space.full_box())
         yield _finding(
             "C108",
-            f"role {role.name}: no candidate is supported in {len(found)} region"
-            f"{'s' if len(found) != 1 else ''} ({share:.1%} of the universe), e.g. "
-            f"{found[0].description}",
+            f"role {role.name}: no candidate is supported in {gap.count()} "
+            f"({share:.1%} of the universe), e.g. {found[0].description}",
             locations=(role.location,), kernels=tuple(role.candidates),
             witness=Witness.at(space, found[0].witness, role=role.name), regions=found,
         )
@@ -590,6 +757,9 @@ def _role_findings(
         if kernel is None:
             continue
         own = supported[candidate]
+        if own is None:
+            earlier = []  # too large to list: later candidates are not compared (a bound, not a claim)
+            continue
         if winners is not None:  # a query-dependent order: never selected = wins nowhere
             never = bool(own) and candidate not in winners
         else:
