@@ -615,15 +615,19 @@ class Resolver:
     ) -> list[Reason]:
         reasons: list[Reason] = []
         cache = compiled.reason_cache
-        # The closest grants: those that apply (they miss no axis), then the near misses.
+        # The closest grants: those that apply (they miss no axis), then the near misses. When the
+        # verdict is "unsupported", the exclusions that decided it come first.
         applying = bits(grants, closest)
+        granted: list[Reason] = []
         for b in applying:
             found = cache.get(b)
             if found is None:
                 found = cache[b] = self._rule_reason(
                     compiled.rules[b], ReasonKind.GRANT, "grants", compiled.labels[b]
                 )
-            reasons.append(found)
+            granted.append(found)
+        if verdict is not Verdict.UNSUPPORTED:
+            reasons.extend(granted)
         if verdict is not Verdict.SUPPORTED:
             for b in bits(exclusions):
                 found = cache.get(~b)
@@ -632,6 +636,8 @@ class Resolver:
                         compiled.rules[b], ReasonKind.EXCLUDE, "excludes", compiled.labels[b]
                     )
                 reasons.append(found)
+        if verdict is Verdict.UNSUPPORTED:
+            reasons.extend(granted)
         listed = len(applying)
         if verdict is Verdict.UNSUPPORTED and listed < closest:
             near, shown = self._near_misses(compiled, values, admits, grants, closest - listed)
