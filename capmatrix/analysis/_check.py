@@ -638,7 +638,8 @@ def bounded_gap(
     limit); else from their rules directly, with the first-supported-candidate label.
     """
     space = matrix.space
-    kernels = [matrix.kernels[c] for c in role.candidates if c in matrix.kernels]
+    names = dict.fromkeys([*role.candidates, *(c for o in role.orders for c in o.candidates)])
+    kernels = [matrix.kernels[c] for c in names if c in matrix.kernels]
     compiled = [KernelBoxes.of(k, space) for k in kernels]
     if local is None:
         local = mostly_disjoint([b for c in compiled for b in c.boxes])
@@ -651,8 +652,8 @@ def bounded_gap(
     by_name = {k.name: c for k, c in zip(kernels, compiled, strict=True)}
     orders = _orders(matrix, role, space)
     if len(orders) == 1 and orders[0][1] is None:
-        candidates = [c for c in orders[0][0] if c in by_name]
-        return _gap_within(space, [by_name[c] for c in candidates], [known[c] for c in candidates],
+        present = [c for c in orders[0][0] if c in by_name]
+        return _gap_within(space, [by_name[c] for c in present], [known[c] for c in present],
                            None, local, limit)
     shown: list[Box] = []
     cells = 0
