@@ -157,6 +157,21 @@ def test_extract_runs_setup_py_and_distils_it(tmp_path: Path) -> None:
     assert not (tmp_path / "generated").exists()
 
 
+def test_extract_drops_specs_without_kernel_code(tmp_path: Path) -> None:
+    # generate_files skips a spec whose get_kernel_code returns None (every mask type switched off)
+    setup = tmp_path / "setup.py"
+    setup.write_text(
+        FAKE_SETUP + "\ndef get_kernel_code(kspec, kname, lname):\n"
+        "    return None if kspec.head_size == 64 else 'code'\n",
+        encoding="utf-8",
+    )
+    table = tool.extract(setup, {"ENABLE_SM120": "1"})
+    assert table[0] == {
+        "sm": 120, "dtype": "bf16", "kind": "context", "head_sizes": [], "softcapping_head_sizes": [128],
+    }
+    assert len(table) == 4
+
+
 def test_extract_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     setup = tmp_path / "setup.py"
     setup.write_text(FAKE_SETUP.replace('os.environ["ENABLE_SM120"] == "1"', "True"), encoding="utf-8")

@@ -273,8 +273,17 @@ def extract(setup_py: Path, env: Mapping[str, str]) -> list[dict[str, Any]]:
         spec.loader.exec_module(module)
         if not hasattr(module, "enumerate_kernels") or not hasattr(module, "generate_files"):
             raise TableError(f"{setup_py}: no enumerate_kernels()/generate_files(); not fmha_v2's setup.py")
-        # capture the filtered kernel list instead of writing sources and building a traits printer
-        module.__dict__["generate_files"] = lambda names: captured.extend(kspec for kspec, *_ in names)
+        # capture the filtered kernel list instead of writing sources and building a traits printer;
+        # like generate_files, drop the specs for which get_kernel_code generates no source (no mask kept)
+        kernel_code = getattr(module, "get_kernel_code", None)
+
+        def capture(names: Sequence[tuple[Any, ...]]) -> None:
+            captured.extend(
+                kspec for kspec, _fname, lname, kname in names
+                if kernel_code is None or kernel_code(kspec, kname, lname) is not None
+            )
+
+        module.__dict__["generate_files"] = capture
         module.enumerate_kernels()
     return table_from_specs(captured)
 
