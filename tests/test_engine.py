@@ -227,8 +227,67 @@ def test_head_dim_outside_the_universe_is_allowed() -> None:
 
 
 @pytest.mark.parametrize(
+    ("extra", "axes"),
+    [
+        # gpt-oss style: layer_types mixes windowed and global layers; model_type gpt_oss has sinks
+        ({"model_type": "gpt_oss", "sliding_window": 128,
+          "layer_types": ["sliding_attention", "full_attention"]},
+         {"sliding_window": True, "per_layer_window": True, "attention_sinks": True}),
+        # one kind of layer only: no per-layer window
+        ({"sliding_window": 4096, "layer_types": ["sliding_attention", "sliding_attention"]},
+         {"sliding_window": True, "per_layer_window": False}),
+        # Gemma 3 style: a global layer every sliding_window_pattern layers
+        ({"sliding_window": 1024, "sliding_window_pattern": 6},
+         {"sliding_window": True, "per_layer_window": True}),
+        ({"sliding_window": 1024, "sliding_window_pattern": 1},
+         {"sliding_window": True, "per_layer_window": False}),
+        # the pattern says nothing without an active window
+        ({"sliding_window_pattern": 6}, {}),
+        # Llama 4 style chunked attention; an explicit null reads as off
+        ({"attention_chunk_size": 8192}, {"chunked_attention": True}),
+        ({"attention_chunk_size": None}, {"chunked_attention": False}),
+        # Gemma 2 soft-capping; Gemma 3's null and a zero read as off
+        ({"attn_logit_softcapping": 50.0}, {"logit_softcapping": True}),
+        ({"attn_logit_softcapping": None}, {"logit_softcapping": False}),
+        ({"attn_logit_softcapping": 0}, {"logit_softcapping": False}),
+        # a use_sinks field wins over the model_type
+        ({"use_sinks": True}, {"attention_sinks": True}),
+        ({"model_type": "gpt_oss", "use_sinks": False}, {"attention_sinks": False}),
+    ],
+    ids=["gpt_oss", "one_layer_kind", "pattern_6", "pattern_1", "pattern_no_window", "chunk", "chunk_null",
+         "softcap", "softcap_null", "softcap_zero", "use_sinks", "use_sinks_false"],
+)
+def test_layer_features_from_config_fields(extra: dict[str, Any], axes: dict[str, Any]) -> None:
+    base = {"model_type": "brand_new", "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64}
+    derived = dict(query_from_hf_config({**base, **extra}).axes)
+    for name in ("attention", "head_dim", "q_per_kv"):
+        derived.pop(name)
+    assert derived == axes
+
+
+def test_layer_features_are_read_from_text_config() -> None:
+    config = {"model_type": "llama4", "torch_dtype": "bfloat16",
+              "text_config": {"model_type": "llama4_text", "num_attention_heads": 40,
+                              "num_key_value_heads": 8, "head_dim": 128, "attention_chunk_size": 8192}}
+    given = {"sm": 90, "spec_dec": "none", "phase": "generation", "kv_cache_dtype": "bf16"}
+    q = query_from_hf_config(config, "xqa", **given)
+    assert q.model == "llama4_scout"
+    assert q.axes["chunked_attention"] is True
+    # XQA's JIT kernels refuse chunked attention (the chunked layers fall back to MMHA); the same
+    # query for the model's global (NoPE) layers is served
+    refused = capmatrix.resolve(q)
+    assert refused.verdict is capmatrix.Verdict.UNSUPPORTED
+    assert "xqa.chunked_attention_single_token" in {r.rule_id for r in refused.reasons}
+    served = capmatrix.resolve(query_from_hf_config(config, "xqa", chunked_attention=False, **given))
+    assert served.verdict is capmatrix.Verdict.SUPPORTED
+
+
+@pytest.mark.parametrize(
     ("config", "overrides", "needle"),
     [
+        (dict(LLAMA3_8B, layer_types="sliding_attention"), {}, "layer_types"),
+        (dict(LLAMA3_8B, attn_logit_softcapping="50"), {}, "attn_logit_softcapping"),
+        (dict(LLAMA3_8B, attention_chunk_size=-1), {}, "attention_chunk_size"),
         (dict(LLAMA3_8B, torch_dtype="float64"), {}, "float64"),
         (dict(LLAMA3_8B, num_key_value_heads=5), {}, "not a multiple"),
         (dict(LLAMA3_8B, num_attention_heads="32"), {}, "num_attention_heads"),

@@ -136,8 +136,58 @@ def _config_axes(config: object) -> dict[str, AxisValue]:
     window = _field(config, "sliding_window")
     if isinstance(window, int) and not isinstance(window, bool) and window > 0:
         axes["sliding_window"] = _field(config, "use_sliding_window") is not False
-    elif "sliding_window" in (config if isinstance(config, Mapping) else dir(config)):
+    elif _has_field(config, "sliding_window"):
         axes["sliding_window"] = False
+    axes.update(_layer_feature_axes(config, outer, windowed=axes.get("sliding_window") is True))
+    return axes
+
+
+#: model_types whose attention always carries learned per-head sinks, which are weights, not config
+#: fields: huggingface/transformers src/transformers/models/gpt_oss/modeling_gpt_oss.py
+#: @ 6edf5b311854175ff83c59179b3360beca1ceffc (GptOssAttention.__init__ creates ``self.sinks`` in every
+#: layer, unconditionally).
+_SINK_MODEL_TYPES: Final = frozenset({"gpt_oss"})
+
+
+def _has_field(config: object, name: str) -> bool:
+    return name in config if isinstance(config, Mapping) else hasattr(config, name)
+
+
+def _layer_feature_axes(config: object, outer: object, *, windowed: bool) -> dict[str, AxisValue]:
+    """per_layer_window, chunked_attention, logit_softcapping and attention_sinks, where the config says.
+
+    per_layer_window: ``layer_types`` names more than one kind of layer (gpt-oss, newer Gemma 2/3
+    configs), or a windowed config sets ``sliding_window_pattern`` above 1 (Gemma 3: one global layer
+    every N). chunked_attention: a positive ``attention_chunk_size`` (Llama 4). logit_softcapping: a
+    positive ``attn_logit_softcapping`` (Gemma 2; an explicit null or 0 reads as false).
+    attention_sinks: a ``use_sinks`` field, else the model_type (``_SINK_MODEL_TYPES``). An axis the
+    config says nothing about is left out, so the model entry or the axis default decides.
+    """
+    axes: dict[str, AxisValue] = {}
+    layer_types = _field(config, "layer_types")
+    if layer_types is not None:
+        if not isinstance(layer_types, (list, tuple)) or not all(isinstance(t, str) for t in layer_types):
+            raise InvalidQuery(f"config field 'layer_types' must be a list of strings, got {layer_types!r}")
+        axes["per_layer_window"] = len(set(layer_types)) > 1
+    elif windowed:
+        pattern = _positive_int(config, ("sliding_window_pattern",))
+        if pattern is not None:
+            axes["per_layer_window"] = pattern > 1
+    chunk = _positive_int(config, ("attention_chunk_size",))
+    if chunk is not None:
+        axes["chunked_attention"] = True
+    elif _has_field(config, "attention_chunk_size"):
+        axes["chunked_attention"] = False
+    if _has_field(config, "attn_logit_softcapping"):
+        cap = _field(config, "attn_logit_softcapping")
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, float))):
+            raise InvalidQuery(f"config field 'attn_logit_softcapping' must be a number or null, got {cap!r}")
+        axes["logit_softcapping"] = cap is not None and cap > 0
+    sinks = _field(config, "use_sinks")
+    if sinks is not None:
+        axes["attention_sinks"] = sinks is True
+    elif {_field(outer, "model_type"), _field(config, "model_type")} & _SINK_MODEL_TYPES:
+        axes["attention_sinks"] = True
     return axes
 
 
@@ -177,7 +227,10 @@ def query_from_hf_config(
     else ``head_dim`` or ``hidden_size // num_attention_heads``; dtype and kv_cache_dtype from
     ``torch_dtype``; the model family from ``_name_or_path`` through the models' ``hf_ids``, else
     from ``model_type`` through their ``hf_model_types``. A multimodal config's attention fields are
-    read from its nested ``text_config`` (llava, mllama, Llama 4, Gemma 3).
+    read from its nested ``text_config`` (llava, mllama, Llama 4, Gemma 3). per_layer_window from
+    ``layer_types`` / ``sliding_window_pattern``, chunked_attention from ``attention_chunk_size``,
+    logit_softcapping from ``attn_logit_softcapping``, attention_sinks from ``use_sinks`` or a model_type
+    whose attention always has sinks (gpt_oss).
     ``overrides`` (axis values) win over everything derived.
 
     :raises InvalidQuery: for a config field of the wrong type, an unknown dtype, an enum value or axis
