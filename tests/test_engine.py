@@ -269,8 +269,7 @@ def test_layer_features_are_read_from_text_config() -> None:
     config = {"model_type": "llama4", "torch_dtype": "bfloat16",
               "text_config": {"model_type": "llama4_text", "num_attention_heads": 40,
                               "num_key_value_heads": 8, "head_dim": 128, "attention_chunk_size": 8192}}
-    given = {"sm": 90, "spec_dec": "none", "phase": "generation", "kv_cache_dtype": "bf16"}
-    q = query_from_hf_config(config, "xqa", **given)
+    q = query_from_hf_config(config, "xqa", sm=90, spec_dec="none", phase="generation", kv_cache_dtype="bf16")
     assert q.model == "llama4_scout"
     assert q.axes["chunked_attention"] is True
     # XQA's JIT kernels refuse chunked attention (the chunked layers fall back to MMHA); the same
@@ -278,7 +277,10 @@ def test_layer_features_are_read_from_text_config() -> None:
     refused = capmatrix.resolve(q)
     assert refused.verdict is capmatrix.Verdict.UNSUPPORTED
     assert "xqa.chunked_attention_single_token" in {r.rule_id for r in refused.reasons}
-    served = capmatrix.resolve(query_from_hf_config(config, "xqa", chunked_attention=False, **given))
+    served = capmatrix.resolve(query_from_hf_config(
+        config, "xqa", sm=90, spec_dec="none", phase="generation", kv_cache_dtype="bf16",
+        chunked_attention=False,
+    ))
     assert served.verdict is capmatrix.Verdict.SUPPORTED
 
 
