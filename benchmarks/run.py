@@ -536,6 +536,10 @@ def _load_runs(path: str | None, repeat: int) -> dict[str, Any]:
     return out
 
 
+def _signed(seconds: float) -> str:
+    return ("+" if seconds >= 0 else "-") + fmt_time(abs(seconds))
+
+
 def _wall_note(wall: Timing, peak_rss: int, extra: str = "") -> str:
     return f"wall {fmt_timing(wall)}; peak RSS {fmt_bytes(peak_rss)}{extra}"
 
@@ -562,9 +566,9 @@ def section_startup(quick: bool) -> Section:
     delta = imp_c.median - bare_c.median
     sec.rows.append(Row("`python -c pass` (baseline)", fmt_timing(bare_c), note=_wall_note(bare_w, bare_rss)))
     sec.rows.append(Row(
-        "`python -c 'import capmatrix'`", fmt_timing(imp_c), BEFORE["import"], f"+{fmt_time(delta)}",
+        "`python -c 'import capmatrix'`", fmt_timing(imp_c), BEFORE["import"], _signed(delta),
         "<= +25 ms", delta <= 0.025,
-        note=_wall_note(imp_w, imp_rss, f" (wall +{fmt_time(imp_w.median - bare_w.median)} over bare)"),
+        note=_wall_note(imp_w, imp_rss, f" (wall {_signed(imp_w.median - bare_w.median)} over bare)"),
     ))
     mods = _child(
         "import sys, json, capmatrix; "
