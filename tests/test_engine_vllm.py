@@ -1,0 +1,190 @@
+"""capmatrix.engine.vllm against vLLM 0.33.0's own answers.
+
+The record (capabilities/evidence/vllm_0.33.0_selection.json, made by tools/record_vllm_selection.py from
+vLLM's selection code) holds, for every cell of capability x head size x dtype x KV dtype x block size x
+{mha, mla, sparse mla} x sinks, the backend vLLM chooses and what it says of each of 20 forced backends.
+The differential compares every cell, automatic and forced, and the priority list of every cell.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import capmatrix
+from capmatrix.cli import run
+from capmatrix.engine.vllm import ROLE, NoValidBackend, backend_order, select_backend
+
+RECORD = Path(__file__).resolve().parent.parent / "capabilities/evidence/vllm_0.33.0_selection.json"
+CELLS = 20160
+FORCED = 20
+
+
+@pytest.fixture(scope="module")
+def record() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(RECORD.read_text(encoding="utf-8"))
+    return data
+
+
+def _kwargs(key: str, column: str) -> dict[str, Any]:
+    cap, head, dtype, kv, block = key.split("/")
+    major, minor = cap.split(".")
+    return {
+        "capability": (int(major), int(minor)),
+        "head_size": int(head),
+        "dtype": dtype,
+        "kv_cache_dtype": kv,
+        "block_size": None if block == "-" else int(block),
+        "use_mla": column.startswith("mla"),
+        "use_sparse": "sparse" in column,
+        "has_sink": column.endswith("+sink"),
+    }
+
+
+def _forced_valid(kwargs: dict[str, Any], backend: str) -> bool:
+    try:
+        select_backend(**kwargs, selected=backend)
+    except NoValidBackend:
+        return False
+    return True
+
+
+def test_record_shape(record: dict[str, Any]) -> None:
+    assert record["vllm"] == {"version": "0.33.0", "commit": "4ba787ec9",
+                              "wheel": "vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl"}
+    assert len(record["cells"]) * len(record["columns"]) == CELLS
+    assert len(record["forced"]) == FORCED
+    # every forced backend of the record is a kernel of the matrix: none is skipped
+    kernels = capmatrix.default_matrix().kernels
+    assert all("vllm_" + name.lower() in kernels for name in record["forced"])
+    candidates = set(capmatrix.default_matrix().roles[ROLE].candidates)
+    assert {"vllm_" + n.lower() for order in record["orders"] for n in order} <= candidates
+
+
+def test_differential_every_cell(record: dict[str, Any]) -> None:
+    """Every cell: the automatic choice, the priority list, the rejected backends in vLLM's order when
+    nothing is valid, and every forced backend's verdict. No disagreement is tolerated.
+    """
+    reason_sets = record["reason_sets"]
+    forced = record["forced"]
+    disagreements: Counter[str] = Counter()
+    examples: dict[str, str] = {}
+    checks = 0
+    for key, outcome_ids in record["cells"].items():
+        for column, oid in zip(record["columns"], outcome_ids, strict=True):
+            want, order_id, rsets = record["outcomes"][oid]
+            kwargs = _kwargs(key, column)
+            order = tuple(record["orders"][order_id])
+            try:
+                got = select_backend(**kwargs)
+                rejected: tuple[str, ...] | None = None
+            except NoValidBackend as exc:
+                got, rejected = None, exc.backends
+            checks += 1
+            if got != want:
+                disagreements["auto"] += 1
+                examples.setdefault("auto", f"{key} {column}: vLLM {want}, matrix {got}")
+            checks += 1
+            if backend_order(**kwargs) != order:
+                disagreements["order"] += 1
+                examples.setdefault("order", f"{key} {column}: {order} != {backend_order(**kwargs)}")
+            if got is None and rejected != order:  # NoValidBackend names every backend in vLLM's order
+                disagreements["rejected"] += 1
+                examples.setdefault("rejected", f"{key} {column}: {rejected} != {order}")
+            for backend, rs in zip(forced, rsets, strict=True):
+                # [] = valid; a list of reasons, or {"raises": ...} where vLLM crashed: not valid
+                valid = reason_sets[rs] == []
+                checks += 1
+                if _forced_valid(kwargs, backend) is not valid:
+                    disagreements[backend] += 1
+                    examples.setdefault(backend, f"{key} {column}: vLLM valid={valid}")
+    assert checks == CELLS * (2 + FORCED)
+    assert not disagreements, (dict(disagreements), examples)
+
+
+def test_no_valid_backend_reasons() -> None:
+    """MLA with fp32 on SM90: every MLA backend of vLLM's list refuses, each with the matrix's reason."""
+    with pytest.raises(NoValidBackend) as info:
+        select_backend(capability=(9, 0), head_size=576, dtype="float32", kv_cache_dtype="auto",
+                       block_size=None, use_mla=True)
+    exc = info.value
+    assert isinstance(exc, ValueError)
+    assert list(exc.reasons) == ["FLASH_ATTN_MLA", "FLASHMLA", "FLASHINFER_MLA", "TRITON_MLA",
+                                 "FLASH_ATTN_MLA_SPARSE", "FLASHMLA_SPARSE", "FLASHINFER_MLA_SPARSE_SM90"]
+    assert all(exc.reasons.values())
+    assert any("dtype" in r for r in exc.reasons["TRITON_MLA"])
+    with pytest.raises(NoValidBackend) as forced:
+        select_backend(capability=(12, 0), head_size=576, dtype="bf16", kv_cache_dtype="auto",
+                       block_size=None, use_mla=True, use_sparse=True, selected="FLASHMLA_SPARSE")
+    assert list(forced.value.reasons) == ["FLASHMLA_SPARSE"]
+    assert any("sm" in r for r in forced.value.reasons["FLASHMLA_SPARSE"])
+
+
+def test_oddities_of_vllm() -> None:
+    """Cells where vLLM 0.33.0's answer is surprising; the matrix reproduces each on purpose."""
+    sink192: dict[str, Any] = {"capability": (10, 0), "head_size": 192, "dtype": "bf16",
+        "kv_cache_dtype": "auto", "block_size": None, "use_mla": False, "has_sink": True}
+    # sinks accepted on SM10x head 192: the gate asks the platform-default FA version (4)
+    assert select_backend(**sink192) == "FLASH_ATTN"
+    # 'fp8' is fp8_ds_mla for FLASHMLA_SPARSE, so fp8 and fp8_e4m3 pick different backends on SM90
+    sparse: dict[str, Any] = {"capability": (9, 0), "head_size": 576, "dtype": "bf16",
+        "block_size": None, "use_mla": True, "use_sparse": True}
+    assert select_backend(**sparse, kv_cache_dtype="fp8") == "FLASHMLA_SPARSE"
+    assert select_backend(**sparse, kv_cache_dtype="fp8_e4m3") == "FLASHINFER_MLA_SPARSE_SM90"
+    # torch's dtype names are accepted
+    assert select_backend(**{**sparse, "dtype": "torch.bfloat16"}, kv_cache_dtype="fp8") == "FLASHMLA_SPARSE"
+    # an unset block size is not checked; a given one is: FLASHINFER on SM10x, head 256
+    mha: dict[str, Any] = {"capability": (10, 0), "head_size": 256, "dtype": "bf16",
+        "kv_cache_dtype": "auto", "use_mla": False}
+    assert select_backend(**mha, block_size=None) == "FLASHINFER"
+    assert _forced_valid({**mha, "block_size": None}, "FLASH_ATTN")
+    assert not _forced_valid({**mha, "block_size": 64}, "FLASH_ATTN")  # hd256 kernel: multiples of 128
+
+
+def test_environment_and_model_axes() -> None:
+    """The defaults model the stock wheel; a caller can say otherwise through ``extra``."""
+    b12x: dict[str, Any] = {"capability": (12, 0), "head_size": 128, "dtype": "bf16",
+        "kv_cache_dtype": "auto", "block_size": 64, "use_mla": False, "selected": "B12X"}
+    with pytest.raises(NoValidBackend):
+        select_backend(**b12x)
+    assert select_backend(**b12x, extra={"vllm_b12x": True}) == "B12X"
+    sparse10: dict[str, Any] = {"capability": (10, 0), "head_size": 576, "dtype": "bf16",
+        "kv_cache_dtype": "auto", "block_size": None, "use_mla": True, "use_sparse": True}
+    assert select_backend(**sparse10) == "FLASHMLA_SPARSE"
+    assert select_backend(**sparse10, extra={"vllm_mla_heads": 16}) == "FLASH_ATTN_MLA_SPARSE_FA4"
+    assert backend_order(**sparse10, extra={"vllm_mla_heads": 16})[-3:] == (
+        "FLASH_ATTN_MLA_SPARSE_FA4", "FLASHINFER_MLA_SPARSE", "FLASHMLA_SPARSE")
+    mha9: dict[str, Any] = {"capability": (9, 0), "head_size": 128, "dtype": "bf16",
+        "kv_cache_dtype": "auto", "block_size": None, "use_mla": False}
+    assert select_backend(**mha9) == "FLASH_ATTN"
+    assert select_backend(**mha9, has_sink=True, extra={"vllm_fa3_built": False}) == "FLASHINFER"
+    assert backend_order(**mha9, extra={"use_mm_prefix": True})[0] == "TRITON_FLASH_ATTN"
+
+
+def test_cli_select_answers_the_same(record: dict[str, Any]) -> None:
+    """`capmatrix select vllm_attention ...` gives vLLM's answer: a spread of cells, every column."""
+    keys = sorted(record["cells"])[::613]
+    assert len(keys) >= 6
+    for key in keys:
+        for column, oid in zip(record["columns"], record["cells"][key], strict=True):
+            want = record["outcomes"][oid][0]
+            kw = _kwargs(key, column)
+            major, minor = kw["capability"]
+            argv = ["select", ROLE, "--json", "--sm", str(major * 10 + minor),
+                    "--head-dim", str(kw["head_size"]),
+                    "--dtype", kw["dtype"], "--vllm-kv-cache-dtype", kw["kv_cache_dtype"],
+                    "--attention", "mla" if kw["use_mla"] else "gqa",
+                    "--use-sparse", str(kw["use_sparse"]).lower(),
+                    "--attention-sinks", str(kw["has_sink"]).lower()]
+            if kw["block_size"] is not None:
+                argv += ["--block-size", str(kw["block_size"])]
+            out, err = io.StringIO(), io.StringIO()
+            code = run(argv, out, err)
+            kernel = json.loads(out.getvalue())["kernel"]
+            got = kernel and kernel.removeprefix("vllm_").upper()
+            assert got == want, (key, column, code, err.getvalue())
