@@ -414,3 +414,31 @@ def test_only_plain_members_within_the_matrix_are_extracted(
     name: str, kind: bytes, linkname: str, refused: bool
 ) -> None:
     assert (_unsafe(_member(name, kind, linkname), "capabilities") is not None) is refused
+
+
+def test_role_orders_in_diff(tmp_path: Path) -> None:
+    """A role whose candidate list depends on the query: the diff follows each side's orders, value by
+    value against select() over every cell of the small universe.
+    """
+    from test_loader_features import AXES, CELLS, KERNELS
+
+    old_dir, new_dir = tmp_path / "old", tmp_path / "new"
+    changed = KERNELS.replace("candidates: [tri, fa, slow]", "candidates: [fa, slow]")
+    for root, kernels in ((old_dir, KERNELS), (new_dir, changed)):
+        root.mkdir()
+        (root / "axes.yaml").write_text(AXES, encoding="utf-8")
+        (root / "k.yaml").write_text(kernels, encoding="utf-8")
+    old, new = capmatrix.load(old_dir), capmatrix.load(new_dir)
+    assert not any(r.changed for r in diff(old, old).roles)
+    role = next(r for r in diff(old, new).roles if r.role == "pick")
+    want = set()
+    for sm, head, block, mla, lib in CELLS:
+        query = capmatrix.KernelQuery(sm=sm, head=head, block=block, mla=mla, lib=lib)
+        pair = (capmatrix.select("pick", query, old).kernel, capmatrix.select("pick", query, new).kernel)
+        if pair[0] != pair[1]:
+            want.add(pair)
+    assert want  # the change moves some cells
+    assert {(s.old, s.new) for s in role.shifts} == want
+    for shift in role.shifts:  # only where the SM >= 100 order applies, never for MLA
+        assert all(set(area.values["sm"]) <= {100, 120} and area.values["mla"] == (False,)
+                   for area in shift.areas)

@@ -213,6 +213,18 @@ class _Pool:
             self.sides[side] |= 1 << at
         return grants, exclusions
 
+    def add_area(self, side: int, key: str, boxes: list[Box]) -> int:
+        """Bit set of the boxes where candidate list ``key`` of a role applies, on ``side``."""
+        bits = 0
+        for box in boxes:
+            at = self.index.get((key, True, box))
+            if at is None:
+                at = self.index[(key, True, box)] = len(self.boxes)
+                self.boxes.append(box)
+            bits |= 1 << at
+            self.sides[side] |= 1 << at
+        return bits
+
     @property
     def changed(self) -> int:
         """Boxes present on one side only: where none is live, both sides answer alike."""
@@ -266,19 +278,47 @@ def _local(boxes: list[Box]) -> bool:
     return mostly_disjoint(boxes)
 
 
-def _winner_parts(
-    matrix: Matrix, role: Role | None, pool: _Pool, side: int
-) -> list[tuple[str, int, int]]:
-    out: list[tuple[str, int, int]] = []
-    if role is None:
-        return out
-    for candidate in role.candidates:
-        kernel = matrix.kernels.get(candidate)
-        if kernel is None:
+#: One candidate list of a role on one side: the pool bits of the area where it applies (None:
+#: everywhere, a role without orders) and (candidate, grants, exclusions) per candidate.
+_Order = tuple[int | None, list[tuple[str, int, int]]]
+
+
+def _area_box(space: Space, matrix: Matrix, box: tuple[int, ...]) -> Box:
+    """An order's area box (over ``matrix``'s space) over the diff's ``space``.
+
+    A value the matrix does not know is inside only where the box leaves its axis whole.
+    """
+    own = {axis.name: (axis, mask) for axis, mask in zip(matrix.space.axes, box, strict=True)}
+    out = []
+    for axis in space.axes:
+        found = own.get(axis.name)
+        if found is None or found[1] == found[0].full_mask:
+            out.append(axis.full_mask)
             continue
-        grants, exclusions = pool.add(side, kernel)
-        out.append((candidate, grants, exclusions))
-    return out
+        mine, mask = found
+        out.append(sum(1 << i for i, v in enumerate(axis.values)
+                       if (j := mine.index(v)) is not None and mask >> j & 1))
+    return tuple(out)
+
+
+def _winner_parts(matrix: Matrix, role: Role | None, pool: _Pool, side: int) -> list[_Order]:
+    if role is None:
+        return []
+
+    def parts(candidates: tuple[str, ...]) -> list[tuple[str, int, int]]:
+        out: list[tuple[str, int, int]] = []
+        for candidate in candidates:
+            kernel = matrix.kernels.get(candidate)
+            if kernel is None:
+                continue
+            grants, exclusions = pool.add(side, kernel)
+            out.append((candidate, grants, exclusions))
+        return out
+
+    if not role.orders:
+        return [(None, parts(role.candidates))]
+    return [(pool.add_area(side, f"{role.name}#{j}", [_area_box(pool.space, matrix, b) for b in o.area]),
+             parts(o.candidates)) for j, o in enumerate(role.orders)]
 
 
 def _role_diff(
@@ -289,26 +329,40 @@ def _role_diff(
         _winner_parts(old, old.roles.get(name), pool, 0),
         _winner_parts(new, new.roles.get(name), pool, 1),
     ]
-    same_order = [c for c, _g, _e in sides[0]] == [c for c, _g, _e in sides[1]]
-    changed = pool.changed
 
-    def winner(parts: list[tuple[str, int, int]], live: int) -> str | None:
-        for candidate, g, e in parts:
-            if live & g and not live & e:
-                return candidate
+    def shape(orders: list[_Order]) -> list[tuple[int | None, list[str]]]:
+        return [(w, [c for c, _g, _e in parts]) for w, parts in orders]
+
+    same_order = shape(sides[0]) == shape(sides[1])
+    changed = pool.changed
+    areas_bits = 0
+    for orders in sides:
+        for w, _parts in orders:
+            areas_bits |= w or 0
+
+    def winner(orders: list[_Order], live: int) -> str | None:
+        for w, parts in orders:
+            if w is not None and not live & w:
+                continue
+            for candidate, g, e in parts:
+                if live & g and not live & e:
+                    return candidate
+            return None
         return None
 
     def label(live: int) -> tuple[str | None, str | None]:
         return winner(sides[0], live), winner(sides[1], live)
 
-    # Per side: (grants, exclusions, grants | exclusions) of each candidate, and all their boxes.
-    flat = [([(g, e, g | e) for _c, g, e in parts], _union(parts)) for parts in sides]
+    # Per candidate list: (grants, exclusions, grants | exclusions) of each candidate, and all boxes.
+    flat = [([(g, e, g | e) for _c, g, e in parts], _union(parts))
+            for orders in sides for _w, parts in orders]
 
     def relevant(live: int, covering: int) -> int:
         if same_order and not live & changed:
             return 0  # both sides see the same rules in the same order: the same winner
-        # reduce_kernel per candidate, inlined (this runs once per partition node).
-        keep = 0
+        # reduce_kernel per candidate, inlined (this runs once per partition node); the areas of
+        # the candidate lists always matter.
+        keep = live & areas_bits
         for parts, every in flat:
             if not live & every:
                 continue
