@@ -1,0 +1,61 @@
+"""tools/import_vllm_backends.py: the recorded class-attribute table and the YAML agree (drift check)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SRC = Path("/work/dl/vllm-0.33.0")
+
+
+def _tool() -> ModuleType:
+    path = ROOT / "tools/import_vllm_backends.py"
+    spec = importlib.util.spec_from_file_location("import_vllm_backends", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+TOOL = _tool()
+
+
+def test_yaml_matches_recorded_table() -> None:
+    table = TOOL.load_table()
+    assert table["vllm"] == {"version": "0.33.0", "commit": "4ba787ec9"}
+    kernels = TOOL.KERNELS.read_text(encoding="utf-8")
+    assert TOOL.check(table, kernels, TOOL.AXES.read_text(encoding="utf-8")) == []
+    assert TOOL.run(["--check"]) == 0
+
+
+def test_check_catches_drift() -> None:
+    """A changed dtype list, KV list, head list or block modulus in the YAML is reported with its line."""
+    table = TOOL.load_table()
+    kernels = TOOL.KERNELS.read_text(encoding="utf-8")
+    axes = TOOL.AXES.read_text(encoding="utf-8")
+    for old, new, needle in [
+        ("vllm_kv_cache_dtype: [fp8, fp8_e4m3], head_dim: [512, 576], block_size: {multiple_of: 32}",
+         "vllm_kv_cache_dtype: [fp8], head_dim: [512, 576], block_size: {multiple_of: 32}",
+         "TOKENSPEED_MLA"),
+        ("head_dim: [512, 576], block_size: {multiple_of: 128}",
+         "head_dim: [512, 576], block_size: {multiple_of: 64}", "CUTLASS_MLA"),
+        ("sm: sm_12x, dtype: bf16,", "sm: sm_12x, dtype: [fp16, bf16],", "B12X"),
+    ]:
+        assert old in kernels, old
+        problems = TOOL.check(table, kernels.replace(old, new, 1), axes)
+        assert len(problems) == 1, problems
+        assert problems[0].startswith(needle), problems
+
+
+@pytest.mark.skipif(not (SRC / "vllm").is_dir(), reason="vLLM 0.33.0 sources not unpacked at /work/dl")
+def test_extract_reproduces_the_record() -> None:
+    recorded = json.loads(TOOL.TABLE.read_text(encoding="utf-8"))
+    assert TOOL.extract(SRC) == recorded

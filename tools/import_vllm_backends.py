@@ -1,0 +1,241 @@
+#!/usr/bin/env python3
+"""Read vLLM's CUDA attention-backend class attributes into a recorded table, and check the matrix.
+
+    python tools/import_vllm_backends.py --check                 # exit 1 when the YAML drifted
+    python tools/import_vllm_backends.py extract --vllm-src DIR  # re-read the sources, print the table
+
+The table lives in ``capabilities/evidence/sources/vllm_0.33.0_backends.json``: per
+``AttentionBackendEnum`` name, the class, its file and line, and what its class body says literally
+(``supported_dtypes``, ``supported_kv_cache_dtypes``, the list ``get_supported_head_sizes`` and
+``get_supported_kernel_block_sizes`` return), each with the line it was read from, following base
+classes inside vLLM when a class does not say. ``extract`` reads the sources with :mod:`ast` (nothing of
+vLLM is imported or run), so the table can be refreshed at a new release and compared.
+
+``--check`` compares the table with the base grant (``vllm_<name>.base``) of each kernel of
+``capabilities/kernels/vllm_attention.yaml``: its ``dtype``, ``vllm_kv_cache_dtype`` (the values the
+axis declares) and ``head_dim`` / ``block_size`` lists where the class gives a literal list. Logic that
+is code (capability checks, combinations, model-config reads) stays hand-written, citing path:line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+TABLE = ROOT / "capabilities" / "evidence" / "sources" / "vllm_0.33.0_backends.json"
+KERNELS = ROOT / "capabilities" / "kernels" / "vllm_attention.yaml"
+AXES = ROOT / "capabilities" / "axes.yaml"
+B = "vllm/v1/attention/backends/"
+#: AttentionBackendEnum name -> (file, class) of its CUDA backend (backends/registry.py).
+BACKENDS: dict[str, tuple[str, str]] = {
+    "FLASH_ATTN": (B + "flash_attn.py", "FlashAttentionBackend"),
+    "FLASHINFER": (B + "flashinfer.py", "FlashInferBackend"),
+    "TRITON_ATTN": (B + "triton_attn.py", "TritonAttentionBackend"),
+    "FLEX_ATTENTION": (B + "flex_attention.py", "FlexAttentionBackend"),
+    "TURBOQUANT": (B + "turboquant_attn.py", "TurboQuantAttentionBackend"),
+    "B12X": (B + "b12x.py", "B12xPagedAttentionBackend"),
+    "TRITON_MLA": (B + "mla/triton_mla.py", "TritonMLABackend"),
+    "FLASH_ATTN_MLA": (B + "mla/flashattn_mla.py", "FlashAttnMLABackend"),
+    "FLASHMLA": (B + "mla/flashmla.py", "FlashMLABackend"),
+    "FLASHINFER_MLA": (B + "mla/flashinfer_mla.py", "FlashInferMLABackend"),
+    "TOKENSPEED_MLA": (B + "mla/tokenspeed_mla.py", "TokenspeedMLABackend"),
+    "CUTLASS_MLA": (B + "mla/cutlass_mla.py", "CutlassMLABackend"),
+    "FLASHMLA_SPARSE": (B + "mla/flashmla_sparse.py", "FlashMLASparseBackend"),
+    "FLASH_ATTN_MLA_SPARSE": (B + "mla/flashattn_mla_sparse.py", "FlashAttnMLASparseBackend"),
+    "FLASH_ATTN_MLA_SPARSE_FA4": (B + "mla/flashattn_mla_sparse.py", "FlashAttnMLASparseFA4Backend"),
+    "FLASHINFER_MLA_SPARSE": (B + "mla/flashinfer_mla_sparse.py", "FlashInferMLASparseTRTLLMBackend"),
+    "FLASHINFER_MLA_SPARSE_SM120": (B + "mla/flashinfer_mla_sparse.py",
+                                    "FlashInferMLASparseSM120Backend"),
+    "FLASHINFER_MLA_SPARSE_SM90": (B + "mla/flashinfer_mla_sparse_sm90.py",
+                                   "FlashInferMLASparseSM90Backend"),
+}
+#: Where base classes named in the files above are defined.
+BASES: dict[str, str] = {
+    "AttentionBackend": "vllm/v1/attention/backend.py",
+    "MLACommonBackend": "vllm/model_executor/layers/attention/mla_attention.py",
+}
+TORCH_DTYPES = {"float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp32", "float": "fp32"}
+#: The MLA base class lists head size 320, which the matrix's head_dim axis does not declare.
+OUTSIDE_HEAD = 320
+FIELDS = ("supported_dtypes", "supported_kv_cache_dtypes", "head_sizes", "block_sizes")
+METHODS = {"get_supported_head_sizes": "head_sizes", "get_supported_kernel_block_sizes": "block_sizes"}
+
+
+class TableError(ValueError):
+    """The sources or the recorded table do not have the expected shape."""
+
+
+def _literal(node: ast.expr) -> list[object] | None:
+    """A list literal of torch dtypes, strings, ints or MultipleOf(n); None for anything else."""
+    if not isinstance(node, ast.List):
+        return None
+    out: list[object] = []
+    for item in node.elts:
+        if isinstance(item, ast.Constant) and isinstance(item.value, str | int):
+            out.append(item.value)
+        elif (isinstance(item, ast.Attribute) and isinstance(item.value, ast.Name)
+              and item.value.id == "torch"):
+            if item.attr not in TORCH_DTYPES:
+                return None
+            out.append(TORCH_DTYPES[item.attr])
+        elif (isinstance(item, ast.Call) and isinstance(item.func, ast.Name)
+              and item.func.id == "MultipleOf" and len(item.args) == 1
+              and isinstance(item.args[0], ast.Constant)):
+            out.append({"multiple_of": item.args[0].value})
+        else:
+            return None
+    return out
+
+
+def _class_facts(cls: ast.ClassDef) -> dict[str, dict[str, Any]]:
+    """What a class body states literally: field -> {value, line} (value None: computed by code)."""
+    found: dict[str, dict[str, Any]] = {}
+    for stmt in cls.body:
+        if isinstance(stmt, ast.AnnAssign | ast.Assign):
+            targets = [stmt.target] if isinstance(stmt, ast.AnnAssign) else stmt.targets
+            for target in targets:
+                if isinstance(target, ast.Name) and target.id in FIELDS[:2] and stmt.value is not None:
+                    found[target.id] = {"value": _literal(stmt.value), "line": stmt.lineno}
+        elif isinstance(stmt, ast.FunctionDef) and stmt.name in METHODS:
+            returns = [n for n in ast.walk(stmt) if isinstance(n, ast.Return) and n.value is not None]
+            value = _literal(returns[0].value) if len(returns) == 1 and returns[0].value else None
+            found[METHODS[stmt.name]] = {"value": value, "line": stmt.lineno}
+    return found
+
+
+def _classes(src: Path, rel: str) -> dict[str, ast.ClassDef]:
+    path = src / rel
+    if not path.is_file():
+        raise TableError(f"{path}: not found (unpack the wheel's vllm/ sources under --vllm-src)")
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+
+
+def extract(src: Path) -> dict[str, Any]:
+    """The table, read from the unpacked sources at ``src`` (the directory that holds ``vllm/``)."""
+    version = src / "vllm" / "_version.py"
+    text = version.read_text(encoding="utf-8") if version.is_file() else ""
+    out: dict[str, Any] = {}
+    for name, (rel, cls_name) in BACKENDS.items():
+        facts: dict[str, Any] = {}
+        chain: list[str] = []
+        here_rel, here = rel, cls_name
+        while here:
+            classes = _classes(src, here_rel)
+            node = classes.get(here)
+            if node is None:
+                raise TableError(f"{here_rel}: class {here} not found")
+            chain.append(f"{here_rel}:{node.lineno} {here}")
+            for field, fact in _class_facts(node).items():
+                facts.setdefault(field, {**fact, "path": here_rel})
+            bases = [b.id for b in node.bases if isinstance(b, ast.Name)]
+            base = bases[0] if bases else ""
+            if base in classes:
+                here = base
+            elif base in BASES:
+                here_rel, here = BASES[base], base
+            else:
+                here = ""
+        out[name] = {"class": chain[0], "chain": chain, **{f: facts.get(f) for f in FIELDS}}
+    return {"vllm": {"version": "0.33.0" if "0.33.0" in text else "unknown",
+                     "commit": "4ba787ec9" if "4ba787ec9" in text else "unknown"},
+            "about": "vLLM CUDA attention-backend class attributes, read with ast by "
+                     "tools/import_vllm_backends.py; value null = computed by code (see the hand-written "
+                     "rules)",
+            "backends": out}
+
+
+def load_table(path: Path = TABLE) -> dict[str, Any]:
+    """Read the recorded table and check that it names every backend."""
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    if set(data.get("backends", {})) != set(BACKENDS):
+        raise TableError(f"{path}: backends differ from {sorted(BACKENDS)}")
+    return data
+
+
+def _as_list(value: object) -> list[object]:
+    return value if isinstance(value, list) else [value]
+
+
+def check(table: Mapping[str, Any], kernels_text: str, axes_text: str) -> list[str]:
+    """Where the YAML's base grants disagree with the table (empty: none)."""
+    kernels = yaml.safe_load(kernels_text)["kernels"]
+    kv_axis = yaml.safe_load(axes_text)["axes"]["vllm_kv_cache_dtype"]["values"]
+    problems: list[str] = []
+    for name, facts in table["backends"].items():
+        kernel = kernels.get("vllm_" + name.lower())
+        if kernel is None:
+            problems.append(f"{name}: no kernel vllm_{name.lower()}")
+            continue
+        base = next((r["grant"] for r in kernel["rules"] if r["id"].endswith(".base")), None)
+        if base is None:
+            problems.append(f"{name}: no base grant")
+            continue
+        where = f"{name} ({facts['class']})"
+        dtypes = facts["supported_dtypes"]
+        if dtypes and dtypes["value"] is not None and sorted(map(str, _as_list(base.get("dtype")))) != sorted(
+                dtypes["value"]):
+            problems.append(f"{where}: dtype {base.get('dtype')} != {dtypes['value']} "
+                            f"({dtypes['path']}:{dtypes['line']})")
+        kv = facts["supported_kv_cache_dtypes"]
+        if kv and kv["value"] is not None:
+            want = sorted(v for v in kv["value"] if isinstance(v, str) and v in kv_axis)
+            got = sorted(str(v) for v in _as_list(base.get("vllm_kv_cache_dtype")))
+            if got != want:
+                problems.append(f"{where}: vllm_kv_cache_dtype {got} != {want} ({kv['path']}:{kv['line']})")
+        heads = facts["head_sizes"]
+        if heads and heads["value"] and "head_dim" in base:
+            declared = [v for v in heads["value"] if v != OUTSIDE_HEAD]
+            if sorted(_as_list(base["head_dim"]), key=str) != sorted(declared, key=str):
+                problems.append(f"{where}: head_dim {base['head_dim']} != {heads['value']} "
+                                f"({heads['path']}:{heads['line']})")
+        blocks = facts["block_sizes"]
+        if blocks and blocks["value"] and "block_size" in base:
+            # vLLM reads a block list as "a multiple of any entry" (backend.py:122-138): the smallest
+            moduli = [min(v["multiple_of"] if isinstance(v, dict) else v for v in blocks["value"])]
+            got_mod = [v["multiple_of"] for v in _as_list(base["block_size"]) if isinstance(v, dict)]
+            if got_mod != moduli:
+                problems.append(f"{where}: block_size {base['block_size']} != multiples of {moduli} "
+                                f"({blocks['path']}:{blocks['line']})")
+    return problems
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit status (0 ok, 1 drift with --check, 2 bad input)."""
+    parser = argparse.ArgumentParser(prog="import_vllm_backends.py", description=__doc__.split("\n")[0])
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 when the YAML disagrees with the table")
+    sub = parser.add_subparsers(dest="command")
+    ext = sub.add_parser("extract", help="read the sources and print the table as JSON")
+    ext.add_argument("--vllm-src", type=Path, required=True, help="directory holding the wheel's vllm/")
+    ext.add_argument("--write", action="store_true", help="write the table instead of printing it")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "extract":
+            table = extract(args.vllm_src)
+            text = json.dumps(table, indent=1, sort_keys=True) + "\n"
+            if args.write:
+                TABLE.write_text(text, encoding="utf-8")
+            else:
+                sys.stdout.write(text)
+            return 0
+        problems = check(load_table(), KERNELS.read_text(encoding="utf-8"),
+                         AXES.read_text(encoding="utf-8"))
+    except (TableError, OSError, KeyError) as exc:
+        sys.stderr.write(f"import_vllm_backends.py: {exc}\n")
+        return 2
+    for line in problems:
+        sys.stdout.write(line + "\n")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(run())
