@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from capmatrix._default import _resolver
+from capmatrix.errors import CapmatrixError
 from capmatrix.query import KernelQuery
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ _DTYPES = {"fp16": "fp16", "float16": "fp16", "half": "fp16", "bf16": "bf16", "b
            "fp32": "fp32", "float32": "fp32", "float": "fp32"}
 
 
-class NoValidBackend(ValueError):
+class NoValidBackend(CapmatrixError, ValueError):
     """No backend is valid, or the forced one is not.
 
     ``reasons`` maps each rejected backend, in vLLM's priority order, to the matrix's reasons
