@@ -53,6 +53,7 @@ ERROR_CODES: dict[str, str] = {
     "E243": "a role order that never applies",
     "T001": "an expectation file of the wrong shape",
     "T002": "a malformed expectation case",
+    "T003": "no expectation case found",
 }
 
 
@@ -73,7 +74,10 @@ def echo(value: object, *, limit: int = MAX_ECHO) -> str:
     """
     if isinstance(value, str) and len(value) > limit:
         return f"{value[:limit]!r}... ({len(value)} characters)"
-    text = repr(value)
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a foreign __repr__ (or an int too long to print) may raise
+        return f"<{type(value).__name__}>"
     if len(text) > limit + 2:
         text = f"{text[:limit]}... ({len(text)} characters)"
     if not text.isprintable():  # a repr of a container or an object can hold raw characters
@@ -197,8 +201,9 @@ class UnknownName(InvalidQuery, LookupError):
         listing = f"known: {known}" if choices else f"the matrix declares no {what}s"
         super().__init__(
             f"unknown {what} {echo(name)}; {listing}",
-            suggestion=did_you_mean(str(name), choices),
+            suggestion=did_you_mean(name, choices) if isinstance(name, str) else None,
         )
+
 
 
 class InvalidValue(InvalidQuery):

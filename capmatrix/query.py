@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import enum
+import numbers
+import operator
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
@@ -40,13 +42,61 @@ def _short(value: object) -> str:
         text = repr(value)
     except ValueError:  # an int above sys.get_int_max_str_digits()
         return f"<{type(value).__name__} too large to print>"
+    except Exception:  # noqa: BLE001 - a foreign __repr__ may raise anything
+        return f"<{type(value).__name__} whose repr() fails>"
+
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _name(what: str, value: object) -> str:
+    """A kernel or model name as a plain ``str`` (a str subclass, e.g. a StrEnum member, by its value).
+
+    :raises InvalidQuery: for anything that is not a string.
+    """
+    if isinstance(value, str):
+        return str.__str__(value)
+    raise InvalidQuery(f"{what} must be a string, got {_short(value)}")
+
+
+def _normalise(name: str, value: object) -> AxisValue:
+    """An axis value as a plain ``str``, ``int`` or ``bool``, the only types the resolver compares.
+
+    Values of subclasses and integer-like types are converted once here, so that a ``StrEnum`` or
+    ``(str, Enum)`` member, an ``IntEnum`` member or a NumPy integer answers exactly as the plain value
+    does (the resolver matches values by type and value: a ``str`` subclass would otherwise fall
+    outside the universe). Floats, even integral ones, and everything else are refused.
+
+    :raises InvalidQuery: for None, a value of another type, or an integer beyond 64 bits.
+    """
+    if value is None:
+        raise InvalidQuery(f"axis {name!r} is None; give a value or leave the axis out")
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, int | numbers.Integral) and not isinstance(value, bool):
+        try:
+            number = operator.index(value)
+        except Exception as exc:  # noqa: BLE001 - any failure of a foreign __index__ is a bad value
+            raise InvalidQuery(
+                f"axis {name!r}: {_short(value)} cannot be read as an integer ({type(exc).__name__})"
+            ) from None
+        if not -_INT_LIMIT < number < _INT_LIMIT:
+            raise InvalidQuery(f"axis {name!r}: integer out of range ({number.bit_length()} bits)")
+        return number
+    hint = ""
+    if isinstance(value, float) and value.is_integer():
+        hint = f"; pass int({_short(value)}) if an integer is meant"
+    raise InvalidQuery(
+        f"axis {name!r} has a value of type {type(value).__name__}: {_short(value)}; "
+        f"use a string, an int or a bool{hint}"
+    )
 
 
 class KernelQuery:
     """A kernel (or none, for role selection), an optional model, and axis values.
 
-    Values are checked against the matrix when resolved; here only their Python type is checked.
+    Values are checked against the matrix when resolved; here their Python type is checked, and values
+    of subclasses (a ``StrEnum`` member, an ``IntEnum`` member, a NumPy integer) become the plain
+    ``str`` or ``int`` they stand for, so that they answer exactly as the plain value does.
 
     >>> KernelQuery("xqa", sm=120, model="llama", spec_dec="one_model")
     KernelQuery('xqa', model='llama', sm=120, spec_dec='one_model')
@@ -69,23 +119,23 @@ class KernelQuery:
     def __init__(
         self, kernel: str | None = None, *, model: str | None = None, **axes: AxisValue | _Any
     ) -> None:
-        if kernel is not None and not isinstance(kernel, str):
-            raise InvalidQuery(f"kernel must be a string, got {_short(kernel)}")
-        if model is not None and not isinstance(model, str):
-            raise InvalidQuery(f"model must be a string, got {_short(model)}")
+        if type(kernel) is not str and kernel is not None:
+            kernel = _name("kernel", kernel)
+        if type(model) is not str and model is not None:
+            model = _name("model", model)
+        fixed: dict[str, AxisValue] | None = None
         for name, value in axes.items():
             kind = type(value)
             if kind is str or kind is bool or (kind is int and -_INT_LIMIT < value < _INT_LIMIT):  # type: ignore[operator]
                 continue  # the common case, checked without isinstance chains
-            if value is None:
-                raise InvalidQuery(f"axis {name!r} is None; give a value or leave the axis out")
-            if not isinstance(value, (str, int, _Any)):
-                raise InvalidQuery(
-                    f"axis {name!r} has a value of type {type(value).__name__}: {_short(value)}; "
-                    "use a string, an int or a bool"
-                )
-            if isinstance(value, int) and value.bit_length() > _MAX_INT_BITS:
-                raise InvalidQuery(f"axis {name!r}: integer out of range ({value.bit_length()} bits)")
+            if kind is _Any:
+                continue
+            plain = _normalise(name, value)
+            if fixed is None:
+                fixed = {}
+            fixed[name] = plain
+        if fixed:
+            axes.update(fixed)
         items = tuple(sorted(axes.items()))
         typed = (kernel, model, tuple([(k, type(v), v) for k, v in items]))
         _set(self, "kernel", kernel)
@@ -116,6 +166,8 @@ class KernelQuery:
 
     def with_kernel(self, kernel: str | None) -> KernelQuery:
         """The same question about another kernel."""
+        if type(kernel) is not str and kernel is not None:
+            kernel = _name("kernel", kernel)
         if kernel == self.kernel:
             return self
         new = object.__new__(KernelQuery)

@@ -373,8 +373,10 @@ class Resolver:
         :raises InvalidQuery: for an unknown role or a bad query.
         """
         check_query(query)
-        if not isinstance(role, str):
-            raise InvalidQuery(f"role must be a string, got {type(role).__name__}: {_short(role)}")
+        if type(role) is not str:
+            if not isinstance(role, str):
+                raise InvalidQuery(f"role must be a string, got {type(role).__name__}: {_short(role)}")
+            role = str.__str__(role)  # a StrEnum member: its plain value
         key = (role, query)
         found = self._select_cache.get(key)
         if found is None:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import enum
+import importlib
+import numbers
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -115,3 +119,73 @@ def write_matrix(tmp_path: Path) -> WriteMatrix:
 def small(write_matrix: WriteMatrix) -> capmatrix.Matrix:
     """The small test matrix, loaded."""
     return capmatrix.load(write_matrix())
+
+
+# --------------------------------------------------------------------------------------------------
+# Python values that stand for an axis value: what a caller's code may pass instead of str or int
+
+#: ``enum.StrEnum`` exists from Python 3.11; on 3.10 the ``(str, Enum)`` mix-in stands for it.
+_STR_ENUM: Any = getattr(enum, "StrEnum", None)
+#: The enum factories, typed loosely: mypy reads a functional ``Enum(...)`` call as a member.
+_ENUM: Any = enum.Enum
+_INT_ENUM: Any = enum.IntEnum
+
+
+class Word(str):
+    """A plain str subclass."""
+
+    __slots__ = ()
+
+
+class Number(int):
+    """A plain int subclass."""
+
+    __slots__ = ()
+
+
+class Integer:
+    """Integer-like but not an int (the shape of a NumPy integer): registered as numbers.Integral."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __index__(self) -> int:
+        return self.value
+
+    def __repr__(self) -> str:
+        return f"Integer({self.value})"
+
+
+numbers.Integral.register(Integer)
+
+try:  # NumPy is not a dependency; when it is installed, its integers are disguises too
+    _NUMPY: Any = importlib.import_module("numpy")
+except ImportError:
+    _NUMPY = None
+
+
+def disguises(value: str | int) -> list[object]:
+    """``value`` as enum members, subclasses and integer-likes: each must answer as ``value`` does."""
+    if isinstance(value, bool):
+        return [value]  # bool cannot be subclassed
+    if isinstance(value, str):
+        found: list[object] = [_ENUM("M", {"V": value}, type=str)["V"], Word(value)]
+        if _STR_ENUM is not None:
+            found.append(_STR_ENUM("S", {"V": value})["V"])
+        return found
+    found = [int_enum("V", value), Number(value), Integer(value)]
+    if _NUMPY is not None and -(2**63) <= value < 2**63:  # pragma: no cover - NumPy is optional
+        found.append(_NUMPY.int64(value))
+    return found
+
+
+def str_enum(name: str, value: str) -> object:
+    """A member ``name`` of a str enum with ``value`` (StrEnum where Python has it)."""
+    if _STR_ENUM is None:  # pragma: no cover - Python 3.10
+        return _ENUM("E", {name: value}, type=str)[name]
+    return _STR_ENUM("E", {name: value})[name]
+
+
+def int_enum(name: str, value: int) -> object:
+    """A member ``name`` of an IntEnum with ``value``."""
+    return _INT_ENUM("I", {name: value})[name]

@@ -176,6 +176,51 @@ def test_expect_directory_option(write_matrix: WriteMatrix, tmp_path: Path) -> N
     report = run_expectations(capmatrix.load(root), tmp_path / "none")
     assert report.results == ()
     assert len(report.uncovered) == report.total_rules
+    assert report.exit_status() == 2  # ... and no case found is an error, not a pass
+
+
+@pytest.mark.parametrize(
+    ("layout", "detail"),
+    [
+        ({}, "the directory does not exist"),
+        ({"README.md": "cases:\n  - kernel: xqa\n"}, "no case file"),
+        ({"sub/notes.txt": "x"}, "no case file"),
+        ({"a.yaml": "cases: []\n"}, "1 case file with no case"),
+        ({"a.yaml": "cases: []\n", "deep/b.yml": "cases: []\n"}, "2 case files with no case"),
+    ],
+    ids=["missing", "no-yaml", "nested-no-yaml", "empty-list", "two-empty"],
+)
+def test_no_case_found_is_an_error_naming_the_directory(
+    write_matrix: WriteMatrix, tmp_path: Path, layout: dict[str, str], detail: str
+) -> None:
+    """A mistyped case path in CI must not pass: exit 2, T003, the directory searched named."""
+    root = write_matrix()
+    where = tmp_path / "cases-dir"
+    for name, text in layout.items():
+        (where / name).parent.mkdir(parents=True, exist_ok=True)
+        (where / name).write_text(text)
+    report = run_expectations(capmatrix.load(root), where)
+    assert report.exit_status() == 2
+    (problem,) = report.problems
+    assert problem.code == "T003"
+    assert detail in problem.message
+    assert str(where) in problem.path or problem.path.endswith("cases-dir")
+    status, out, _ = _run("test", str(root), "--expect", str(where))
+    assert status == 2
+    assert "no expectation cases found" in out
+    assert "cases-dir" in out
+    assert "0 passed, 0 failed, 1 problems in case files" in out
+    status, out, _ = _run("test", str(root), "--expect", str(where), "--json")
+    assert status == 2
+    assert json.loads(out)["problems"][0]["code"] == "T003"
+
+
+def test_a_matrix_without_expect_directory_fails_test(write_matrix: WriteMatrix) -> None:
+    root = write_matrix()
+    status, out, _ = _run("test", str(root))
+    assert status == 2
+    assert "no expectation cases found" in out
+    assert f"{root.name}/expect" in out
 
 
 def test_loader_skips_the_expect_directory(write_matrix: WriteMatrix) -> None:

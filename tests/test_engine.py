@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
+from conftest import int_enum, str_enum
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import capmatrix
 from capmatrix import engine
@@ -303,6 +307,127 @@ def test_bad_configs_and_overrides(
     with pytest.raises(capmatrix.InvalidQuery) as info:
         query_from_hf_config(config, **overrides)
     assert needle in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("config", "needle"),
+    [
+        (None, "got NoneType"),
+        ("config.json", "is a str, not a config"),
+        (b"{}", "is a bytes, not a config"),
+        (Path("config.json"), "not its path"),
+        ([LLAMA3_8B], "got list"),
+        (7, "got int"),
+        (1.5, "got float"),
+        ({}, "no attention geometry"),
+        ({"torch_dtype": "bfloat16"}, "no attention geometry"),
+        ({"model_type": "brand_new", "hidden_size": 4096}, "no attention geometry"),
+        (SimpleNamespace(), "no attention geometry"),
+    ],
+)
+def test_what_is_not_a_config_is_refused(config: object, needle: str) -> None:
+    """Nothing gives a query with nothing in it: a path, None, a list, an empty config are refused."""
+    with pytest.raises(capmatrix.InvalidQuery, match=needle):
+        query_from_hf_config(config, "xqa")
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("head_dim", 0), ("head_dim", -64), ("num_attention_heads", 0), ("num_attention_heads", -8),
+        ("num_key_value_heads", 0), ("num_key_value_heads", 64), ("num_key_value_heads", 5),
+        ("hidden_size", 0), ("hidden_size", 4095), ("kv_lora_rank", -1), ("qk_rope_head_dim", -64),
+        ("head_dim", True), ("head_dim", 128.0), ("kv_lora_rank", "512"), ("kv_lora_rank", [512]),
+        ("sliding_window", "4096"), ("sliding_window", True), ("sliding_window", 4096.0),
+        ("num_attention_heads", {"n": 32}),
+    ],
+)
+def test_impossible_and_malformed_fields_are_refused(field: str, value: object) -> None:
+    """Impossible geometry and fields of the wrong type: InvalidQuery naming the field or the fix."""
+    config = dict(DEEPSEEK_V3 if field in {"kv_lora_rank", "qk_rope_head_dim"} else LLAMA3_8B)
+    config[field] = value
+    if field == "hidden_size":
+        config.pop("head_dim", None)
+    with pytest.raises(capmatrix.InvalidQuery) as info:
+        query_from_hf_config(config, "xqa")
+    assert type(info.value) is capmatrix.InvalidQuery
+    assert any(word in str(info.value) for word in (field, "multiple of", "head_dim"))
+
+
+JUNK = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=True), st.text(max_size=6),
+    st.binary(max_size=3), st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3),
+                                                                                  st.integers(), max_size=2),
+)
+FIELDS = st.sampled_from([
+    "num_attention_heads", "n_head", "num_key_value_heads", "head_dim", "hidden_size", "kv_lora_rank",
+    "qk_rope_head_dim", "torch_dtype", "sliding_window", "use_sliding_window", "multi_query",
+    "model_type", "_name_or_path", "text_config",
+])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from([LLAMA3_8B, DEEPSEEK_V3, GPT2, FALCON_7B]),
+       st.dictionaries(FIELDS, JUNK, min_size=1, max_size=4), st.booleans())
+def test_junk_fields_give_a_query_or_invalid_query(
+    base: dict[str, Any], junk: dict[str, Any], nested: bool
+) -> None:
+    """Any junk in any field, at the top or under text_config: a query the matrix can resolve, or
+    InvalidQuery; never another exception."""
+    config: Any = {**base, **junk}
+    if nested:
+        config = {"model_type": "llava", "text_config": {**base, **junk}}
+    try:
+        q = query_from_hf_config(config, "xqa", sm=90)
+    except capmatrix.InvalidQuery:
+        return
+    assert q.axes or q.model is not None
+    capmatrix.resolve(q)
+
+
+MLLAMA = {  # the shape of meta-llama/Llama-3.2-11B-Vision's config.json (fields abridged)
+    "model_type": "mllama", "torch_dtype": "bfloat16",
+    "text_config": {"model_type": "mllama_text_model", "num_attention_heads": 32,
+                    "num_key_value_heads": 8, "hidden_size": 4096},
+    "vision_config": {"model_type": "mllama_vision_model", "attention_heads": 16, "hidden_size": 1280},
+}
+LLAVA_1_5 = {  # llava-hf/llava-1.5-7b-hf: its text_config leaves the geometry to LlamaConfig defaults
+    "model_type": "llava", "torch_dtype": "float16",
+    "text_config": {"model_type": "llama", "_name_or_path": "lmsys/vicuna-7b-v1.5",
+                    "max_position_embeddings": 4096, "vocab_size": 32064},
+}
+
+
+def test_multimodal_configs_keep_their_attention_geometry() -> None:
+    q = query_from_hf_config(MLLAMA, "xqa")
+    assert dict(q.axes) == {"attention": "gqa", "head_dim": 128, "q_per_kv": 4, "dtype": "bf16",
+                            "kv_cache_dtype": "bf16"}
+    # A text_config that does not state its geometry derives none (nothing is guessed); the model
+    # family found through text_config's model_type supplies it.
+    q = query_from_hf_config(LLAVA_1_5, "xqa")
+    assert q.model == "llama"
+    assert "attention" not in q.axes
+    assert q.axes["dtype"] == "fp16"
+    assert capmatrix.resolve(q.replace(sm=90, spec_dec="none")).values["attention"] == "gqa"
+
+
+def test_overrides_are_normalised_like_any_query() -> None:
+    gqa, sm90 = str_enum("GQA", "gqa"), int_enum("X", 90)
+    q = query_from_hf_config(LLAMA3_8B, "xqa", attention=gqa, sm=sm90)  # type: ignore[arg-type]
+    assert q == query_from_hf_config(LLAMA3_8B, "xqa", attention="gqa", sm=90)
+    assert type(q.axes["attention"]) is str
+    opened = query_from_hf_config(LLAMA3_8B, "xqa", head_dim=capmatrix.ANY)  # type: ignore[arg-type]
+    assert opened.axes["head_dim"] is capmatrix.ANY
+
+
+class _Unprintable:
+    def __str__(self) -> str:
+        raise RuntimeError("no str")
+
+
+def test_a_dtype_object_that_cannot_be_printed_is_an_unknown_dtype() -> None:
+    with pytest.raises(capmatrix.InvalidQuery, match="torch_dtype"):
+        query_from_hf_config(dict(LLAMA3_8B, torch_dtype=_Unprintable()))
 
 
 def test_explicit_model_must_exist() -> None:

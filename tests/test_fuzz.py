@@ -23,14 +23,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
-from conftest import SMALL_AXES, SMALL_KERNELS
+from conftest import SMALL_AXES, SMALL_KERNELS, disguises
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import capmatrix
 from capmatrix import _yaml
 from capmatrix.cli import run
-from capmatrix.engine import bind
+from capmatrix.engine import bind, query_from_hf_config
 from capmatrix.errors import CapabilityError, CapabilityErrors, CapmatrixError
 from capmatrix.query import ANY, KernelQuery
 
@@ -567,6 +567,158 @@ def test_random_queries(query: tuple[Any, Any, dict[str, Any]], role: Any) -> No
             assert str(answer.verdict) in {"supported", "unsupported", "depends"}
 
 
+def _hashable(value: object) -> bool:
+    try:
+        hash(value)
+    except Exception:  # noqa: BLE001 - hostile __hash__ or unhashable containers
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------------------------------
+# the Python API boundary: KernelQuery, query_from_hf_config, bind with hostile Python values
+
+
+class _Hostile:
+    """An object whose dunders a careless caller might hit raise (repr aside: Hypothesis prints it)."""
+
+    def __repr__(self) -> str:
+        return "_Hostile()"
+
+    def __bool__(self) -> bool:
+        raise RuntimeError("bool")
+
+    def __str__(self) -> str:
+        raise RuntimeError("str")
+
+    def __index__(self) -> int:
+        raise RuntimeError("index")
+
+    def __eq__(self, other: object) -> bool:
+        raise RuntimeError("eq")
+
+    __hash__ = object.__hash__
+
+
+def _disguise(value: Any, how: int) -> Any:
+    """``value`` as one of the Python values that stand for it (see conftest.disguises)."""
+    found = disguises(value)
+    return found[how % len(found)]
+
+
+PLAIN_VALUES = st.one_of(
+    st.sampled_from([80, 90, 100, 103, 120, 121, 1, 4, 0, -1, 2**62, "mha", "gqa", "mla", "none",
+                     "one_model", "bf16", "fp8", "", "x"]),
+    st.booleans(), st.integers(-(2**63) + 1, 2**63 - 1), st.text(max_size=5),
+)
+JUNK = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-(2**80), 2**80), st.floats(allow_nan=True),
+              st.text(max_size=6), st.binary(max_size=3), st.just(_Hostile()), st.just(ANY),
+              st.just(float("inf"))),
+    lambda inner: st.one_of(st.lists(inner, max_size=3),
+                            st.dictionaries(st.text(max_size=4), inner, max_size=3),
+                            st.tuples(inner, inner), st.frozensets(st.integers(), max_size=2)),
+    max_leaves=6,
+)
+SMALL_AXIS = st.sampled_from(["sm", "attention", "spec_dec", "kv", "beam", "causal"])
+
+
+@FUZZ
+@given(st.dictionaries(SMALL_AXIS, PLAIN_VALUES, max_size=6), st.integers(0, 5),
+       st.dictionaries(SMALL_AXIS, JUNK, max_size=2), st.sampled_from(["xqa", "fallback"]))
+def test_api_query_values(
+    plain: dict[str, Any], how: int, junk: dict[str, Any], kernel: str
+) -> None:
+    """Disguised values (enum members, subclasses, integer-likes) answer exactly as the plain ones;
+    junk values are refused with InvalidQuery; nothing else escapes."""
+    TRIED["api-query"] += 1
+    matrix = small_matrix()
+    disguised = {k: _disguise(v, how) for k, v in plain.items()}
+
+    def answer(axes: dict[str, Any]) -> Callable[[], Any]:
+        def call() -> tuple[KernelQuery, capmatrix.Verdict]:
+            q = KernelQuery(kernel, **axes)
+            return q, capmatrix.resolve(q, matrix).verdict
+
+        return call
+
+    assert _attempt(answer(plain)) == _attempt(answer(disguised))
+    outcome, got = _attempt(lambda: capmatrix.resolve(KernelQuery(kernel, **{**plain, **junk}), matrix))
+    if outcome == "ok":
+        assert str(got.verdict) in {"supported", "unsupported", "depends"}
+        json.dumps(got.as_dict(), default=str)
+    else:
+        assert got
+
+
+HF_BASES = [
+    {"model_type": "llama", "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096,
+     "torch_dtype": "bfloat16"},
+    {"model_type": "deepseek_v3", "num_attention_heads": 128, "kv_lora_rank": 512,
+     "qk_rope_head_dim": 64, "torch_dtype": "bfloat16"},
+    {"model_type": "llava", "text_config": {"model_type": "llama", "num_attention_heads": 32,
+                                            "num_key_value_heads": 8, "hidden_size": 4096}},
+]
+HF_FIELDS = st.sampled_from([
+    "num_attention_heads", "n_head", "num_key_value_heads", "head_dim", "hidden_size", "kv_lora_rank",
+    "qk_rope_head_dim", "torch_dtype", "sliding_window", "use_sliding_window", "multi_query",
+    "model_type", "_name_or_path", "text_config",
+])
+
+
+@FUZZ
+@given(st.one_of(
+    st.tuples(st.just("junk"), JUNK),
+    st.tuples(st.just("mutated"), st.tuples(st.sampled_from(HF_BASES),
+                                            st.dictionaries(HF_FIELDS, JUNK, max_size=4), st.booleans())),
+), st.dictionaries(SMALL_AXIS, PLAIN_VALUES, max_size=2))
+def test_api_query_from_hf_config(drawn: tuple[str, Any], overrides: dict[str, Any]) -> None:
+    """Junk configs, junk fields (top or text_config), odd overrides: a query or a CapmatrixError;
+    the same config answers the same query twice."""
+    TRIED["api-hf-config"] += 1
+    kind, config = drawn
+    if kind == "mutated":
+        base, junk, nested = config
+        config = {"model_type": "x", "text_config": {**base, **junk}} if nested else {**base, **junk}
+    matrix = capmatrix.default_matrix()
+    first = _attempt(lambda: query_from_hf_config(config, "xqa", matrix=matrix, **overrides))
+    again = _attempt(lambda: query_from_hf_config(config, "xqa", matrix=matrix, **overrides))
+    assert first == again
+    if first[0] == "ok":
+        q = first[1]
+        assert q.axes or q.model is not None
+        _attempt(lambda: capmatrix.resolve(q, matrix))
+
+
+@FUZZ
+@given(st.dictionaries(st.sampled_from(["sm", "attention", "spec_dec", "kv", "causal"]), PLAIN_VALUES,
+                       max_size=5),
+       st.integers(0, 5),
+       st.one_of(st.just(["beam"]), st.just(("beam", "causal")), JUNK,
+                 st.dictionaries(SMALL_AXIS, st.dictionaries(JUNK.filter(_hashable), PLAIN_VALUES,
+                                                             max_size=2), max_size=2)),
+       st.booleans())
+def test_api_bind(static: dict[str, Any], how: int, dynamic: Any, strict: bool) -> None:
+    """bind with disguised or junk statics and junk dynamic specs: a BoundDecision or a
+    CapmatrixError; disguised statics bind exactly as plain ones."""
+    TRIED["api-bind"] += 1
+    matrix = small_matrix()
+
+    def bound(axes: dict[str, Any]) -> Callable[[], Any]:
+        return lambda: dict(bind("xqa", dynamic=dynamic, matrix=matrix, strict=strict, **axes).table)
+
+    disguised = {k: _disguise(v, how) for k, v in static.items()}
+    assert _attempt(bound(static)) == _attempt(bound(disguised))
+
+
+def _attempt(call: Callable[[], Any]) -> tuple[str, Any]:
+    """("ok", the answer) or ("refused", the error's type and text); any other exception escapes."""
+    try:
+        return ("ok", call())
+    except CapmatrixError as exc:
+        return ("refused", f"{type(exc).__name__}: {exc}")
+
+
 ARG_TOKENS = st.one_of(
     st.sampled_from(["query", "select", "validate", "xqa", "fallback", "gen", "nope", "--sm", "--attention",
                      "--spec-dec", "--kv", "--beam", "--causal", "--model", "--json", "--matrix", "-h",
@@ -602,4 +754,7 @@ TARGETS: list[tuple[str, Callable[[], None]]] = [
     ("bytes", test_random_bytes_as_a_capability_file),
     ("query", test_random_queries),
     ("cli", test_random_command_lines),
+    ("api-query", test_api_query_values),
+    ("api-hf-config", test_api_query_from_hf_config),
+    ("api-bind", test_api_bind),
 ]

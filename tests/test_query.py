@@ -5,6 +5,9 @@ from __future__ import annotations
 import pickle
 
 import pytest
+from conftest import Integer, Number, disguises, str_enum
+from hypothesis import given
+from hypothesis import strategies as st
 
 from capmatrix import ANY, InvalidQuery, KernelQuery
 
@@ -65,3 +68,64 @@ def test_unknown_name_with_nothing_declared() -> None:
     error = UnknownName("role", "gen", [])
     assert str(error) == "unknown role 'gen'; the matrix declares no roles"
     assert error.suggestion is None
+
+
+# --------------------------------------------------------------------------------------------------
+# values normalised at the boundary: subclasses and integer-likes answer as the plain value
+
+
+class _BrokenIndex(Integer):
+    def __index__(self) -> int:
+        raise RuntimeError("broken")
+
+
+@given(st.one_of(st.text(max_size=8), st.integers(-(2**63) + 1, 2**63 - 1)), st.data())
+def test_disguised_values_equal_the_plain_value(value: str | int, data: st.DataObject) -> None:
+    """A StrEnum, (str, Enum), str subclass, IntEnum, int subclass or integer-like becomes the plain
+    value: equal queries, equal hashes, and the stored value has exactly the plain type."""
+    disguised = data.draw(st.sampled_from(disguises(value)))
+    q = KernelQuery("k", x=disguised)  # type: ignore[arg-type]
+    plain = KernelQuery("k", x=value)
+    assert q == plain
+    assert hash(q) == hash(plain)
+    assert type(q.axes["x"]) is type(value)
+    assert repr(q) == repr(plain)
+
+
+def test_disguised_kernel_and_model_names_become_plain() -> None:
+    xqa, llama = str_enum("XQA", "xqa"), str_enum("LLAMA", "llama")
+    q = KernelQuery(xqa, model=llama, sm=90)  # type: ignore[arg-type]
+    assert q == KernelQuery("xqa", model="llama", sm=90)
+    assert type(q.kernel) is str
+    assert type(q.model) is str
+    assert type(KernelQuery("k").with_kernel(xqa).kernel) is str  # type: ignore[arg-type]
+    with pytest.raises(InvalidQuery, match="kernel must be a string"):
+        KernelQuery("k").with_kernel(3)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (120.0, r"type float.*pass int\(120.0\)"),
+        (float("nan"), "type float"),
+        (b"gqa", "type bytes"),
+        (_BrokenIndex(3), "cannot be read as an integer"),
+        (Integer(2**63), "integer out of range"),
+        (Number(-(2**63)), "integer out of range"),
+        (2**63, "integer out of range"),
+        ({"a": 1}, "type dict"),
+    ],
+)
+def test_values_that_cannot_be_normalised_are_refused(value: object, message: str) -> None:
+    with pytest.raises(InvalidQuery, match=message):
+        KernelQuery("xqa", sm=value)  # type: ignore[arg-type]
+
+
+class _BadRepr:
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+def test_a_value_whose_repr_fails_is_still_refused_cleanly() -> None:
+    with pytest.raises(InvalidQuery, match="whose repr"):
+        KernelQuery("xqa", sm=_BadRepr())  # type: ignore[arg-type]

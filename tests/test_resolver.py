@@ -8,6 +8,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import pytest
+from conftest import disguises, int_enum, str_enum
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import capmatrix
 from capmatrix import ANY, KernelQuery, Verdict, resolve, select
@@ -336,3 +339,55 @@ def test_explanation_lists_every_exclusion_and_the_closest_grants() -> None:
         wide = r.explain(closest=1000)
         assert {x.rule_id for x in wide if x.kind == "grant"} == set(grants)
         assert not [x for x in wide if x.kind == "more"] or r.verdict is Verdict.UNSUPPORTED
+
+
+# --------------------------------------------------------------------------------------------------
+# Python-side value types: a disguised value answers as the plain one, or is refused, never silently
+
+
+def _disguise(value: AxisValue, how: int) -> object:
+    """``value`` as one of the Python values that stand for it (see conftest.disguises)."""
+    found = disguises(value)
+    return found[how % len(found)]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_disguised_values_answer_exactly_as_plain_values(
+    small: capmatrix.Matrix, data: st.DataObject
+) -> None:
+    """Over the small matrix's whole universe: every kernel and role answers a query of disguised
+    values (StrEnum and (str, Enum) members, str/int subclasses, IntEnum) exactly as the plain query,
+    with no value reported outside the universe."""
+    plain: dict[str, Any] = {
+        name: data.draw(st.sampled_from(axis.values or (True,)), label=name)
+        for name, axis in small.axes.items()
+    }
+    how = data.draw(st.integers(0, 5), label="disguise")
+    disguised: dict[str, Any] = {name: _disguise(value, how) for name, value in plain.items()}
+    for kernel in small.kernels:
+        a = resolve(KernelQuery(kernel, **plain), small)
+        b = resolve(KernelQuery(kernel, **disguised), small)
+        assert a.verdict is b.verdict
+        assert b.outside == ()
+        assert a.values == b.values
+    a_sel = select("gen", KernelQuery(**plain), small)
+    b_sel = select(str_enum("GEN", "gen"), KernelQuery(**disguised), small)  # type: ignore[arg-type]
+    assert (a_sel.kernel, a_sel.verdict) == (b_sel.kernel, b_sel.verdict)
+
+
+@pytest.mark.parametrize(
+    ("axes", "message"),
+    [
+        ({"sm": True}, "axis 'sm' is int; got True"),  # bool is not an int axis value
+        ({"causal": 1}, "axis 'causal' is bool; got 1"),  # nor an int a bool one
+        ({"causal": int_enum("T", 1)}, "axis 'causal' is bool; got 1"),
+        ({"attention": int_enum("G", 1)}, "is not a value of axis 'attention'"),
+        ({"sm": str_enum("S", "90")}, "axis 'sm' is int; got '90'"),
+    ],
+)
+def test_type_confusion_is_refused_after_normalising(
+    small: capmatrix.Matrix, axes: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(capmatrix.InvalidQuery, match=message):
+        resolve(KernelQuery("xqa", **axes), small)

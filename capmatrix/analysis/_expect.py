@@ -108,7 +108,7 @@ class ExpectReport:
         return tuple(r for r in self.results if not r.passed)
 
     def exit_status(self) -> int:
-        """0 all passed, 1 some case failed, 2 a case file is malformed."""
+        """0 all passed, 1 some case failed, 2 a case file is malformed or no case was found."""
         if self.problems:
             return 2
         return 1 if self.failed else 0
@@ -295,10 +295,25 @@ def run_expectations(matrix: Matrix, directory: Path | None = None) -> ExpectRep
     where = directory if directory is not None else Path(matrix.root) / "expect"
     results: list[CaseResult] = []
     problems: list[CapabilityError] = []
-    for file in discover_cases(where):
+    files = discover_cases(where)
+    for file in files:
         cases, found = load_cases(file, root=where)
         problems.extend(found)
         results.extend(run_case(matrix, case) for case in cases)
+    if not results and not problems:
+        # No case at all is a typo in a CI path far more often than an intent: never a green run.
+        searched = f"{_display(where)}/**/*.yaml and *.yml"
+        if files:
+            detail = f"{len(files)} case file{'' if len(files) == 1 else 's'} with no case"
+        elif where.is_dir():
+            detail = "no case file"
+        else:
+            detail = "the directory does not exist"
+        problems.append(CapabilityError(
+            _display(where), None, None, "",
+            f"no expectation cases found (searched {searched}: {detail})",
+            hint="check the path; pass the case directory with --expect DIR", code="T003",
+        ))
     cited: set[str] = set()
     for result in results:
         cited.update(result.cited)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import numbers
+import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from capmatrix._default import default_matrix
 from capmatrix.errors import InvalidQuery, UnknownName
 from capmatrix.model import AxisType, format_value
-from capmatrix.query import KernelQuery
+from capmatrix.query import ANY, KernelQuery, _short
 
 if TYPE_CHECKING:
     from capmatrix.matrix import Matrix
@@ -43,6 +45,10 @@ ATTENTION_GQA: Final = "gqa"
 ATTENTION_MHA: Final = "mha"
 
 
+#: Fields that carry a decoder's attention geometry; a config needs one of them (or a known family).
+_HEAD_FIELDS: Final = ("num_attention_heads", "n_head", "num_heads")
+
+
 def _field(config: object, *names: str) -> Any:  # noqa: ANN401 - config values are untyped
     """The first of ``names`` that the config (a dict or an object) sets to something not None."""
     for name in names:
@@ -52,27 +58,69 @@ def _field(config: object, *names: str) -> Any:  # noqa: ANN401 - config values 
     return None
 
 
-def _positive_int(config: object, names: tuple[str, ...]) -> int | None:
+def _check_config(config: object, what: str) -> None:
+    """Refuse what is not a config: a path, a string, a list, a number, None.
+
+    A config is a mapping (a parsed ``config.json``) or an object with attributes (a
+    ``transformers.PretrainedConfig``).
+
+    :raises InvalidQuery: for anything else.
+    """
+    if isinstance(config, Mapping):
+        return
+    if isinstance(config, str | bytes | bytearray | os.PathLike):
+        raise InvalidQuery(
+            f"{what} is a {type(config).__name__}, not a config; pass the parsed config.json "
+            "(json.load) or a transformers config object, not its path"
+        )
+    if config is None or isinstance(config, numbers.Number) or not hasattr(config, "__dict__"):
+        raise InvalidQuery(
+            f"{what} must be a mapping (a parsed config.json) or a config object, "
+            f"got {type(config).__name__}: {_short(config)}"
+        )
+
+
+def _int_field(config: object, names: tuple[str, ...], *, zero: bool = False) -> int | None:
+    """A positive int field (``0`` too when ``zero``), or None when the config does not set it.
+
+    :raises InvalidQuery: for a value of another type, a negative one, or 0 unless ``zero``.
+    """
     value = _field(config, *names)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise InvalidQuery(f"config field {names[0]!r} must be a positive int, got {value!r}")
-    return value
+    low = 0 if zero else 1
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        what = "a non-negative int" if zero else "a positive int"
+        raise InvalidQuery(f"config field {names[0]!r} must be {what}, got {_short(value)}")
+    return int(value)
+
+
+def _positive_int(config: object, names: tuple[str, ...]) -> int | None:
+    return _int_field(config, names)
 
 
 def _config_dtype(config: object) -> str | None:
     raw = _field(config, "torch_dtype", "dtype")
     if raw is None:
         return None
-    text = str(raw).removeprefix("torch.")
+    text = _dtype_name(raw).removeprefix("torch.")
     found = _DTYPES.get(text)
     if found is None:
         raise InvalidQuery(
-            f"config torch_dtype {raw!r} has no dtype axis value "
+            f"config torch_dtype {_short(raw)} has no dtype axis value "
             f"(known: {', '.join(sorted(_DTYPES))}); pass dtype=... to override"
         )
     return found
+
+
+def _dtype_name(raw: object) -> str:
+    """The text of a dtype field: a string, or ``str()`` of a dtype object (``torch.bfloat16``)."""
+    if isinstance(raw, str):
+        return str.__str__(raw)
+    try:
+        return str(raw)
+    except Exception:  # noqa: BLE001 - a foreign __str__ may raise anything; then no dtype is known
+        return ""
 
 
 def _text_config(config: object) -> object:
@@ -82,10 +130,12 @@ def _text_config(config: object) -> object:
     ``text_config``; a config that sets ``num_attention_heads`` itself is used as it is.
     """
     nested = _field(config, "text_config")
-    if nested is None or _field(config, "num_attention_heads", "n_head", "num_heads") is not None:
+    if nested is None or _field(config, *_HEAD_FIELDS) is not None:
         return config
-    if not isinstance(nested, Mapping) and not hasattr(nested, "__dict__"):
-        raise InvalidQuery(f"config field 'text_config' must be a mapping, got {nested!r}")
+    if not isinstance(nested, Mapping) and (
+        isinstance(nested, str | bytes | numbers.Number | list | tuple) or not hasattr(nested, "__dict__")
+    ):
+        raise InvalidQuery(f"config field 'text_config' must be a mapping, got {_short(nested)}")
     return nested
 
 
@@ -94,14 +144,14 @@ def _config_axes(config: object) -> dict[str, AxisValue]:
     outer = config
     config = _text_config(config)
     axes: dict[str, AxisValue] = {}
-    heads = _positive_int(config, ("num_attention_heads", "n_head", "num_heads"))
-    kv_lora_rank = _field(config, "kv_lora_rank")
-    rope_dim = _field(config, "qk_rope_head_dim")
+    heads = _positive_int(config, _HEAD_FIELDS)
+    kv_lora_rank = _int_field(config, ("kv_lora_rank",), zero=True)
+    rope_dim = _int_field(config, ("qk_rope_head_dim",), zero=True)
     # MLA first (P12: truthy kv_lora_rank and qk_rope_head_dim): MLA configs also carry
     # num_key_value_heads equal to num_attention_heads, which would otherwise read as MHA.
     if kv_lora_rank and rope_dim:
         axes["attention"] = ATTENTION_MLA
-        axes["head_dim"] = int(kv_lora_rank) + int(rope_dim)
+        axes["head_dim"] = kv_lora_rank + rope_dim
         if heads is not None:
             axes["q_per_kv"] = heads  # every query head shares the one latent KV head
     elif heads is not None:
@@ -124,6 +174,11 @@ def _config_axes(config: object) -> dict[str, AxisValue]:
         head_dim = _positive_int(config, ("head_dim",))
         hidden = _positive_int(config, ("hidden_size", "n_embd", "d_model"))
         if head_dim is None and hidden is not None:
+            if hidden % heads:
+                raise InvalidQuery(
+                    f"hidden_size {hidden} is not a multiple of num_attention_heads {heads}, so "
+                    "head_dim cannot be derived; the config must set head_dim"
+                )
             head_dim = hidden // heads
         if head_dim is not None:
             axes["head_dim"] = head_dim
@@ -134,7 +189,12 @@ def _config_axes(config: object) -> dict[str, AxisValue]:
         axes["dtype"] = dtype
         axes["kv_cache_dtype"] = dtype  # engines default the KV cache to the model dtype ("auto")
     window = _field(config, "sliding_window")
-    if isinstance(window, int) and not isinstance(window, bool) and window > 0:
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int)):
+        raise InvalidQuery(
+            f"config field 'sliding_window' must be an int (the window length) or null, "
+            f"got {_short(window)}"
+        )
+    if window is not None and window > 0:
         axes["sliding_window"] = _field(config, "use_sliding_window") is not False
     elif _has_field(config, "sliding_window"):
         axes["sliding_window"] = False
@@ -237,20 +297,31 @@ def query_from_hf_config(
         that the matrix does not know, or an unknown ``model``.
     """
     m = default_matrix() if matrix is None else matrix
-    axes = _config_axes(config)
-    axes.update(overrides)
+    _check_config(config, "config")
+    derived = _config_axes(config)
     family = model
     if family is None:
         family = _config_family(config, m)
     elif m.model(family) is None:
         raise UnknownName("model", family, m.models)
-    for name, value in axes.items():
+    if "attention" not in derived and family is None:
+        raise InvalidQuery(
+            "the config gives no attention geometry (num_attention_heads, or kv_lora_rank and "
+            "qk_rope_head_dim, at the top or in text_config) and no model_type or _name_or_path "
+            "the matrix knows; pass a model's config.json (parsed) or its transformers config, "
+            "or name the model with model=..."
+        )
+    # The query normalises every value (a StrEnum override answers as its plain value) first.
+    query = KernelQuery(kernel, model=family, **{**derived, **overrides})
+    for name, value in query.axes.items():
         axis = m.axes.get(name)
         if axis is None:
             raise UnknownName("axis", name, m.axes)
+        if value is ANY:
+            continue
         if axis.index(value) is None and not (
             axis.type is AxisType.INT and isinstance(value, int) and not isinstance(value, bool)
         ):
             known = ", ".join(map(format_value, axis.values))
-            raise InvalidQuery(f"{value!r} is not a value of axis {name!r} ({known})")
-    return KernelQuery(kernel, model=family, **axes)
+            raise InvalidQuery(f"{_short(value)} is not a value of axis {name!r} ({known})")
+    return query
