@@ -68,6 +68,8 @@ def _libyaml_parser() -> Any:  # noqa: ANN401 - a C extension type
 
 #: None without libyaml: the pure-Python parser alone.
 _CParser: Any = _libyaml_parser()
+#: The one spelling of an integer a capability file may use: ASCII decimal digits, an optional sign.
+_DECIMAL = re.compile(r"[-+]?(?:0|[1-9][0-9]*)\Z")
 
 # Plain scalars that YAML 1.1 turns into booleans although an author meant a word.
 _YAML11_BOOL_WORDS = frozenset(
@@ -251,6 +253,18 @@ class _Builder:
             return None
         if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > MAX_INT_BITS:
             self._reject(node, path, f"integer out of range (more than {MAX_INT_BITS} bits)")
+            return None
+        if (
+            isinstance(value, int) and not isinstance(value, bool)
+            and not _DECIMAL.match(str(node.value))
+        ):
+            # YAML 1.1 reads 0x5a, 0o17, 017 (octal), 0b101, 9_0 and 1:30 (sexagesimal: 90) as
+            # integers; an author almost never means that, and the value would be read silently.
+            self._reject(
+                node, path,
+                f"{printable(repr(str(node.value)))} is a YAML 1.1 integer form (read as {value})",
+                hint=f"write the decimal number ({value}), or quote it if text is meant",
+            )
             return None
         if isinstance(value, str):
             self.chars += len(value)

@@ -40,10 +40,12 @@ if TYPE_CHECKING:
     from capmatrix import _yaml
 
 __all__ = [
+    "ENUM_VALUE",
     "EXPECT_DIR",
     "MAX_DIR_DEPTH",
     "MAX_FILES",
     "MAX_TOTAL_BYTES",
+    "RESERVED_AXIS_NAMES",
     "default_path",
     "discover",
     "iter_problems",
@@ -52,6 +54,15 @@ __all__ = [
 
 #: Sub-directory of a matrix that holds expectation cases, not matrix data.
 EXPECT_DIR = "expect"
+#: The spelling of an enum axis value: lower-case ASCII letters, digits and ``_ . + -``, starting with a
+#: letter or digit, at most 64 characters. Values reach command lines (witnesses, ``--<axis> VALUE``)
+#: and page anchors, so nothing a shell or a parser would read specially is allowed.
+ENUM_VALUE = re.compile(r"[a-z0-9][a-z0-9_.+-]{0,63}\Z", re.ASCII)
+#: Axis names whose ``--<axis>`` option would collide with an option of the command line.
+RESERVED_AXIS_NAMES = frozenset({
+    "check", "exit_code", "expect", "format", "help", "hf_config", "json", "kernel", "markdown",
+    "matrix", "model", "out", "out_dir", "role", "strict", "version", "where",
+})
 #: Refuse to read matrices with more files than this (a shipped matrix has a dozen).
 MAX_FILES = 2000
 #: Refuse to read matrices whose YAML files add up to more bytes than this (a shipped one has 70 kB).
@@ -59,8 +70,14 @@ MAX_TOTAL_BYTES = 8 * 1024 * 1024
 #: Refuse directory trees nested deeper than this below the matrix root.
 MAX_DIR_DEPTH = 16
 
-_CMP = re.compile(r"^\s*(>=|<=|>|<|==)\s*(-?\d+)\s*$")
-_INTERVAL = re.compile(r"^\s*([\[(])\s*(-?\d+)\s*,\s*(-?\d+)\s*([\])])\s*$")
+_CMP = re.compile(r"^ *(>=|<=|>|<|==) *(-?[0-9]+) *$", re.ASCII)
+_INTERVAL = re.compile(r"^ *([\[(]) *(-?[0-9]+) *, *(-?[0-9]+) *([\])]) *$", re.ASCII)
+#: What a range looks like with any digits and spaces (to refuse non-ASCII digits with a hint).
+_RANGE_SHAPE = re.compile(r"^\s*(?:(?:>=|<=|>|<|==)\s*-?\d+|[\[(]\s*-?\d+\s*,\s*-?\d+\s*[\])])\s*$")
+#: Digits an integer in a range may have: 19 reach past the signed 64-bit bound checked below.
+_MAX_RANGE_DIGITS = 19
+#: Axis integers fit in a signed 64-bit word (as ``_MAX_INT_BITS``; PyYAML loads lazily).
+_MAX_INT_BITS = 63
 
 
 def default_path() -> Path:
@@ -358,6 +375,13 @@ class _Semantics:
             if self._skip_entry(smap, "axes", name):
                 continue
             kind = AxisType(raw["type"])
+            if name in RESERVED_AXIS_NAMES:
+                self.fail(
+                    smap, path, f"axis name {name!r} is reserved: --{name.replace('_', '-')} is an "
+                    "option of the command line", key=True,
+                    hint=f"rename the axis, e.g. {name}_axis", code="E217",
+                )
+                continue
             values: list[AxisValue] = []
             if kind is AxisType.BOOL:
                 if "values" in raw and raw["values"] != [False, True]:
@@ -389,6 +413,15 @@ class _Semantics:
                         )
                     else:
                         values.append(value)
+                        if kind is AxisType.ENUM and not ENUM_VALUE.match(str(value)):
+                            # Kept as a value, so that rules naming it add no second error.
+                            self.fail(
+                                smap, (*path, "values", i),
+                                f"enum value {str(value)[:40]!r}{'...' if len(str(value)) > 40 else ''}"
+                                " is not a plain word",
+                                hint="use lower-case ASCII letters, digits and _ . + -, starting "
+                                     "with a letter or digit; at most 64 characters", code="E218",
+                            )
                 if kind is AxisType.ENUM and "families" in raw:
                     self.fail(smap, (*path, "families"), "families are for int axes", code="E210")
             families: dict[str, tuple[int, ...]] = {}
@@ -757,7 +790,12 @@ class _Semantics:
         if isinstance(item, str):
             if item in axis.families:
                 return (item, axis.families[item])
-            interval = _parse_range(item)
+            try:
+                interval = _parse_range(item)
+            except _BadRangeError as exc:
+                self.fail(smap, path, f"range {_cut(item)!r}: {exc.message}",
+                          hint=exc.hint, code="E225")
+                return None
             if interval is not None:
                 if interval.low is not None and interval.high is not None and not any(
                     v in interval for v in range(interval.low, interval.high + 1)
@@ -921,10 +959,46 @@ def _when_text(when: tuple[dict[str, Condition], ...]) -> str:
     return " and ".join(f"{a} {c.text}" for a, c in when[0].items()) or "always"
 
 
+class _BadRangeError(Exception):
+    """A string shaped like a range whose numbers cannot be read (control flow inside this module)."""
+
+    def __init__(self, message: str, hint: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+def _cut(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _bound(digits: str) -> int:
+    """An integer of a range: ASCII digits, within a signed 64-bit word.
+
+    :raises _BadRangeError: for a number past the limit (also one of thousands of digits).
+    """
+    if len(digits.lstrip("-")) > _MAX_RANGE_DIGITS:
+        raise _BadRangeError(
+            f"number of {len(digits.lstrip('-'))} digits is out of range",
+            "range bounds are axis integers (signed 64-bit)",
+        )
+    number = int(digits, 10)
+    if number.bit_length() > _MAX_INT_BITS:
+        raise _BadRangeError(
+            f"number {number} is out of range (more than {_MAX_INT_BITS} bits)",
+            "range bounds are axis integers (signed 64-bit)",
+        )
+    return number
+
+
 def _parse_range(text: str) -> Interval | None:
+    """The interval a range string denotes, or None when the text is not shaped like a range.
+
+    :raises _BadRangeError: for a range with non-ASCII digits or numbers out of range.
+    """
     match = _CMP.match(text)
     if match:
-        op, number = match.group(1), int(match.group(2))
+        op, number = match.group(1), _bound(match.group(2))
         if op == ">=":
             return Interval(low=number, low_inclusive=True)
         if op == ">":
@@ -937,10 +1011,15 @@ def _parse_range(text: str) -> Interval | None:
     match = _INTERVAL.match(text)
     if match:
         return Interval(
-            low=int(match.group(2)),
+            low=_bound(match.group(2)),
             low_inclusive=match.group(1) == "[",
-            high=int(match.group(3)),
+            high=_bound(match.group(3)),
             high_inclusive=match.group(4) == "]",
+        )
+    if _RANGE_SHAPE.match(text):
+        raise _BadRangeError(
+            "only ASCII digits and spaces are read in a range",
+            "write the digits 0-9; a lookalike digit or space is not read as a number",
         )
     return None
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Union
 
@@ -152,10 +153,10 @@ class Axis:
         if self.optional and text == NONE:
             return NONE
         if self.type is AxisType.INT:
-            try:
-                return int(text, 10)
-            except ValueError:
-                raise InvalidValue(self.name, text, "an integer") from None
+            # ASCII digits only: int() would also read "٩٠", "9_0" and " 90 " as 90.
+            if len(text) > _MAX_INT_CHARS or not _INT_TEXT.match(text):
+                raise InvalidValue(self.name, text, "an integer")
+            return int(text, 10)
         if self.type is AxisType.BOOL:
             lowered = text.lower()
             if lowered in _TRUE:
@@ -180,6 +181,10 @@ def format_value(value: object) -> str:
         return "false"
     return str(value)
 
+
+#: The text of an int axis value: an optional sign and ASCII digits, at most 20 characters (64 bits).
+_INT_TEXT = re.compile(r"[-+]?[0-9]+\Z")
+_MAX_INT_CHARS = 20
 
 #: The texts :meth:`Axis.parse` reads as booleans (case-insensitive).
 _TRUE = frozenset({"true", "1", "yes", "on"})

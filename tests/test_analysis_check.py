@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import shlex
 import shutil
 import sys
 from itertools import product
@@ -32,7 +33,7 @@ from capmatrix.analysis import (
 )
 from capmatrix.analysis._boxes import Area, KernelBoxes, supported_region, witness_of
 from capmatrix.cli import run
-from capmatrix.model import Effect
+from capmatrix.model import Effect, format_value
 from capmatrix.regions import Region, box_of
 
 if TYPE_CHECKING:
@@ -484,3 +485,43 @@ def test_check_bounds_a_gap_of_exponentially_many_regions() -> None:
     small = bounded_gap(four, four.roles["gappy"], limit=100)
     assert not small.truncated
     assert small.total == 2**4
+
+
+def test_cli_check_json_witnesses_name_the_matrix(tmp_path: Path) -> None:
+    """The JSON witness command asks the same matrix as the text form: --matrix DIR included."""
+    broken = _materialise(CASES / "dead_grant.yaml", tmp_path / "with space")
+    status, out, _ = _run("check", str(broken), "--json")
+    assert status == 1
+    commands = [f["witness"]["command"] for f in json.loads(out)["findings"] if f["witness"]]
+    assert commands
+    for command in commands:
+        words = shlex.split(command)
+        assert words[-2:] == ["--matrix", str(broken)]
+    _status, text, _ = _run("check", str(broken))
+    for command in commands:
+        assert f"witness: {command}" in text
+    shipped = json.loads(_run("check", "--json")[1])
+    assert all("--matrix" not in f["witness"]["command"] for f in shipped["findings"] if f["witness"])
+
+
+WORDS = st.text(alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"),
+                min_size=1, max_size=10)
+
+
+@given(WORDS, st.dictionaries(st.from_regex(r"\A[a-z][a-z0-9_]{0,6}\Z"),
+                              st.one_of(WORDS, st.integers(), st.booleans()), max_size=4),
+       st.one_of(st.none(), WORDS), st.booleans())
+def test_witness_commands_are_shell_quoted(
+    name: str, values: dict[str, Any], matrix: str | None, role: bool
+) -> None:
+    """Whatever the names and values hold ($(...), spaces, quotes, ;), the shell reads the command
+    back word for word: copying a witness never runs anything."""
+    witness = Witness(values=values, role=name) if role else Witness(values=values, kernel=name)
+    words = shlex.split(witness.command(matrix))
+    expected = ["capmatrix", "select" if role else "query", name]
+    for axis, value in values.items():
+        expected += [f"--{axis.replace('_', '-')}", format_value(value)]
+    if matrix:
+        expected += ["--matrix", matrix]
+    assert words == expected
+    assert witness.as_dict(matrix)["command"] == witness.command(matrix)

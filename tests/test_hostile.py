@@ -189,6 +189,22 @@ EXPECTED: dict[str, list[Pin]] = {
         ("caps/yes_no_bool.yaml", 6, 35, "E222", "kernels.norway.rules[0].grant.spec_dec",
          "False is not one of: none, one_model"),
     ],
+    "yaml11_integers.yaml": [
+        ("caps/yaml11_integers.yaml", 6, 21, "E002", "kernels.sexagesimal.rules[0].grant.sm",
+         "'1:30' is a YAML 1.1 integer form (read as 90)"),
+        ("caps/yaml11_integers.yaml", 6, 37, "E002", "kernels.sexagesimal.rules[0].grant.head_dim",
+         "'0x80' is a YAML 1.1 integer form (read as 128)"),
+        ("caps/yaml11_integers.yaml", 11, 21, "E002", "kernels.sexagesimal.rules[1].grant.sm",
+         "'9_0' is a YAML 1.1 integer form (read as 90)"),
+        ("caps/yaml11_integers.yaml", 11, 32, "E002", "kernels.sexagesimal.rules[1].grant.beam",
+         "'04' is a YAML 1.1 integer form (read as 4)"),
+    ],
+    "range_digits.yaml": [
+        ("caps/range_digits.yaml", 6, 21, "E225", "kernels.digits.rules[0].grant.sm",
+         "only ASCII digits and spaces are read in a range"),
+        ("caps/range_digits.yaml", 11, 21, "E225", "kernels.digits.rules[1].grant.sm",
+         "number of 5000 digits is out of range"),
+    ],
 }
 
 #: Hints that must accompany some errors (the advice is the point of the message).
@@ -201,6 +217,8 @@ EXPECTED_HINTS = {
     "unknown_keys.yaml": "did you mean 'rules'?",
     "yes_no_bool.yaml": "quote the word",
     "alias_bomb.yaml": "each alias (*name) copies its anchor's whole value",
+    "yaml11_integers.yaml": "write the decimal number (90), or quote it if text is meant",
+    "range_digits.yaml": "write the digits 0-9",
 }
 
 
@@ -1055,3 +1073,103 @@ def test_readers_never_see_a_partial_file(tmp_path: Path) -> None:
             thread.join(GUARD_S)
     assert seen == []
     assert [p.name for p in tmp_path.iterdir()] == ["big.md"]
+
+
+# --------------------------------------------------------------------------------------------------
+# numbers and names: YAML 1.1 integer forms, range digits, enum values, reserved axis names
+
+YAML11_INTEGERS = st.one_of(
+    st.integers(1, 2**40).map(hex), st.integers(1, 2**40).map(lambda n: f"0o{n:o}"),
+    st.integers(1, 2**40).map(lambda n: f"0{n:o}"), st.integers(1, 2**40).map(bin),
+    st.integers(10, 10**9).map(lambda n: f"{str(n)[0]}_{str(n)[1:]}"),
+    st.tuples(st.integers(1, 99), st.integers(0, 59)).map(lambda t: f"{t[0]}:{t[1]:02d}"),
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(YAML11_INTEGERS)
+def test_yaml11_integer_forms_are_refused_with_a_hint(text: str) -> None:
+    """Every YAML 1.1 integer spelling other than plain decimal is refused where it stands."""
+    _data, smap = _yaml.read_text(f"a:\n  b: {text}\n", "f.yaml")
+    (problem,) = smap.problems
+    assert (problem.line, problem.column, problem.code, problem.json_path) == (2, 6, "E002", "a.b")
+    assert "YAML 1.1 integer form" in problem.message
+    assert "write the decimal number" in (problem.hint or "")
+    assert _yaml.read_text(f"a:\n  b: '{text}'\n", "f.yaml")[0] == {"a": {"b": text}}  # quoted: text
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(-(2**62), 2**62))
+def test_plain_decimal_integers_are_read(number: int) -> None:
+    data, smap = _yaml.read_text(f"a: {number}\n", "f.yaml")
+    assert data == {"a": number}
+    assert smap.problems == ()
+
+
+RANGE_TEMPLATES = [">={}", "<{}", "<={}", ">{}", "=={}", "[{}, 130)", "[80, {})", "({}, {}]"]
+LOOKALIKE_DIGITS = st.text(
+    alphabet=st.characters(categories=["Nd"]).filter(lambda c: not "0" <= c <= "9"),
+    min_size=1, max_size=4,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(RANGE_TEMPLATES),
+       st.one_of(LOOKALIKE_DIGITS, st.integers(20, 6000).map(lambda n: "9" * n),
+                 st.just("9223372036854775808")))
+def test_unreadable_range_numbers_are_located(caps: Path, template: str, number: str) -> None:
+    """Non-ASCII digits and numbers past 64 bits in a range: one located E224, never a traceback."""
+    condition = template.replace("{}", number)
+    (caps / "ranges.yaml").write_text(
+        "kernels:\n  r:\n    description: d\n    rules:\n      - id: r.one\n"
+        f"        grant: {{sm: {json.dumps(condition)}}}\n        reason: r\n        source: s\n"
+        "        status: untested\n",
+        encoding="utf-8",
+    )
+    errors = errors_of("caps")
+    assert [(e.path, e.line, e.column, e.code) for e in errors] == [("caps/ranges.yaml", 6, 21, "E225")]
+    assert len(str(errors[0])) < 400  # the range is cut, not echoed whole
+
+
+_AXES_HEAD = "axes:\n  sm: {type: int, description: d, values: [80, 90]}\n"
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.text(max_size=12).filter(lambda t: not loader.ENUM_VALUE.match(t)))
+def test_enum_values_that_are_not_plain_words_are_refused(caps: Path, value: str) -> None:
+    """Shell metacharacters, spaces, commas, upper case, non-ASCII: E218 at the value, or a reading
+    error (E001/E002/E1xx) for what YAML itself refuses; the value never validates."""
+    (caps / "axes.yaml").write_text(
+        _AXES_HEAD + f"  kind: {{type: enum, description: d, values: [ok, {json.dumps(value)}]}}\n",
+        encoding="utf-8",
+    )
+    errors = errors_of("caps")
+    codes = {e.code for e in errors}
+    if "E218" in codes:
+        e215 = next(e for e in errors if e.code == "E218")
+        assert (e215.path, e215.line, e215.json_path) == ("caps/axes.yaml", 3, "axes.kind.values[1]")
+    else:
+        assert codes & {"E001", "E002", "E211"}, [str(e) for e in errors]
+
+
+@pytest.mark.parametrize("value", ["$(touch pwned)", "x y", "a,b", "GQA", "-x", "*", ">=80", "a;b", "é"])
+def test_hostile_enum_values_named_in_the_issue(caps: Path, value: str) -> None:
+    (caps / "axes.yaml").write_text(
+        _AXES_HEAD + f"  kind: {{type: enum, description: d, values: [ok, {json.dumps(value)}]}}\n",
+        encoding="utf-8",
+    )
+    assert [e.code for e in errors_of("caps")] == ["E218"]
+
+
+@pytest.mark.parametrize("name", sorted(loader.RESERVED_AXIS_NAMES))
+def test_axis_names_reserved_by_the_cli_are_refused(caps: Path, name: str) -> None:
+    (caps / "axes.yaml").write_text(_AXES_HEAD + f"  {name}: {{type: bool, description: d}}\n",
+                                    encoding="utf-8")
+    errors = errors_of("caps")
+    assert [(e.line, e.column, e.code, e.json_path) for e in errors if e.code == "E217"] == [
+        (3, 3, "E217", f"axes.{name}")
+    ]
+    code, _out, err = cli("query", "xqa", "--matrix", "caps", "--sm", "90")
+    assert code == 2
+    assert "Traceback" not in err
+    assert "is reserved" in err

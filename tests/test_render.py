@@ -15,6 +15,7 @@ import pytest
 
 import capmatrix
 from capmatrix import render
+from capmatrix._atomic import write_text_atomic
 from capmatrix.cli import run
 from capmatrix.render import (
     HTML_NAME,
@@ -467,3 +468,40 @@ def test_default_no_grant_admits_is_opened(write_matrix: Any) -> None:
     over = [c.status for c in dict(doc.overview.rows)["beamy"]]
     assert over[1] is CellStatus.SUPPORTED  # sm 90
     assert over.count(CellStatus.UNSUPPORTED) == len(over) - 1
+
+
+@pytest.mark.parametrize("existing", [True, False], ids=["old-pages", "no-pages"])
+def test_failed_html_write_restores_the_markdown(
+    write_matrix: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, existing: bool
+) -> None:
+    """Both pages or neither: when writing the HTML fails after the Markdown was written, the
+    Markdown gets its old content back (or is removed), and the error propagates."""
+    out = tmp_path / "docs"
+    out.mkdir()
+    if existing:
+        (out / MARKDOWN_NAME).write_text("old md\n", encoding="utf-8")
+        (out / HTML_NAME).write_text("old html\n", encoding="utf-8")
+    real = write_text_atomic
+
+    def failing(path: Any, text: str) -> None:
+        if Path(path).name == HTML_NAME:
+            raise OSError(28, "No space left on device")
+        real(path, text)
+
+    monkeypatch.setattr("capmatrix.render._files.write_text_atomic", failing)
+    with pytest.raises(OSError, match="No space"):
+        render_files(capmatrix.load(write_matrix()), out)
+    if existing:
+        assert (out / MARKDOWN_NAME).read_text(encoding="utf-8") == "old md\n"
+        assert (out / HTML_NAME).read_text(encoding="utf-8") == "old html\n"
+    else:
+        assert list(out.iterdir()) == []
+
+
+def test_html_target_that_is_a_directory_leaves_no_half_render(write_matrix: Any, tmp_path: Path) -> None:
+    out = tmp_path / "docs"
+    (out / HTML_NAME).mkdir(parents=True)
+    code, _, err = cli("render", "--matrix", str(write_matrix()), "--out-dir", str(out))
+    assert code == 2
+    assert "Traceback" not in err
+    assert not (out / MARKDOWN_NAME).exists()

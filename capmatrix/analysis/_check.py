@@ -8,6 +8,7 @@ Every analysis works on boxes and regions (never cell by cell); see ``docs/analy
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -111,25 +112,30 @@ class Witness:
         )
         return cls(values=dict(values), kernel=kernel, role=role, implicit=implicit)
 
-    def command(self) -> str:
-        """The ``capmatrix query`` / ``select`` command line that asks it (defaults left out)."""
-        head = f"capmatrix select {self.role}" if self.role else f"capmatrix query {self.kernel}"
-        parts = [head]
+    def command(self, matrix: str | None = None) -> str:
+        """The ``capmatrix query`` / ``select`` command line that asks it (defaults left out).
+
+        Every word is shell-quoted, so a pasted witness never runs anything; ``matrix`` (a matrix
+        directory other than the shipped one) adds ``--matrix DIR``.
+        """
+        words = ["capmatrix", "select", self.role] if self.role else ["capmatrix", "query", str(self.kernel)]
         for name, value in self.values.items():
             if name in self.implicit:
                 continue
-            parts.append(f"--{name.replace('_', '-')} {format_value(value)}")
-        return " ".join(parts)
+            words += [f"--{name.replace('_', '-')}", format_value(value)]
+        if matrix:
+            words += ["--matrix", matrix]
+        return " ".join(shlex.quote(word) for word in words)
 
-    def as_dict(self) -> dict[str, object]:
-        """JSON-ready form."""
+    def as_dict(self, matrix: str | None = None) -> dict[str, object]:
+        """JSON-ready form (``command`` with ``--matrix DIR`` when ``matrix`` is given)."""
         out: dict[str, object] = {}
         if self.kernel is not None:
             out["kernel"] = self.kernel
         if self.role is not None:
             out["role"] = self.role
         out["query"] = dict(self.values)
-        out["command"] = self.command()
+        out["command"] = self.command(matrix)
         return out
 
 
@@ -161,8 +167,8 @@ class Finding:
         first = self.locations[0] if self.locations else Location(path="")
         return (_RANK[self.severity], self.code, first.path, first.line or 0, self.message)
 
-    def as_dict(self) -> dict[str, object]:
-        """JSON-ready form."""
+    def as_dict(self, matrix: str | None = None) -> dict[str, object]:
+        """JSON-ready form (witness commands name ``--matrix DIR`` when ``matrix`` is given)."""
         return {
             "code": self.code,
             "severity": str(self.severity),
@@ -173,7 +179,7 @@ class Finding:
             ],
             "rules": list(self.rules),
             "kernels": list(self.kernels),
-            "witness": None if self.witness is None else self.witness.as_dict(),
+            "witness": None if self.witness is None else self.witness.as_dict(matrix),
             "regions": [a.as_dict() for a in self.regions],
         }
 
@@ -198,13 +204,13 @@ class CheckResult:
             return 1
         return 0
 
-    def as_dict(self) -> dict[str, object]:
-        """JSON-ready form."""
+    def as_dict(self, matrix: str | None = None) -> dict[str, object]:
+        """JSON-ready form; ``matrix`` (a non-default matrix directory) goes into witness commands."""
         return {
             "path": self.path,
             "loaded": self.loaded,
             "summary": {str(s): self.count(s) for s in Severity},
-            "findings": [f.as_dict() for f in self.findings],
+            "findings": [f.as_dict(matrix) for f in self.findings],
         }
 
 

@@ -70,8 +70,7 @@ SHOWN_REGIONS = 5
 
 
 def _command(witness: Witness, matrix: str | None) -> str:
-    line = witness.command()
-    return f"{line} --matrix {matrix}" if matrix else line
+    return witness.command(matrix)
 
 
 def _query_command(kind: str, name: str, area: Area, matrix: str | None) -> str:
@@ -125,7 +124,7 @@ def cmd_check(args: argparse.Namespace, _prepared: None, out: TextIO, err: TextI
     announce_matrix(choice, err)
     result = check_path(choice.path)
     if args.json:
-        print_json(result.as_dict(), out)
+        print_json(result.as_dict(args.path), out)
     else:
         out.write(render_check(result, choice.witness_matrix) + "\n")
     return result.exit_status(strict=args.strict)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from capmatrix.engine.hf import query_from_hf_config
 from capmatrix.errors import InvalidQuery, InvalidValue, echo
-from capmatrix.loader import default_path, load
+from capmatrix.loader import RESERVED_AXIS_NAMES, default_path, load
 from capmatrix.model import format_value
 from capmatrix.query import ANY, KernelQuery
 
@@ -148,6 +148,8 @@ def add_axis_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Ma
     matrix = load_matrix(prescan(argv, "--matrix"))
     group = parser.add_argument_group("axes ('*' makes an axis range over all its values)")
     for axis in matrix.axes.values():
+        if axis.name in RESERVED_AXIS_NAMES:
+            continue  # the loader refuses such names; a hand-built matrix may still hold one
         shown = ", ".join(format_value(v) for v in axis.values)
         group.add_argument(
             _option(axis.name), dest=f"axis_{axis.name}", metavar="VALUE",

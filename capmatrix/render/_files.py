@@ -32,13 +32,33 @@ def render_pages(matrix: Matrix) -> dict[str, str]:
 
 
 def render_files(matrix: Matrix, out_dir: str | Path) -> list[Path]:
-    """Render both pages and write them (atomically) into ``out_dir``; return the paths written."""
+    """Render both pages and write them (atomically) into ``out_dir``; return the paths written.
+
+    Both pages or neither: when writing one fails, the pages already written get their previous
+    content back (or are removed when there was none), and the error propagates.
+    """
     pages = render_pages(matrix)
-    written = []
-    for name, text in pages.items():
-        target = Path(out_dir) / name
-        write_text_atomic(target, text)
-        written.append(target)
+    written: list[Path] = []
+    previous: list[tuple[Path, bytes | None]] = []
+    try:
+        for name, text in pages.items():
+            target = Path(out_dir) / name
+            try:
+                before: bytes | None = target.read_bytes()
+            except FileNotFoundError:
+                before = None
+            except OSError:  # a directory, or unreadable: the write below reports it
+                before = b""
+            write_text_atomic(target, text)
+            previous.append((target, before))
+            written.append(target)
+    except BaseException:
+        for target, before in reversed(previous):
+            if before is None:
+                target.unlink(missing_ok=True)
+            else:
+                write_text_atomic(target, before.decode("utf-8", "replace"))
+        raise
     return written
 
 
