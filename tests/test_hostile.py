@@ -1118,7 +1118,7 @@ LOOKALIKE_DIGITS = st.text(
        st.one_of(LOOKALIKE_DIGITS, st.integers(20, 6000).map(lambda n: "9" * n),
                  st.just("9223372036854775808")))
 def test_unreadable_range_numbers_are_located(caps: Path, template: str, number: str) -> None:
-    """Non-ASCII digits and numbers past 64 bits in a range: one located E224, never a traceback."""
+    """Non-ASCII digits and numbers past 64 bits in a range: one located E225, never a traceback."""
     condition = template.replace("{}", number)
     (caps / "ranges.yaml").write_text(
         "kernels:\n  r:\n    description: d\n    rules:\n      - id: r.one\n"
