@@ -182,9 +182,10 @@ def format_value(value: object) -> str:
     return str(value)
 
 
-#: The text of an int axis value: an optional sign and ASCII digits, at most 20 characters (64 bits).
+#: The text of an int axis value: an optional sign and ASCII digits (the range is checked by the query;
+#: past Python's default int_max_str_digits, 4300, the text is not read at all).
 _INT_TEXT = re.compile(r"[-+]?[0-9]+\Z")
-_MAX_INT_CHARS = 20
+_MAX_INT_CHARS = 4300
 
 #: The texts :meth:`Axis.parse` reads as booleans (case-insensitive).
 _TRUE = frozenset({"true", "1", "yes", "on"})

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from conftest import SMALL_AXES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -1079,7 +1080,7 @@ def test_readers_never_see_a_partial_file(tmp_path: Path) -> None:
 # numbers and names: YAML 1.1 integer forms, range digits, enum values, reserved axis names
 
 YAML11_INTEGERS = st.one_of(
-    st.integers(1, 2**40).map(hex), st.integers(1, 2**40).map(lambda n: f"0o{n:o}"),
+    st.integers(1, 2**40).map(hex),
     st.integers(1, 2**40).map(lambda n: f"0{n:o}"), st.integers(1, 2**40).map(bin),
     st.integers(10, 10**9).map(lambda n: f"{str(n)[0]}_{str(n)[1:]}"),
     st.tuples(st.integers(1, 99), st.integers(0, 59)).map(lambda t: f"{t[0]}:{t[1]:02d}"),
@@ -1122,7 +1123,8 @@ def test_unreadable_range_numbers_are_located(caps: Path, template: str, number:
     condition = template.replace("{}", number)
     (caps / "ranges.yaml").write_text(
         "kernels:\n  r:\n    description: d\n    rules:\n      - id: r.one\n"
-        f"        grant: {{sm: {json.dumps(condition)}}}\n        reason: r\n        source: s\n"
+        f"        grant: {{sm: {json.dumps(condition, ensure_ascii=False)}}}\n        reason: r\n"
+        "        source: s\n"
         "        status: untested\n",
         encoding="utf-8",
     )
@@ -1131,7 +1133,7 @@ def test_unreadable_range_numbers_are_located(caps: Path, template: str, number:
     assert len(str(errors[0])) < 400  # the range is cut, not echoed whole
 
 
-_AXES_HEAD = "axes:\n  sm: {type: int, description: d, values: [80, 90]}\n"
+_AXES_HEAD = SMALL_AXES
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -1147,7 +1149,8 @@ def test_enum_values_that_are_not_plain_words_are_refused(caps: Path, value: str
     codes = {e.code for e in errors}
     if "E218" in codes:
         e215 = next(e for e in errors if e.code == "E218")
-        assert (e215.path, e215.line, e215.json_path) == ("caps/axes.yaml", 3, "axes.kind.values[1]")
+        assert (e215.path, e215.json_path) == ("caps/axes.yaml", "axes.kind.values[1]")
+        assert e215.line == _AXES_HEAD.count("\n") + 1
     else:
         assert codes & {"E001", "E002", "E211"}, [str(e) for e in errors]
 
@@ -1167,7 +1170,7 @@ def test_axis_names_reserved_by_the_cli_are_refused(caps: Path, name: str) -> No
                                     encoding="utf-8")
     errors = errors_of("caps")
     assert [(e.line, e.column, e.code, e.json_path) for e in errors if e.code == "E217"] == [
-        (3, 3, "E217", f"axes.{name}")
+        (_AXES_HEAD.count("\n") + 1, 3, "E217", f"axes.{name}")
     ]
     code, _out, err = cli("query", "xqa", "--matrix", "caps", "--sm", "90")
     assert code == 2

@@ -7,6 +7,8 @@ import json
 from typing import TYPE_CHECKING
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import capmatrix
 from capmatrix.analysis import parse_where
@@ -64,6 +66,24 @@ def test_bad_text_is_an_invalid_value(axis: Axis, text: str, expected: str) -> N
         axis.parse(text)
     assert (info.value.axis, info.value.text, info.value.expected) == (axis.name, text, expected)
     assert isinstance(info.value, capmatrix.InvalidQuery)
+
+
+@given(st.one_of(
+    st.integers(0, 10**6).map(lambda n: "".join(chr(0x0660 + int(d)) for d in str(n))),  # Arabic-Indic
+    st.integers(0, 10**6).map(lambda n: "".join(chr(0xFF10 + int(d)) for d in str(n))),  # full width
+    st.integers(10, 10**6).map(lambda n: f"{str(n)[0]}_{str(n)[1:]}"),
+    st.integers(0, 10**6).map(lambda n: f" {n}"), st.integers(0, 10**6).map(lambda n: f"{n}\n"),
+    st.integers(1, 10**6).map(hex), st.sampled_from(["1:30", "0b11", "1e3", "90.0", "", "+", "-"]),
+))
+def test_int_text_is_ascii_decimal_only(text: str) -> None:
+    """int() would read lookalike digits, underscores and padding as a number; the axis does not."""
+    with pytest.raises(InvalidValue):
+        AXES[0].parse(text)
+
+
+@given(st.integers(-(10**30), 10**30))
+def test_ascii_decimal_text_round_trips(number: int) -> None:
+    assert AXES[0].parse(str(number)) == number
 
 
 def test_enum_text_is_taken_as_it_is() -> None:
