@@ -445,8 +445,10 @@ def _construct(tag: str, event: Any) -> Any:  # noqa: ANN401 - a libyaml event; 
         value = yaml.constructor.SafeConstructor().construct_object(node, deep=True)
     except (yaml.constructor.ConstructorError, ValueError):
         return _FALLBACK
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > MAX_INT_BITS:
-        return _FALLBACK
+    if isinstance(value, int) and not isinstance(value, bool) and (
+        value.bit_length() > MAX_INT_BITS or not _DECIMAL.match(event.value)
+    ):
+        return _FALLBACK  # the full reader refuses it, located
     if len(_CONSTRUCTED) < _PLAIN_TAGS_MAX:
         _CONSTRUCTED[key] = value
     return value

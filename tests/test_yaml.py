@@ -104,7 +104,7 @@ def test_the_fast_route_leaves_the_unusual_to_the_full_reader(
 @needs_libyaml
 def test_the_fast_route_records_what_the_full_reader_records(monkeypatch: pytest.MonkeyPatch) -> None:
     text = (
-        "a:\n  b: [yes, 'no', 1.10, 0x1f, ~, \"s\", '']\n  c: {d: on, e: -1.5e+3}\n  f: |\n    block\n"
+        "a:\n  b: [yes, 'no', 1.10, 31, ~, \"s\", '']\n  c: {d: on, e: -1.5e+3}\n  f: |\n    block\n"
         "  '': empty key\n  g:\n  - - 1\n    - x\n  h: &t yes\n  i: [*t, &s text, *s]\n"
         "  j: &m {k: &n [on, {l: 1.5}], m: *n}\n  o: *m\n"
     )
@@ -114,6 +114,16 @@ def test_the_fast_route_records_what_the_full_reader_records(monkeypatch: pytest
     on = {("a", "j", "k", 0), ("a", "j", "m", 0), ("a", "o", "k", 0), ("a", "o", "m", 0)}
     assert smap.yaml11_bools == {("a", "b", 0), ("a", "c", "d"), ("a", "h"), ("a", "i", 0), *on}
     assert smap.floats == {("a", "b", 2), ("a", "c", "e"), *{(*p[:-1], 1, "l") for p in on}}
+
+
+@pytest.mark.parametrize("number", ["0x1f", "037", "0b11111", "3_1", "1:30"])
+def test_yaml11_integer_forms_leave_the_fast_route(number: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The full reader refuses them (located); the fast route gives up rather than read them."""
+    text = f"a:\n  b: [1, {number}]\n"
+    assert _yaml._fast_read(text, "doc.yaml") is None
+    assert_agree(text, monkeypatch)
+    _data, smap = _yaml.read_text(text, "doc.yaml")
+    assert [(p.line, p.code) for p in smap.problems] == [(2, "E002")]
 
 
 @test_fuzz.FUZZ
