@@ -339,7 +339,7 @@ def test_what_is_not_a_config_is_refused(config: object, needle: str) -> None:
         ("hidden_size", 0), ("hidden_size", 4095), ("kv_lora_rank", -1), ("qk_rope_head_dim", -64),
         ("head_dim", True), ("head_dim", 128.0), ("kv_lora_rank", "512"), ("kv_lora_rank", [512]),
         ("sliding_window", "4096"), ("sliding_window", True), ("sliding_window", 4096.0),
-        ("num_attention_heads", {"n": 32}),
+        ("num_attention_heads", {"n": 32}), ("model_type", ["llama"]), ("model_type", 7),
     ],
 )
 def test_impossible_and_malformed_fields_are_refused(field: str, value: object) -> None:

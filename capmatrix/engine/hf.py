@@ -246,9 +246,20 @@ def _layer_feature_axes(config: object, outer: object, *, windowed: bool) -> dic
     sinks = _field(config, "use_sinks")
     if sinks is not None:
         axes["attention_sinks"] = sinks is True
-    elif {_field(outer, "model_type"), _field(config, "model_type")} & _SINK_MODEL_TYPES:
+    elif {_model_type(outer), _model_type(config)} & _SINK_MODEL_TYPES:
         axes["attention_sinks"] = True
     return axes
+
+
+def _model_type(config: object) -> str | None:
+    """The config's ``model_type``, or None.
+
+    :raises InvalidQuery: when it is not a string.
+    """
+    found = _field(config, "model_type")
+    if found is None or isinstance(found, str):
+        return found
+    raise InvalidQuery(f"config field 'model_type' must be a string, got {_short(found)}")
 
 
 def _config_family(config: object, matrix: Matrix) -> str | None:
@@ -263,7 +274,7 @@ def _config_family(config: object, matrix: Matrix) -> str | None:
         if found is not None:
             return found.name
     text = _text_config(config)
-    for model_type in (_field(config, "model_type"), _field(text, "model_type")):
+    for model_type in (_model_type(config), _model_type(text)):
         if model_type is None:
             continue
         for name, fam in matrix.models.items():
