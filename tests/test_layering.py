@@ -31,6 +31,7 @@ CORE: dict[str, int] = {
     "capmatrix": 9,
     "capmatrix.evidence": 9,
     "capmatrix.probe": 10,
+    "capmatrix.export": 10,
 }
 WINGS = ("capmatrix.engine", "capmatrix.analysis", "capmatrix.render")
 WING_RANK, CLI_RANK = 11, 12

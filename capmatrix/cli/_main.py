@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "diff": ("capmatrix.cli._analysis", "semantic diff of two matrices or git revisions"),
     "compare-legacy": ("capmatrix.cli._analysis", "compare a legacy predicate with a kernel"),
     "test": ("capmatrix.cli._analysis", "run the expectation cases and report rule coverage"),
+    "export": ("capmatrix.cli._export", "write the compiled matrix as a JSON artifact (docs/export.md)"),
 }
 
 
