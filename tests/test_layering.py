@@ -33,7 +33,7 @@ CORE: dict[str, int] = {
     "capmatrix.probe": 10,
     "capmatrix.export": 10,
 }
-WINGS = ("capmatrix.engine", "capmatrix.analysis", "capmatrix.render")
+WINGS = ("capmatrix.engine", "capmatrix.analysis", "capmatrix.render", "capmatrix.codegen")
 WING_RANK, CLI_RANK = 11, 12
 #: Imports inside functions are allowed only for these (they keep `import capmatrix` light).
 LAZY_OK = ("torch", "yaml", "jsonschema", "capmatrix._yaml", "difflib")

@@ -1,0 +1,573 @@
+"""A self-contained C++17 header that answers chosen kernels, gates and roles from generated tables.
+
+The header is generated from the exported artifact (:func:`capmatrix.export.export`) and needs only
+``<cstddef>`` and ``<cstdint>``. It holds, per axis the chosen kernels' rules name, an enum (enum
+axes) or a value table (int and bool axes); per rule, one bit mask per axis over the axis's universe,
+plus the condition for int values outside the universe; per kernel, its rule range; per role, its
+candidates in order and its pinned axes. Its answers follow docs/export.md, as ``resolve`` and
+``select`` do:
+
+- ``capmatrix::Query`` starts with every axis at its default, and the axes without one open;
+  setters (``.sm(120)``, ``.attention(Attention::kGqa)``) fix values and ``.open(AxisId::kX)``
+  opens one again;
+- ``resolve(Kernel, Query)`` gives ``Verdict::kSupported``, ``kUnsupported``, or ``kDepends`` when
+  the answer changes over the open axes the kernel's rules name (it then walks every combination of
+  their universes: engines on a hot path should give complete queries);
+- ``select(Role, Query)`` tries the candidates in order (the role's axes apply where the query
+  did not set them) and returns the first supported one, with ``kDepends`` as the verdict when an
+  earlier candidate depended on an open axis.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from capmatrix.errors import CapmatrixError
+from capmatrix.export import FORMAT, FORMAT_VERSION
+
+__all__ = ["CodegenError", "cpp_header"]
+
+#: Bit masks are 64-bit: an axis may have at most this many values, a header at most this many axes.
+MAX_VALUES = 64
+MAX_AXES = 64
+
+#: C++ keywords, and the names of Query's own members: an axis setter must be neither.
+_KEYWORDS = frozenset([
+    "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break",
+    "case", "catch", "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept",
+    "const", "consteval", "constexpr", "constinit", "const_cast", "continue", "co_await",
+    "co_return", "co_yield", "decltype", "default", "delete", "do", "double", "dynamic_cast",
+    "else", "enum", "explicit", "export", "extern", "false", "float", "for", "friend", "goto", "if",
+    "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq", "nullptr",
+    "operator", "or", "or_eq", "private", "protected", "public", "register", "reinterpret_cast",
+    "requires", "return", "short", "signed", "sizeof", "static", "static_assert", "static_cast",
+    "struct", "switch", "template", "this", "thread_local", "throw", "true", "try", "typedef",
+    "typeid", "typename", "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t",
+    "while", "xor", "xor_eq", "open", "resolve", "select", "value", "given",
+])
+
+
+class CodegenError(CapmatrixError):
+    """The header cannot be generated (an unknown kernel or role, an axis too large for the tables)."""
+
+
+def _words(name: str) -> list[str]:
+    return [w for w in re.split(r"[^A-Za-z0-9]+", name) if w]
+
+
+def _camel(name: str) -> str:
+    text = "".join(w[:1].upper() + w[1:] for w in _words(name))
+    return text if text and not text[0].isdigit() else f"X{text}"
+
+
+def _constant(name: str) -> str:
+    """``first_chain_draft`` -> ``kFirstChainDraft``."""
+    return f"k{_camel(name)}"
+
+
+def _method(name: str) -> str:
+    """An axis name as a setter: valid, and never a keyword or a member of ``Query``."""
+    text = "_".join(_words(name)).lower() or "axis"
+    if text[0].isdigit():
+        text = f"axis_{text}"
+    return f"{text}_" if text in _KEYWORDS else text
+
+
+def _cstr(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _comment(text: str) -> str:
+    return " ".join(text.replace("*/", "* /").split())
+
+
+def _unique(names: dict[str, str], what: str) -> None:
+    seen: dict[str, str] = {}
+    for original, made in names.items():
+        if made in seen:
+            raise CodegenError(f"{what} {original!r} and {seen[made]!r} both become {made!r} in C++")
+        seen[made] = original
+
+
+def _int(value: object) -> int:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    msg = f"expected an int or bool, got {value!r}"
+    raise CodegenError(msg)
+
+
+class _Header:
+    def __init__(self, data: dict[str, Any], kernels: list[str], roles: list[str], namespace: str,
+                 command: str) -> None:
+        if data.get("format") != FORMAT or str(data.get("format_version", "")).split(".")[0] != "1":
+            raise CodegenError(f"not a {FORMAT} artifact of format version 1")
+        self.data = data
+        self.command = command
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*", namespace):
+            raise CodegenError(f"{namespace!r} is not a C++ namespace name")
+        self.namespace = namespace
+        for role in roles:
+            if role not in data["roles"]:
+                raise CodegenError(f"unknown role {role!r}; known: {', '.join(data['roles'])}")
+        chosen = list(dict.fromkeys(kernels))
+        for role in roles:
+            chosen.extend(c for c in data["roles"][role]["candidates"] if c not in chosen)
+        for kernel in chosen:
+            if kernel not in data["kernels"]:
+                raise CodegenError(f"unknown kernel {kernel!r}; known: {', '.join(data['kernels'])}")
+        if not chosen:
+            raise CodegenError("name at least one kernel or role")
+        self.kernels = chosen
+        self.roles = roles
+        named = {a for k in chosen for a in data["kernels"][k]["relevant_axes"]}
+        self.axes = [a for a in data["axes"] if a in named]
+        if len(self.axes) > MAX_AXES:
+            raise CodegenError(f"{len(self.axes)} axes; the tables hold at most {MAX_AXES}")
+        for axis in self.axes:
+            if len(data["axes"][axis]["values"]) > MAX_VALUES:
+                raise CodegenError(
+                    f"axis {axis!r} has {len(data['axes'][axis]['values'])} values; "
+                    f"the tables hold at most {MAX_VALUES}"
+                )
+        self.pos = {a: i for i, a in enumerate(self.axes)}
+        _unique({a: _method(a) for a in self.axes}, "axis")
+        _unique({k: _constant(k) for k in chosen}, "kernel")
+        _unique({r: _constant(r) for r in roles}, "role")
+        for axis in self.axes:
+            spec = data["axes"][axis]
+            if spec["type"] == "enum":
+                _unique({str(v): _constant(str(v)) for v in spec["values"]}, f"value of {axis}")
+        self.out: list[str] = []
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def emit(self, *lines: str) -> None:
+        self.out.extend(lines)
+
+    def spec(self, axis: str) -> dict[str, Any]:
+        return self.data["axes"][axis]  # type: ignore[no-any-return]
+
+    def index_of(self, axis: str, value: object) -> int:
+        for i, known in enumerate(self.spec(axis)["values"]):
+            if known == value and type(known) is type(value):
+                return i
+        return -1
+
+    # -- sections ------------------------------------------------------------------------------
+
+    def banner(self) -> None:
+        guard = "_".join(w.upper() for w in _words(self.namespace)) + "_CAPMATRIX_GENERATED_H_"
+        self.guard = guard
+        self.emit(
+            f"// Generated by `{_comment(self.command)}` from the capmatrix matrix",
+            f"// ({FORMAT} {FORMAT_VERSION}); do not edit. Regenerate it when the matrix changes.",
+            "//",
+            "// Kernels and gates: " + ", ".join(self.kernels) + ".",
+            "// Roles: " + (", ".join(self.roles) if self.roles else "none") + ".",
+            "// Axes (the ones these kernels' rules name; no other axis changes an answer): "
+            + ", ".join(self.axes) + ".",
+            "//",
+            "// Semantics (docs/export.md): a Query starts with every axis at its default and the axes",
+            "// without one open. resolve() answers kSupported when a grant applies and no exclusion does,",
+            "// for every combination of the open axes the kernel's rules name; kUnsupported when for",
+            "// none; kDepends otherwise (it walks those combinations: give complete queries on a hot",
+            "// path). select() tries a role's candidates in order with the role's axes applied where",
+            "// the query did not set them; the first supported candidate wins.",
+            f"#ifndef {guard}",
+            f"#define {guard}",
+            "",
+            "#include <cstddef>",
+            "#include <cstdint>",
+            "",
+            f"namespace {self.namespace} {{",
+            "",
+            "enum class Verdict : std::uint8_t { kUnsupported = 0, kSupported = 1, kDepends = 2 };",
+            "",
+            "inline const char* to_string(Verdict v) noexcept {",
+            "  switch (v) {",
+            '    case Verdict::kSupported: return "supported";',
+            '    case Verdict::kUnsupported: return "unsupported";',
+            '    case Verdict::kDepends: return "depends";',
+            "  }",
+            '  return "?";',
+            "}",
+            "",
+        )
+
+    def axis_types(self) -> None:
+        self.emit("/// The axes of this header, in the matrix's order.",
+                  "enum class AxisId : std::uint8_t {")
+        self.emit(*(f"  {_constant(a)} = {i}," for i, a in enumerate(self.axes)))
+        self.emit("};", f"constexpr std::size_t kAxisCount = {len(self.axes)};", "")
+        for axis in self.axes:
+            spec = self.spec(axis)
+            if spec["type"] != "enum":
+                continue
+            self.emit(f"/// {axis}: {_comment(spec['description'])}",
+                      f"enum class {_camel(axis)} : std::uint8_t {{")
+            self.emit(*(f"  {_constant(str(v))} = {i}," for i, v in enumerate(spec["values"])))
+            self.emit("};", "")
+        self.emit("enum class Kernel : std::uint8_t {")
+        for i, kernel in enumerate(self.kernels):
+            kind = self.data["kernels"][kernel]["kind"]
+            self.emit(f"  {_constant(kernel)} = {i},  // {kind} {kernel}")
+        self.emit("};", f"constexpr std::size_t kKernelCount = {len(self.kernels)};", "")
+        self.emit("inline const char* to_string(Kernel k) noexcept {", "  switch (k) {")
+        self.emit(*(f"    case Kernel::{_constant(k)}: return {_cstr(k)};" for k in self.kernels))
+        self.emit("  }", '  return "?";', "}", "")
+        if self.roles:
+            self.emit("enum class Role : std::uint8_t {")
+            self.emit(*(f"  {_constant(r)} = {i}," for i, r in enumerate(self.roles)))
+            self.emit("};", "")
+
+    def tables(self) -> None:
+        values: list[int] = []
+        intervals: list[str] = []
+        conditions: list[str] = []
+        rules: list[str] = []
+        kernel_rows: list[str] = []
+        for kernel in self.kernels:
+            entry = self.data["kernels"][kernel]
+            begin = len(rules)
+            relevant = 0
+            for axis in entry["relevant_axes"]:
+                relevant |= 1 << self.pos[axis]
+            for rule in entry["rules"]:
+                masks, conds = [], []
+                named = 0
+                for axis in self.axes:
+                    size = len(self.spec(axis)["values"])
+                    if axis not in rule["box"]:
+                        masks.append(f"0x{(1 << size) - 1:x}ull")
+                        conds.append("-1")
+                        continue
+                    named |= 1 << self.pos[axis]
+                    mask = 0
+                    for value in rule["box"][axis]:
+                        mask |= 1 << self.index_of(axis, value)
+                    masks.append(f"0x{mask:x}ull")
+                    if self.spec(axis)["type"] == "enum":
+                        conds.append("-1")  # an enum query is always a value of the universe
+                        continue
+                    cond = rule["conditions"][axis]
+                    v0 = len(values)
+                    values.extend(_int(v) for v in cond["values"])
+                    i0 = len(intervals)
+                    for item in cond["intervals"]:
+                        low, high = "low" in item, "high" in item
+                        intervals.append(
+                            f"{{{str(low).lower()}, {item.get('low', 0)}, "
+                            f"{str(item.get('low_inclusive', False)).lower()}, {str(high).lower()}, "
+                            f"{item.get('high', 0)}, {str(item.get('high_inclusive', False)).lower()}}}"
+                        )
+                    conds.append(str(len(conditions)))
+                    conditions.append(
+                        f"{{{v0}, {len(values)}, {i0}, {len(intervals)}, "
+                        f"{str(cond['negated']).lower()}}}"
+                    )
+                grant = "true" if rule["effect"] == "grant" else "false"
+                rules.append(
+                    f"  // {_comment(rule['id'])} ({rule['effect']}, {rule['status']}; "
+                    f"{_comment(rule['location']['file'])}:{rule['location'].get('line', '?')})\n"
+                    f"  {{{grant}, 0x{named:x}ull, {{{', '.join(masks)}}}, {{{', '.join(conds)}}}}},"
+                )
+            kernel_rows.append(f"  {{{begin}, {len(rules)}, 0x{relevant:x}ull}},  // {kernel}")
+        sizes = ", ".join(str(len(self.spec(a)["values"])) for a in self.axes)
+        int_begin: list[str] = []
+        int_values: list[int] = []
+        for axis in self.axes:
+            int_begin.append(str(len(int_values)))
+            if self.spec(axis)["type"] != "enum":
+                int_values.extend(_int(v) for v in self.spec(axis)["values"])
+        int_begin.append(str(len(int_values)))
+        defaults = []
+        for axis in self.axes:
+            spec = self.spec(axis)
+            if "default" in spec:
+                raw = spec["default"]
+                defaults.append(
+                    f"{{{self.index_of(axis, raw)}, {_int(raw) if spec['type'] != 'enum' else 0}}}"
+                )
+            else:
+                defaults.append("{kOpen, 0}")
+        self.emit(
+            "namespace detail {",
+            "",
+            "/// An index that means: the axis ranges over its universe.",
+            "constexpr std::int16_t kOpen = -2;",
+            "/// An index that means: an int value outside the universe (answered by the conditions).",
+            "constexpr std::int16_t kOutside = -1;",
+            "",
+            "struct Interval {",
+            "  bool has_low; std::int64_t low; bool low_inclusive;",
+            "  bool has_high; std::int64_t high; bool high_inclusive;",
+            "};",
+            "struct Condition {",
+            "  std::uint16_t values_begin, values_end, intervals_begin, intervals_end;",
+            "  bool negated;",
+            "};",
+            "struct Rule {",
+            "  bool grant;",
+            "  std::uint64_t named;                     // bit per axis the rule names",
+            "  std::uint64_t mask[kAxisCount];          // per axis: bit per universe value admitted",
+            "  std::int16_t condition[kAxisCount];      // per named axis: its Condition (outside values)",
+            "};",
+            "struct KernelRules { std::uint16_t begin, end; std::uint64_t relevant; };",
+            "struct Default { std::int16_t index; std::int64_t value; };",
+            "",
+            f"constexpr std::uint8_t kAxisSize[kAxisCount] = {{{sizes}}};",
+            "/// The universes of the int and bool axes (bool: 0/1), per axis from kIntBegin[a].",
+            f"constexpr std::int64_t kIntValues[] = {{{', '.join(map(str, int_values)) or '0'}}};",
+            f"constexpr std::uint16_t kIntBegin[kAxisCount + 1] = {{{', '.join(int_begin)}}};",
+            f"constexpr Default kDefaults[kAxisCount] = {{{', '.join(defaults)}}};",
+            f"constexpr std::int64_t kCondValues[] = {{{', '.join(map(str, values)) or '0'}}};",
+            "constexpr Interval kIntervals[] = {",
+            *(f"  {i}," for i in intervals or ["{false, 0, false, false, 0, false}"]),
+            "};",
+            "constexpr Condition kConditions[] = {",
+            *(f"  {c}," for c in conditions or ["{0, 0, 0, 0, false}"]),
+            "};",
+            "constexpr Rule kRules[] = {",
+            *rules,
+            "};",
+            "constexpr KernelRules kKernels[kKernelCount] = {",
+            *kernel_rows,
+            "};",
+        )
+        if self.roles:
+            cand_rows: list[str] = []
+            cands: list[str] = []
+            pins: list[str] = []
+            for role in self.roles:
+                entry = self.data["roles"][role]
+                c0 = len(cands)
+                cands.extend(f"Kernel::{_constant(c)}" for c in entry["candidates"])
+                p0 = len(pins)
+                for axis, raw in entry["axes"].items():
+                    if axis not in self.pos:
+                        continue  # no rule of these kernels names it
+                    kind = self.spec(axis)["type"]
+                    value = _int(raw) if kind != "enum" else 0
+                    pins.append(f"{{{self.pos[axis]}, {self.index_of(axis, raw)}, {value}}}")
+                cand_rows.append(f"  {{{c0}, {len(cands)}, {p0}, {len(pins)}}},  // {role}")
+            self.emit(
+                "struct Pin { std::uint8_t axis; std::int16_t index; std::int64_t value; };",
+                "struct RoleRow { std::uint16_t candidates_begin, candidates_end, pins_begin, pins_end; };",
+                f"constexpr Kernel kCandidates[] = {{{', '.join(cands)}}};",
+                f"constexpr Pin kPins[] = {{{', '.join(pins) or '{0, 0, 0}'}}};",
+                "constexpr RoleRow kRoles[] = {",
+                *cand_rows,
+                "};",
+            )
+        self.emit("", "}  // namespace detail", "")
+
+    def query(self) -> None:
+        self.emit(
+            "/// The values of one question. Axes start at their default, or open when they have none.",
+            "class Query {",
+            " public:",
+            "  Query() noexcept {",
+            "    for (std::size_t a = 0; a < kAxisCount; ++a) {",
+            "      index_[a] = detail::kDefaults[a].index;",
+            "      value_[a] = detail::kDefaults[a].value;",
+            "      given_[a] = false;",
+            "    }",
+            "  }",
+        )
+        for axis in self.axes:
+            spec = self.spec(axis)
+            ident = _constant(axis)
+            shown = ", ".join(str(v).lower() if isinstance(v, bool) else str(v) for v in spec["values"])
+            self.emit(f"  /// {axis} ({spec['type']}: {_comment(shown)})")
+            if spec["type"] == "enum":
+                self.emit(
+                    f"  Query& {_method(axis)}({_camel(axis)} v) noexcept {{",
+                    f"    return set_index(AxisId::{ident}, static_cast<std::int16_t>(v), 0);",
+                    "  }",
+                )
+            elif spec["type"] == "bool":
+                self.emit(
+                    f"  Query& {_method(axis)}(bool v) noexcept {{ return set_int(AxisId::{ident}, v); }}"
+                )
+            else:
+                self.emit(
+                    f"  Query& {_method(axis)}(std::int64_t v) noexcept "
+                    f"{{ return set_int(AxisId::{ident}, v); }}"
+                )
+        self.emit(
+            "  /// Let an axis range over its universe (the answer may then be kDepends).",
+            "  Query& open(AxisId a) noexcept { return set_index(a, detail::kOpen, 0); }",
+            "  /// Whether the caller set the axis (a role's axes apply only where it did not).",
+            "  bool given(AxisId a) const noexcept { return given_[static_cast<std::size_t>(a)]; }",
+            "",
+            "  // Read by resolve() and select(): universe index (or kOpen / kOutside) and value.",
+            "  std::int16_t index_[kAxisCount];",
+            "  std::int64_t value_[kAxisCount];",
+            "  bool given_[kAxisCount];",
+            "",
+            " private:",
+            "  Query& set_index(AxisId a, std::int16_t index, std::int64_t value) noexcept {",
+            "    const auto i = static_cast<std::size_t>(a);",
+            "    index_[i] = index;",
+            "    value_[i] = value;",
+            "    given_[i] = true;",
+            "    return *this;",
+            "  }",
+            "  Query& set_int(AxisId a, std::int64_t value) noexcept {",
+            "    const auto i = static_cast<std::size_t>(a);",
+            "    std::int16_t index = detail::kOutside;",
+            "    for (std::uint16_t j = detail::kIntBegin[i]; j < detail::kIntBegin[i + 1]; ++j) {",
+            "      if (detail::kIntValues[j] == value) {",
+            "        index = static_cast<std::int16_t>(j - detail::kIntBegin[i]);",
+            "        break;",
+            "      }",
+            "    }",
+            "    return set_index(a, index, value);",
+            "  }",
+            "};",
+            "",
+        )
+
+    def functions(self) -> None:
+        self.emit(
+            "namespace detail {",
+            "",
+            "inline bool condition_holds(const Condition& c, std::int64_t value) noexcept {",
+            "  bool hit = false;",
+            "  for (std::uint16_t j = c.values_begin; j < c.values_end && !hit; ++j) {",
+            "    hit = kCondValues[j] == value;",
+            "  }",
+            "  for (std::uint16_t j = c.intervals_begin; j < c.intervals_end && !hit; ++j) {",
+            "    const Interval& iv = kIntervals[j];",
+            "    const bool above =",
+            "        !iv.has_low || value > iv.low || (iv.low_inclusive && value == iv.low);",
+            "    const bool below =",
+            "        !iv.has_high || value < iv.high || (iv.high_inclusive && value == iv.high);",
+            "    hit = above && below;",
+            "  }",
+            "  return hit != c.negated;",
+            "}",
+            "",
+            "/// One cell (no relevant axis open): a grant applies and no exclusion does.",
+            "inline bool cell_supported(const KernelRules& k, const std::int16_t* index,",
+            "                           const std::int64_t* value) noexcept {",
+            "  bool granted = false;",
+            "  for (std::uint16_t r = k.begin; r < k.end; ++r) {",
+            "    const Rule& rule = kRules[r];",
+            "    if (rule.grant && granted) { continue; }",
+            "    bool applies = true;",
+            "    for (std::size_t a = 0; a < kAxisCount && applies; ++a) {",
+            "      if (!(rule.named >> a & 1u)) { continue; }",
+            "      applies = index[a] >= 0 ? (rule.mask[a] >> index[a] & 1u) != 0",
+            "                              : condition_holds(kConditions[rule.condition[a]], value[a]);",
+            "    }",
+            "    if (!applies) { continue; }",
+            "    if (!rule.grant) { return false; }",
+            "    granted = true;",
+            "  }",
+            "  return granted;",
+            "}",
+            "",
+            "}  // namespace detail",
+            "",
+            "/// Whether `kernel` supports `query`; kDepends when the answer changes over its open axes.",
+            "inline Verdict resolve(Kernel kernel, const Query& query) noexcept {",
+            "  const detail::KernelRules& k = detail::kKernels[static_cast<std::size_t>(kernel)];",
+            "  std::int16_t index[kAxisCount];",
+            "  std::uint8_t open[kAxisCount];",
+            "  std::size_t n_open = 0;",
+            "  for (std::size_t a = 0; a < kAxisCount; ++a) {",
+            "    index[a] = query.index_[a];",
+            "    if (index[a] == detail::kOpen && (k.relevant >> a & 1u)) {",
+            "      open[n_open++] = static_cast<std::uint8_t>(a);",
+            "      index[a] = 0;",
+            "    }",
+            "  }",
+            "  bool any_yes = false;",
+            "  bool any_no = false;",
+            "  for (;;) {",
+            "    if (detail::cell_supported(k, index, query.value_)) {",
+            "      any_yes = true;",
+            "    } else {",
+            "      any_no = true;",
+            "    }",
+            "    if (any_yes && any_no) { return Verdict::kDepends; }",
+            "    std::size_t i = 0;",
+            "    for (; i < n_open; ++i) {",
+            "      const std::uint8_t a = open[i];",
+            "      if (++index[a] < detail::kAxisSize[a]) { break; }",
+            "      index[a] = 0;",
+            "    }",
+            "    if (i == n_open) { break; }",
+            "  }",
+            "  return any_yes ? Verdict::kSupported : Verdict::kUnsupported;",
+            "}",
+            "",
+            "inline bool supported(Kernel kernel, const Query& query) noexcept {",
+            "  return resolve(kernel, query) == Verdict::kSupported;",
+            "}",
+            "",
+        )
+        if not self.roles:
+            return
+        self.emit(
+            "/// The first supported candidate of a role; `found` is false when none is.",
+            "struct Selection {",
+            "  bool found;",
+            "  Kernel kernel;",
+            "  Verdict verdict;  // kDepends when a candidate tried depended on an open axis",
+            "};",
+            "",
+            "inline Selection select(Role role, const Query& query) noexcept {",
+            "  const detail::RoleRow& row = detail::kRoles[static_cast<std::size_t>(role)];",
+            "  Query pinned = query;",
+            "  for (std::uint16_t p = row.pins_begin; p < row.pins_end; ++p) {",
+            "    const detail::Pin& pin = detail::kPins[p];",
+            "    if (!pinned.given_[pin.axis]) {",
+            "      pinned.index_[pin.axis] = pin.index;",
+            "      pinned.value_[pin.axis] = pin.value;",
+            "    }",
+            "  }",
+            "  bool depends = false;",
+            "  for (std::uint16_t c = row.candidates_begin; c < row.candidates_end; ++c) {",
+            "    const Verdict v = resolve(detail::kCandidates[c], pinned);",
+            "    if (v == Verdict::kDepends) { depends = true; }",
+            "    if (v == Verdict::kSupported) {",
+            "      return {true, detail::kCandidates[c], depends ? Verdict::kDepends : Verdict::kSupported};",
+            "    }",
+            "  }",
+            "  return {false, Kernel{}, depends ? Verdict::kDepends : Verdict::kUnsupported};",
+            "}",
+            "",
+        )
+
+    def render(self) -> str:
+        self.banner()
+        self.axis_types()
+        self.tables()
+        self.query()
+        self.functions()
+        self.emit(f"}}  // namespace {self.namespace}", "", f"#endif  // {self.guard}")
+        return "\n".join(self.out) + "\n"
+
+
+def cpp_header(
+    data: dict[str, Any],
+    kernels: Sequence[str],
+    roles: Sequence[str] = (),
+    *,
+    namespace: str = "capmatrix",
+    command: str = "capmatrix codegen cpp",
+) -> str:
+    """The C++17 header answering ``kernels`` (and every candidate of ``roles``) from ``data``.
+
+    ``data`` is an artifact of :func:`capmatrix.export.export`; ``command`` is named in the banner.
+
+    :raises CodegenError: for an unknown kernel or role, a name that cannot become a distinct C++
+        identifier, or an axis with more than 64 values.
+    """
+    return _Header(data, list(kernels), list(roles), namespace, command).render()

@@ -1,0 +1,342 @@
+"""The generated C++17 header, compiled with the system g++, answers like Python on every cell.
+
+The header covers the XQA kernel, the TensorRT-LLM gates (the kernels of trtllm_gates.yaml) and the
+trtllm_generation role (which brings its candidates). A driver, generated here from the artifact,
+reads queries from stdin and answers them through the header's public API (the typed setters,
+``resolve``, ``select``). Python writes every query, the driver answers them in bulk, and each answer is
+compared with ``capmatrix.resolve`` / ``capmatrix.select``:
+
+- every cell of the universe of XQA and of each gate (the product of the axes its rules name), in
+  blocks: the resolver answers a block with its trailing axes open (verdict and residual), the driver
+  answers the same open query and then every cell of it as a complete query;
+- random complete queries, with int values outside the universe, for every kernel of the header;
+- random queries leaving random axes open (supported / unsupported / depends);
+- role selections: random complete queries and every model x SM x speculative-decoding mode.
+
+Skipped only when g++ is missing.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_export import _blocks, _residual_bitmap
+
+import capmatrix
+from capmatrix import ANY, KernelQuery
+from capmatrix.codegen import CodegenError, cpp_header
+from capmatrix.codegen.cpp import _camel, _constant, _method
+from capmatrix.export import export
+
+GXX = shutil.which("g++")
+ROLE = "trtllm_generation"
+GATES_FILE = "capabilities/kernels/trtllm_gates.yaml"
+SAMPLES = 400
+VERDICT = {"0": "unsupported", "1": "supported", "2": "depends"}
+
+needs_gxx = pytest.mark.skipif(GXX is None, reason="g++ not found; install a C++17 compiler to run")
+
+
+@pytest.fixture(scope="module")
+def matrix() -> capmatrix.Matrix:
+    return capmatrix.load()
+
+
+@pytest.fixture(scope="module")
+def data(matrix: capmatrix.Matrix) -> dict[str, Any]:
+    return export(matrix)
+
+
+def _chosen(data: dict[str, Any]) -> list[str]:
+    gates = [k for k, v in data["kernels"].items() if v["location"]["file"] == GATES_FILE]
+    assert gates, "no gate in trtllm_gates.yaml"
+    return ["xqa", *gates]
+
+
+def _driver(data: dict[str, Any], axes: list[str]) -> str:
+    """A C++ program answering queries from stdin through the header's API.
+
+    Lines: ``R k t...`` resolve kernel k; ``S r t...`` select role r; ``B k n a... t...`` the open
+    query with axes a... open, then every cell of it (first open axis fastest) as '0'/'1'. A token
+    per header axis: ``*`` open, ``.`` unset, else the value (enum: its index; bool: 0/1).
+    """
+    setters, universes = [], []
+    for i, axis in enumerate(axes):
+        spec = data["axes"][axis]
+        if spec["type"] == "enum":
+            call = f"q.{_method(axis)}(static_cast<capmatrix::{_camel(axis)}>(v))"
+            values = list(range(len(spec["values"])))
+        elif spec["type"] == "bool":
+            call = f"q.{_method(axis)}(v != 0)"
+            values = [int(v) for v in spec["values"]]
+        else:
+            call = f"q.{_method(axis)}(v)"
+            values = list(spec["values"])
+        setters.append(f"    case {i}: {call}; break;")
+        universes.append("{" + ", ".join(map(str, values)) + "}")
+    width = max(len(data["axes"][a]["values"]) for a in axes)
+    return "\n".join([
+        '#include "capmatrix_generated.h"',
+        "#include <cstdint>",
+        "#include <iostream>",
+        "#include <string>",
+        "#include <vector>",
+        "",
+        "static void set(capmatrix::Query& q, int axis, std::int64_t v) {",
+        "  switch (axis) {",
+        *setters,
+        "    default: break;",
+        "  }",
+        "}",
+        f"static const std::int64_t kUniverse[][{width}] = {{{', '.join(universes)}}};",
+        f"static const int kSize[] = {{{', '.join(str(len(data['axes'][a]['values'])) for a in axes)}}};",
+        "",
+        "static capmatrix::Query read_query(std::istream& in) {",
+        "  capmatrix::Query q;",
+        "  for (std::size_t a = 0; a < capmatrix::kAxisCount; ++a) {",
+        "    std::string t;",
+        "    in >> t;",
+        '    if (t == "*") { q.open(static_cast<capmatrix::AxisId>(a)); }',
+        '    else if (t != ".") { set(q, static_cast<int>(a), std::stoll(t)); }',
+        "  }",
+        "  return q;",
+        "}",
+        "",
+        "int main() {",
+        "  std::ios::sync_with_stdio(false);",
+        "  std::string op;",
+        "  while (std::cin >> op) {",
+        '    if (op == "R") {',
+        "      int k; std::cin >> k;",
+        "      capmatrix::Query q = read_query(std::cin);",
+        "      const auto kernel = static_cast<capmatrix::Kernel>(k);",
+        "      std::cout << static_cast<int>(capmatrix::resolve(kernel, q)) << '\\n';",
+        '    } else if (op == "S") {',
+        "      int r; std::cin >> r;",
+        "      capmatrix::Query q = read_query(std::cin);",
+        "      capmatrix::Selection s = capmatrix::select(static_cast<capmatrix::Role>(r), q);",
+        "      std::cout << (s.found ? capmatrix::to_string(s.kernel) : \"-\") << ' '",
+        "                << static_cast<int>(s.verdict) << '\\n';",
+        '    } else if (op == "B") {',
+        "      int k, n; std::cin >> k >> n;",
+        "      std::vector<int> open(static_cast<std::size_t>(n));",
+        "      for (int& a : open) { std::cin >> a; }",
+        "      capmatrix::Query q = read_query(std::cin);",
+        "      const auto kernel = static_cast<capmatrix::Kernel>(k);",
+        "      std::string out(1, static_cast<char>('0' + static_cast<int>(capmatrix::resolve(kernel, q))));",
+        "      std::vector<int> at(static_cast<std::size_t>(n), 0);",
+        "      for (;;) {",
+        "        for (int i = 0; i < n; ++i) { set(q, open[i], kUniverse[open[i]][at[i]]); }",
+        "        out += capmatrix::supported(kernel, q) ? '1' : '0';",
+        "        int i = 0;",
+        "        for (; i < n; ++i) { if (++at[i] < kSize[open[i]]) { break; } at[i] = 0; }",
+        "        if (i == n) { break; }",
+        "      }",
+        "      std::cout << out << '\\n';",
+        "    }",
+        "  }",
+        "  return 0;",
+        "}",
+        "",
+    ])
+
+
+@pytest.fixture(scope="module")
+def program(data: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    if GXX is None:
+        pytest.skip("g++ not found; install a C++17 compiler to run")
+    folder = tmp_path_factory.mktemp("cpp")
+    header = cpp_header(data, _chosen(data), [ROLE], command="test")
+    (folder / "capmatrix_generated.h").write_text(header, encoding="utf-8")
+    named = {a for k in _kernels_in(data) for a in data["kernels"][k]["relevant_axes"]}
+    axes = [a for a in data["axes"] if a in named]
+    assert f"constexpr std::size_t kAxisCount = {len(axes)};" in header
+    (folder / "driver.cpp").write_text(_driver(data, axes), encoding="utf-8")
+    binary = folder / "driver"
+    subprocess.run(
+        [GXX, "-std=c++17", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O2",
+         str(folder / "driver.cpp"), "-o", str(binary)],
+        check=True, capture_output=True, text=True, timeout=300,
+    )
+    return binary, axes
+
+
+def _kernels_in(data: dict[str, Any]) -> list[str]:
+    chosen = _chosen(data)
+    chosen.extend(c for c in data["roles"][ROLE]["candidates"] if c not in chosen)
+    return chosen
+
+
+def _token(data: dict[str, Any], axis: str, value: object) -> str:
+    if value is ANY:
+        return "*"
+    spec = data["axes"][axis]
+    if spec["type"] == "enum":
+        return str(spec["values"].index(value))
+    return str(int(value))  # type: ignore[call-overload]
+
+
+def _tokens(data: dict[str, Any], axes: list[str], values: dict[str, object]) -> str:
+    return " ".join(_token(data, a, values[a]) if a in values else "." for a in axes)
+
+
+def _run(binary: Path, lines: list[str]) -> list[str]:
+    done = subprocess.run([str(binary)], input="\n".join(lines) + "\n", capture_output=True,
+                          text=True, check=True, timeout=600)
+    out = done.stdout.splitlines()
+    assert len(out) == len(lines)
+    return out
+
+
+@needs_gxx
+@pytest.mark.parametrize("which", ["xqa", "gates"])
+def test_every_cell_of_xqa_and_the_gates(
+    which: str, program: tuple[Path, list[str]], data: dict[str, Any], matrix: capmatrix.Matrix
+) -> None:
+    binary, axes = program
+    chosen = _chosen(data)
+    kernels = chosen[:1] if which == "xqa" else chosen[1:]
+    for kernel in kernels:
+        k = _kernels_in(data).index(kernel)
+        fixed_axes, open_axes = _blocks(data, kernel)
+        named = set(data["kernels"][kernel]["relevant_axes"])
+        rest = {a: data["axes"][a]["values"][0] for a in data["axes"] if a not in named}
+        lines, expected = [], []
+        for combo in itertools.product(*(data["axes"][a]["values"] for a in fixed_axes)):
+            values: dict[str, object] = {**rest, **dict(zip(fixed_axes, combo, strict=True))}
+            query = KernelQuery(kernel).replace(**values, **dict.fromkeys(open_axes, ANY))
+            resolution = capmatrix.resolve(query, matrix)
+            expected.append((str(resolution.verdict), _residual_bitmap(resolution, open_axes, matrix)))
+            given = {**values, **dict.fromkeys(open_axes, ANY)}
+            opened = " ".join(str(axes.index(a)) for a in open_axes)
+            lines.append(f"B {k} {len(open_axes)} {opened} {_tokens(data, axes, given)}")
+        answers = _run(binary, lines)
+        cells = 0
+        for line, answer, (verdict, bitmap) in zip(lines, answers, expected, strict=True):
+            assert VERDICT[answer[0]] == verdict, (kernel, line)
+            got = int(answer[1:][::-1], 2)
+            assert got == bitmap, (kernel, line)
+            cells += len(answer) - 1
+        assert cells == math.prod(len(data["axes"][a]["values"]) for a in named)
+
+
+def _random_value(data: dict[str, Any], axis: str, rng: random.Random) -> object:
+    spec = data["axes"][axis]
+    if spec["type"] == "int" and rng.random() < 0.1:
+        return rng.choice([0, 3, 40, 70, 130, 1000])
+    return rng.choice(spec["values"])
+
+
+@needs_gxx
+def test_random_complete_and_open_queries(
+    program: tuple[Path, list[str]], data: dict[str, Any], matrix: capmatrix.Matrix
+) -> None:
+    binary, axes = program
+    rng = random.Random("codegen")  # noqa: S311 - a reproducible sample
+    lines, expected = [], []
+    for k, kernel in enumerate(_kernels_in(data)):
+        for i in range(SAMPLES):
+            values: dict[str, object] = {a: _random_value(data, a, rng) for a in data["axes"]}
+            if i % 2:  # leave some axes open (those without a default), or unset (to the default)
+                for axis in rng.sample(axes, rng.randint(1, 4)):
+                    if "default" in data["axes"][axis] and rng.random() < 0.5:
+                        values.pop(axis)
+                    else:
+                        values[axis] = ANY
+            verdict = capmatrix.resolve(KernelQuery(kernel).replace(**values), matrix).verdict
+            lines.append(f"R {k} {_tokens(data, axes, values)}")
+            expected.append(str(verdict))
+    got = [VERDICT[a] for a in _run(binary, lines)]
+    assert got == expected
+    assert {"supported", "unsupported", "depends"} <= set(got)
+
+
+@needs_gxx
+def test_role_selection(program: tuple[Path, list[str]], data: dict[str, Any],
+                        matrix: capmatrix.Matrix) -> None:
+    binary, axes = program
+    rng = random.Random("codegen-role")  # noqa: S311 - a reproducible sample
+    pinned = data["roles"][ROLE]["axes"]
+    lines, expected = [], []
+    for i in range(4 * SAMPLES):
+        values: dict[str, object] = {a: rng.choice(data["axes"][a]["values"]) for a in data["axes"]}
+        if i % 2:
+            for axis in pinned:
+                values.pop(axis, None)
+        selection = capmatrix.select(ROLE, KernelQuery().replace(**values), matrix)
+        lines.append(f"S 0 {_tokens(data, axes, values)}")
+        expected.append(f"{selection.kernel or '-'} {selection.verdict!s}")
+    for model, sm, mode in itertools.product(
+        data["models"], data["axes"]["sm"]["values"], data["axes"]["spec_dec"]["values"]
+    ):
+        query = KernelQuery(model=model, sm=sm, spec_dec=mode)
+        selection = capmatrix.select(ROLE, query, matrix)
+        own = {a: v for a, v in data["models"][model]["axes"].items() if a not in pinned}
+        lines.append(f"S 0 {_tokens(data, axes, {**own, 'sm': sm, 'spec_dec': mode})}")
+        expected.append(f"{selection.kernel or '-'} {selection.verdict!s}")
+    got = []
+    for answer in _run(binary, lines):
+        kernel, verdict = answer.split()
+        got.append(f"{kernel} {VERDICT[verdict]}")
+    assert got == expected
+    assert len({g.split()[0] for g in got}) >= 3
+
+
+def test_errors_name_what_is_wrong(data: dict[str, Any]) -> None:
+    with pytest.raises(CodegenError, match="unknown kernel 'nope'"):
+        cpp_header(data, ["nope"])
+    with pytest.raises(CodegenError, match="unknown role 'nope'"):
+        cpp_header(data, [], ["nope"])
+    with pytest.raises(CodegenError, match="at least one"):
+        cpp_header(data, [])
+    with pytest.raises(CodegenError, match="namespace"):
+        cpp_header(data, ["xqa"], namespace="not a name")
+    with pytest.raises(CodegenError, match="format version 1"):
+        cpp_header({**data, "format_version": "2.0"}, ["xqa"])
+
+
+def test_identifiers() -> None:
+    assert _constant("first_chain_draft") == "kFirstChainDraft"
+    assert _camel("kv_cache_dtype") == "KvCacheDtype"
+    assert _method("default") == "default_"
+    assert _method("open") == "open_"
+    assert _method("head_dim") == "head_dim"
+
+
+def test_cli_writes_the_header(tmp_path: Path) -> None:
+    from capmatrix.cli import main
+
+    target = tmp_path / "gates.h"
+    assert main(["codegen", "cpp", "--kernel", "xqa", "--role", ROLE, "--out", str(target)]) == 0
+    text = target.read_text(encoding="utf-8")
+    assert "capmatrix codegen cpp --kernel xqa --role trtllm_generation" in text
+    assert "inline Selection select(Role role" in text
+    assert main(["codegen", "cpp", "--kernel", "nope", "--out", str(target)]) == 2
+
+
+@needs_gxx
+def test_the_integration_example_compiles(data: dict[str, Any], tmp_path: Path) -> None:
+    text = (Path(__file__).resolve().parent.parent / "docs" / "integration.md").read_text(encoding="utf-8")
+    section = text.split("## The C++ side: a generated header", 1)[1]
+    command = section.split("```sh\n", 1)[1].split("\n```", 1)[0]
+    example = section.split("```cpp\n", 1)[1].split("```", 1)[0]
+    words = command.split()
+    kernels = words[words.index("--kernel") + 1: words.index("--role")]
+    roles = words[words.index("--role") + 1: words.index("--out")]
+    (tmp_path / words[-1]).write_text(cpp_header(data, kernels, roles), encoding="utf-8")
+    source = tmp_path / "example.cpp"
+    source.write_text(example + "\nint main() { return XqaSupport(120, false, 64, 8, 128, false)"
+                      ".shouldUse(true, 1, 32) ? 0 : 1; }\n", encoding="utf-8")
+    assert GXX is not None
+    subprocess.run([GXX, "-std=c++17", "-Wall", "-Wextra", "-Werror", "-pedantic", str(source),
+                    "-o", str(tmp_path / "example")], check=True, capture_output=True, text=True,
+                   timeout=300)
+    # Llama-style GQA, one-model spec-dec on SM120: XQA is usable (the seed question).
+    assert subprocess.run([str(tmp_path / "example")], check=False, timeout=60).returncode == 0
