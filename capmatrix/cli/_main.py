@@ -39,7 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compare-legacy": ("capmatrix.cli._analysis", "compare a legacy predicate with a kernel"),
     "test": ("capmatrix.cli._analysis", "run the expectation cases and report rule coverage"),
     "export": ("capmatrix.cli._export", "write the compiled matrix as a JSON artifact (docs/export.md)"),
-    "codegen": ("capmatrix.cli._export", "generate code answering chosen kernels and roles (cpp: a C++17 header)"),
+    "codegen": ("capmatrix.cli._export", "generate code answering chosen kernels and roles (cpp: C++17)"),
 }
 
 
