@@ -31,6 +31,7 @@ import capmatrix
 from capmatrix import ANY, KernelQuery, Verdict
 from capmatrix.cli import main
 from capmatrix.export import FORMAT_VERSION, SCHEMA_PATH, dumps, export
+from capmatrix.resolver import CLOSEST_GRANTS
 
 #: The open part of a block is at most this many cells.
 BLOCK_CELLS = 10_000
@@ -188,6 +189,7 @@ def _residual_bitmap(resolution: capmatrix.Resolution, open_axes: list[str],
     if resolution.verdict is Verdict.UNSUPPORTED:
         return 0
     assert resolution.residual is not None
+    assert not resolution.residual_truncated, "the block is too large for an exact residual"
     assert list(resolution.residual.space.names) == open_axes
     out = 0
     for box in resolution.residual.boxes:
@@ -333,8 +335,14 @@ def test_random_complete_queries(
         resolution = capmatrix.resolve(KernelQuery(kernel).replace(**values), matrix)
         assert evaluator.resolve(kernel, values) == str(resolution.verdict), values
         grants, excludes = evaluator.deciding(kernel, values)
-        cited = {r.rule_id for r in resolution.reasons if r.kind in {"grant", "exclude"}}
-        assert cited == (grants if resolution.verdict is Verdict.SUPPORTED else excludes), values
+        # The reasons name the grants that apply (at most CLOSEST_GRANTS of them) and, for an
+        # unsupported answer, every exclusion that applies.
+        cited_grants = {r.rule_id for r in resolution.reasons if r.kind == "grant"}
+        cited_excludes = {r.rule_id for r in resolution.reasons if r.kind == "exclude"}
+        assert cited_grants <= grants, values
+        assert len(cited_grants) == min(len(grants), CLOSEST_GRANTS), values
+        supported = resolution.verdict is Verdict.SUPPORTED
+        assert cited_excludes == (set() if supported else excludes), values
         outside = {a for a, v in values.items() if evaluator.known(a, v) is None}
         assert set(resolution.outside) == outside
 
