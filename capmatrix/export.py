@@ -22,7 +22,7 @@ from capmatrix.evidence import EVIDENCE_FORMAT, compare
 
 if TYPE_CHECKING:
     from capmatrix.matrix import Matrix
-    from capmatrix.model import Axis, Condition, Location, Rule
+    from capmatrix.model import Axis, Boxes, Condition, Location, Rule
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "SCHEMA_PATH", "dumps", "export"]
 
@@ -72,6 +72,10 @@ def _axis(axis: Axis) -> dict[str, object]:
     }
     if axis.default is not None:
         out["default"] = axis.default
+    if axis.optional:
+        out["optional"] = True
+    if axis.environment:
+        out["environment"] = True
     if axis.families:
         out["families"] = {name: list(members) for name, members in axis.families.items()}
     return out
@@ -90,7 +94,28 @@ def _condition(cond: Condition) -> dict[str, object]:
         intervals.append(item)
     # Sets of values print in universe-independent order: by type name, then value.
     values = sorted(cond.values, key=lambda v: (type(v).__name__, v))
-    return {"text": cond.text, "values": values, "intervals": intervals, "negated": cond.negated}
+    out: dict[str, object] = {
+        "text": cond.text, "values": values, "intervals": intervals, "negated": cond.negated,
+        "multiple_of": list(cond.moduli),
+    }
+    if cond.optional:
+        out["admits_none"] = cond.admits_none
+    return out
+
+
+def _when(boxes: Boxes, axes: dict[str, Axis]) -> list[dict[str, object]]:
+    """A union of boxes (a derived row's or a role order's ``when``), as data.
+
+    Per box, per axis it names: the universe values admitted and the condition (for values outside).
+    """
+    return [
+        {
+            name: {"values": [v for v in axes[name].values if cond.contains(v)],
+                   "condition": _condition(cond)}
+            for name, cond in box.items()
+        }
+        for box in boxes
+    ]
 
 
 def _rule(rule: Rule, axes: dict[str, Axis], paths: _Paths) -> dict[str, object]:
@@ -156,6 +181,14 @@ def export(matrix: Matrix) -> dict[str, Any]:
     """The artifact of ``matrix``, as JSON-ready data (see ``docs/export.md``)."""
     paths = _Paths(matrix)
     axes = dict(matrix.axes)
+    every_axis = {**axes, **{name: d.axis for name, d in matrix.derived.items()}}
+    derived = {
+        name: {
+            **_axis(d.axis),
+            "rows": [{"value": row.value, "when": _when(row.when, every_axis)} for row in d.rows],
+        }
+        for name, d in matrix.derived.items()
+    }
     kernels: dict[str, object] = {}
     for kernel in matrix.kernels.values():
         named = {a for rule in kernel.rules for a in rule.conditions}
@@ -181,6 +214,12 @@ def export(matrix: Matrix) -> dict[str, Any]:
         }
         if role.source is not None:
             item["source"] = _text(role.source)
+        if role.orders:
+            item["orders"] = [
+                {"when": _when(order.when, every_axis), "candidates": list(order.candidates),
+                 "location": paths.location(order.location)}
+                for order in role.orders
+            ]
         roles[role.name] = item
     models: dict[str, object] = {}
     for model in matrix.models.values():
@@ -201,6 +240,7 @@ def export(matrix: Matrix) -> dict[str, Any]:
         "generator": "capmatrix",
         "files": [paths.show(f) for f in matrix.files],
         "axes": {name: _axis(axis) for name, axis in axes.items()},
+        "derived": derived,
         "kernels": kernels,
         "roles": roles,
         "models": models,

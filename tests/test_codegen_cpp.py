@@ -294,6 +294,15 @@ def test_errors_name_what_is_wrong(data: dict[str, Any]) -> None:
         cpp_header(data, ["nope"])
     with pytest.raises(CodegenError, match="unknown role 'nope'"):
         cpp_header(data, [], ["nope"])
+    optional = [a for a, v in data["axes"].items() if v.get("optional")]
+    users = [k for k, v in data["kernels"].items() if set(optional) & set(v["relevant_axes"])]
+    if users:
+        with pytest.raises(CodegenError, match="optional"):
+            cpp_header(data, users[:1])
+    ordered = [r for r, v in data["roles"].items() if v.get("orders")]
+    if ordered:
+        with pytest.raises(CodegenError, match="orders"):
+            cpp_header(data, [], ordered[:1])
     with pytest.raises(CodegenError, match="at least one"):
         cpp_header(data, [])
     with pytest.raises(CodegenError, match="namespace"):

@@ -61,6 +61,18 @@ def _in_interval(interval: dict[str, Any], value: Value) -> bool:
     return True
 
 
+def _holds(cond: dict[str, Any], value: Value) -> bool:
+    """A condition, for a value outside the axis's universe."""
+    if "admits_none" in cond and _same(value, "none"):
+        return bool(cond["admits_none"])
+    hit = (
+        any(_same(v, value) for v in cond["values"])
+        or any(_in_interval(i, value) for i in cond["intervals"])
+        or (type(value) is int and any(value % m == 0 for m in cond["multiple_of"]))
+    )
+    return hit != bool(cond["negated"])
+
+
 class Evaluator:
     def __init__(self, data: dict[str, Any]) -> None:
         assert data["format"] == "capmatrix-export"
@@ -69,6 +81,7 @@ class Evaluator:
         self.kernels: dict[str, Any] = data["kernels"]
         self.models: dict[str, Any] = data["models"]
         self.roles: dict[str, Any] = data["roles"]
+        self.derived: dict[str, Any] = data["derived"]
 
     def known(self, axis: str, value: Value) -> int | None:
         return next((i for i, v in enumerate(self.axes[axis]["values"]) if _same(v, value)), None)
@@ -78,11 +91,7 @@ class Evaluator:
             return True
         if self.known(axis, value) is not None:
             return any(_same(v, value) for v in rule["box"][axis])
-        cond = rule["conditions"][axis]
-        hit = any(_same(v, value) for v in cond["values"]) or any(
-            _in_interval(i, value) for i in cond["intervals"]
-        )
-        return hit != bool(cond["negated"])
+        return _holds(rule["conditions"][axis], value)
 
     def model(self, name: str) -> dict[str, Any]:
         found: dict[str, Any] | None = self.models.get(name)
@@ -147,11 +156,58 @@ class Evaluator:
                 (grants if rule["effect"] == "grant" else excludes).add(rule["id"])
         return grants, excludes
 
+    def in_when(self, when: list[dict[str, Any]], values: dict[str, Value]) -> bool | None:
+        """Whether ``values`` lie in a union of boxes; None when an axis it needs is open."""
+        undecided = False
+        for box in when:
+            inside: bool | None = True
+            for axis, part in box.items():
+                if axis not in values:
+                    inside = None
+                    continue
+                value = values[axis]
+                universe = (self.axes.get(axis) or self.derived[axis])["values"]
+                if any(_same(v, value) for v in universe):
+                    hit = any(_same(v, value) for v in part["values"])
+                else:
+                    hit = _holds(part["condition"], value)
+                if not hit:
+                    inside = False
+                    break
+            if inside:
+                return True
+            if inside is None:
+                undecided = True
+        return None if undecided else False
+
+    def candidates(self, role: str, values: dict[str, Value]) -> tuple[list[str], bool]:
+        """The role's candidate list for ``values`` and whether the choice of list was decided."""
+        entry = self.roles[role]
+        if "orders" not in entry:
+            return list(entry["candidates"]), True
+        full = dict(values)
+        for name, table in self.derived.items():
+            for row in table["rows"]:
+                inside = self.in_when(row["when"], full) if row["when"] else True
+                if inside is None:
+                    break
+                if inside:
+                    full[name] = row["value"]
+                    break
+        for order in entry["orders"]:
+            inside = self.in_when(order["when"], full) if order["when"] else True
+            if inside is None:
+                return [], False
+            if inside:
+                return list(order["candidates"]), True
+        return [], True
+
     def select(self, role: str, given: dict[str, Value], model: str | None) -> tuple[str | None, str]:
         entry = self.roles[role]
         values = self.values(given, model, entry["axes"])
-        depends, winner = False, None
-        for candidate in entry["candidates"]:
+        candidates, decided = self.candidates(role, values)
+        depends, winner = not decided, None
+        for candidate in candidates:
             verdict = self.resolve(candidate, values)
             depends = depends or verdict == "depends"
             if verdict == "supported":

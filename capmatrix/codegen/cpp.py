@@ -113,6 +113,11 @@ class _Header:
         for role in roles:
             if role not in data["roles"]:
                 raise CodegenError(f"unknown role {role!r}; known: {', '.join(data['roles'])}")
+            if data["roles"][role].get("orders"):
+                raise CodegenError(
+                    f"role {role!r} picks its candidate list by the query (orders), which the C++ "
+                    "header does not express yet; name its kernels with --kernel instead"
+                )
         chosen = list(dict.fromkeys(kernels))
         for role in roles:
             chosen.extend(c for c in data["roles"][role]["candidates"] if c not in chosen)
@@ -128,6 +133,11 @@ class _Header:
         if len(self.axes) > MAX_AXES:
             raise CodegenError(f"{len(self.axes)} axes; the tables hold at most {MAX_AXES}")
         for axis in self.axes:
+            if data["axes"][axis].get("optional"):
+                raise CodegenError(
+                    f"axis {axis!r} is optional (its universe holds 'none'), which the C++ header "
+                    "does not express yet; choose kernels whose rules do not name it"
+                )
             if len(data["axes"][axis]["values"]) > MAX_VALUES:
                 raise CodegenError(
                     f"axis {axis!r} has {len(data['axes'][axis]['values'])} values; "
@@ -226,6 +236,7 @@ class _Header:
 
     def tables(self) -> None:
         values: list[int] = []
+        moduli: list[int] = []
         intervals: list[str] = []
         conditions: list[str] = []
         rules: list[str] = []
@@ -264,9 +275,11 @@ class _Header:
                             f"{str(item.get('low_inclusive', False)).lower()}, {str(high).lower()}, "
                             f"{item.get('high', 0)}, {str(item.get('high_inclusive', False)).lower()}}}"
                         )
+                    m0 = len(moduli)
+                    moduli.extend(int(m) for m in cond.get("multiple_of", ()))
                     conds.append(str(len(conditions)))
                     conditions.append(
-                        f"{{{v0}, {len(values)}, {i0}, {len(intervals)}, "
+                        f"{{{v0}, {len(values)}, {i0}, {len(intervals)}, {m0}, {len(moduli)}, "
                         f"{str(cond['negated']).lower()}}}"
                     )
                 grant = "true" if rule["effect"] == "grant" else "false"
@@ -308,6 +321,7 @@ class _Header:
             "};",
             "struct Condition {",
             "  std::uint16_t values_begin, values_end, intervals_begin, intervals_end;",
+            "  std::uint16_t moduli_begin, moduli_end;  // multiple_of: divisible by one of these",
             "  bool negated;",
             "};",
             "struct Rule {",
@@ -325,11 +339,12 @@ class _Header:
             f"constexpr std::uint16_t kIntBegin[kAxisCount + 1] = {{{', '.join(int_begin)}}};",
             f"constexpr Default kDefaults[kAxisCount] = {{{', '.join(defaults)}}};",
             f"constexpr std::int64_t kCondValues[] = {{{', '.join(map(str, values)) or '0'}}};",
+            f"constexpr std::int64_t kCondModuli[] = {{{', '.join(map(str, moduli)) or '1'}}};",
             "constexpr Interval kIntervals[] = {",
             *(f"  {i}," for i in intervals or ["{false, 0, false, false, 0, false}"]),
             "};",
             "constexpr Condition kConditions[] = {",
-            *(f"  {c}," for c in conditions or ["{0, 0, 0, 0, false}"]),
+            *(f"  {c}," for c in conditions or ["{0, 0, 0, 0, 0, 0, false}"]),
             "};",
             "constexpr Rule kRules[] = {",
             *rules,
@@ -448,6 +463,9 @@ class _Header:
             "    const bool below =",
             "        !iv.has_high || value < iv.high || (iv.high_inclusive && value == iv.high);",
             "    hit = above && below;",
+            "  }",
+            "  for (std::uint16_t j = c.moduli_begin; j < c.moduli_end && !hit; ++j) {",
+            "    hit = value % kCondModuli[j] == 0;",
             "  }",
             "  return hit != c.negated;",
             "}",
