@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from capmatrix._default import reload as reload
     from capmatrix._default import resolve as resolve
     from capmatrix._default import select as select
+    from capmatrix._default import suggest as suggest
+    from capmatrix._suggest import Suggestion as Suggestion
     from capmatrix.errors import CapabilityError as CapabilityError
     from capmatrix.errors import CapabilityErrors as CapabilityErrors
     from capmatrix.errors import CapmatrixError as CapmatrixError
@@ -46,6 +48,8 @@ _WHERE = {
     "reload": "capmatrix._default",
     "resolve": "capmatrix._default",
     "select": "capmatrix._default",
+    "suggest": "capmatrix._default",
+    "Suggestion": "capmatrix._suggest",
     "CapabilityError": "capmatrix.errors",
     "CapabilityErrors": "capmatrix.errors",
     "CapmatrixError": "capmatrix.errors",
@@ -95,6 +99,7 @@ __all__ = [
     "Rule",
     "Selection",
     "Status",
+    "Suggestion",
     "UnknownName",
     "Verdict",
     "default_matrix",
@@ -103,6 +108,7 @@ __all__ = [
     "reload",
     "resolve",
     "select",
+    "suggest",
 ]
 
 

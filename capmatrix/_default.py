@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
+from capmatrix._suggest import Suggestion, suggestions
 from capmatrix.errors import InvalidQuery
 from capmatrix.loader import load
 from capmatrix.matrix import Matrix
@@ -17,8 +18,9 @@ from capmatrix.resolver import Resolution, Resolver, Selection, check_query, com
 
 if TYPE_CHECKING:
     import os
+    from collections.abc import Collection
 
-__all__ = ["default_matrix", "reload", "resolve", "select", "set_default_matrix"]
+__all__ = ["default_matrix", "reload", "resolve", "select", "set_default_matrix", "suggest"]
 
 _default_lock = threading.Lock()
 _default: Matrix | None = None
@@ -109,3 +111,21 @@ def select(role: str, query: KernelQuery, matrix: Matrix | None = None) -> Selec
     :raises InvalidQuery: for an unknown role or a bad query.
     """
     return _resolver(matrix).select(role, query)
+
+
+def suggest(
+    query: KernelQuery, matrix: Matrix | None = None, vary: Collection[str] | None = None
+) -> tuple[Suggestion, ...]:
+    """The smallest changes of ``query``'s values that make its kernel supported.
+
+    Changes of one axis, else of two (a pair only when neither change works alone), limited to the
+    axes in ``vary`` (default: all but the model's own geometry: attention, head_dim, q_per_kv and
+    the other axes the model sets, save its dtypes). Empty when the query is supported already or
+    nothing within that bound works.
+
+    >>> [str(s) for s in suggest(KernelQuery("xqa", sm=121, model="deepseek_v3", spec_dec="one_model"))]
+    ['set dtype=fp8 and kv_cache_dtype=fp8']
+
+    :raises InvalidQuery: for a bad query or an unknown axis in ``vary``.
+    """
+    return suggestions(_resolver(matrix), query, vary)

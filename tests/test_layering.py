@@ -27,6 +27,7 @@ CORE: dict[str, int] = {
     "capmatrix.schema": 5,
     "capmatrix.resolver": 6,
     "capmatrix.loader": 7,
+    "capmatrix._suggest": 7,
     "capmatrix._default": 8,
     "capmatrix": 9,
     "capmatrix.evidence": 9,

@@ -27,11 +27,13 @@ from capmatrix.analysis import (
 from capmatrix.cli._common import (
     FROM_WORKING_TREE,
     MATRIX_DEFAULT_HELP,
+    add_format_option,
     announce_matrix,
     choose_matrix,
     print_json,
 )
 from capmatrix.cli._git import extract_revision
+from capmatrix.cli._github import finding_annotation
 from capmatrix.loader import load
 
 if TYPE_CHECKING:
@@ -85,7 +87,7 @@ def _query_command(kind: str, name: str, area: Area, matrix: str | None) -> str:
 def configure_check(parser: argparse.ArgumentParser, _argv: Sequence[str]) -> None:
     """Arguments of ``capmatrix check``."""
     parser.add_argument("path", nargs="?", help=MATRIX_DEFAULT_HELP)
-    parser.add_argument("--json", action="store_true", help="print the findings as JSON")
+    add_format_option(parser, "findings")
     parser.add_argument("--strict", action="store_true", help="fail on warnings too")
 
 
@@ -123,8 +125,14 @@ def cmd_check(args: argparse.Namespace, _prepared: None, out: TextIO, err: TextI
     choice = choose_matrix(args.path)
     announce_matrix(choice, err)
     result = check_path(choice.path)
-    if args.json:
+    if args.format == "json":
         print_json(result.as_dict(args.path), out)
+    elif args.format == "github":
+        for finding in result.findings:
+            witness = (None if finding.witness is None
+                       else _command(finding.witness, choice.witness_matrix))
+            out.write(finding_annotation(finding, witness) + "\n")
+        out.write(render_check(result, choice.witness_matrix).splitlines()[-1] + "\n")
     else:
         out.write(render_check(result, choice.witness_matrix) + "\n")
     return result.exit_status(strict=args.strict)

@@ -33,6 +33,7 @@ __all__ = [
     "Handler",
     "MatrixChoice",
     "add_axis_options",
+    "add_format_option",
     "add_matrix_option",
     "add_model_options",
     "announce_matrix",
@@ -137,6 +138,18 @@ MATRIX_DEFAULT_HELP = (
 def add_matrix_option(parser: argparse.ArgumentParser) -> None:
     """``--matrix DIR``."""
     parser.add_argument("--matrix", metavar="DIR", help=MATRIX_DEFAULT_HELP)
+
+
+def add_format_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--format text|json|github`` (``args.format``), with ``--json`` kept as its short form."""
+    form = parser.add_mutually_exclusive_group()
+    form.add_argument(
+        "--format", choices=("text", "json", "github"), default="text",
+        help=f"text (default), json, or github: the {what} as GitHub Actions annotations "
+             "(::error file=...,line=...,col=...::message)",
+    )
+    form.add_argument("--json", dest="format", action="store_const", const="json",
+                      help="the same as --format json")
 
 
 def _option(name: str) -> str:

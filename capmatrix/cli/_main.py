@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from capmatrix.cli._common import Handler
 
-__all__ = ["COMMANDS", "main", "render_main", "run"]
+__all__ = ["COMMANDS", "EXAMPLES", "main", "render_main", "run", "version"]
 
 #: Subcommand -> (module holding ``configure_<name>`` and ``cmd_<name>``, one-line help).
 #: Modules are imported only for the subcommand that runs (``capmatrix --help`` stays fast); this
@@ -43,10 +43,66 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+#: Subcommand -> the example lines its ``--help`` ends with (every command has one).
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "query": (
+        "capmatrix query xqa --sm 120 --model llama --spec-dec one_model",
+        "capmatrix query xqa --sm 121 --model deepseek_v3 --spec-dec one_model --json",
+        "capmatrix query xqa --sm 120 --model qwen2 --spec-dec one_model --vary sm",
+    ),
+    "select": ("capmatrix select trtllm_generation --sm 90 --model llama",),
+    "validate": ("capmatrix validate capabilities", "capmatrix validate capabilities --format github"),
+    "render": ("capmatrix render", "capmatrix render --check --matrix capabilities --out-dir docs"),
+    "probe": ("capmatrix probe --kernel torch_sdpa_flash --out evidence.json",),
+    "check": ("capmatrix check capabilities --strict", "capmatrix check --format github"),
+    "diff": ("capmatrix diff HEAD~1", "capmatrix diff origin/main --markdown > comment.md"),
+    "compare-legacy": (
+        (
+            "capmatrix compare-legacy examples/legacy/trtllm_release_1_2.py:xqa_spec_dec_mode_before "
+            "--kernel trtllm_spec_dec_mode"
+        ),
+    ),
+    "test": ("capmatrix test capabilities", "capmatrix test --json"),
+}
+
 #: The first line of ``capmatrix --help`` (unchanged since the command line was one module).
 _DESCRIPTION = (
     "The ``capmatrix`` command line: ``main(argv) -> exit status``; every subcommand is a function."
 )
+
+_EPILOG = """\
+exit status: 0 supported / clean, 1 unsupported / failed check, 3 depends, 2 usage or data error.
+`python -m capmatrix` runs the same command line; `capmatrix COMMAND --help` shows an example.
+
+examples:
+  capmatrix validate
+  capmatrix query xqa --sm 120 --model llama --spec-dec one_model
+  capmatrix select trtllm_generation --sm 90 --model llama
+  capmatrix diff HEAD~1 --markdown"""
+
+
+def version() -> str:
+    """The installed distribution's version (``unknown`` when run from a bare source tree)."""
+    from importlib.metadata import PackageNotFoundError  # noqa: PLC0415 - only for --version
+    from importlib.metadata import version as dist_version  # noqa: PLC0415
+
+    try:
+        return dist_version("capmatrix")
+    except PackageNotFoundError:  # pragma: no cover - the tests run an installed capmatrix
+        return "unknown"
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: the version is read only when asked for (start-up stays light)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+        del kwargs
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,  # noqa: ARG002
+                 values: object, option_string: str | None = None) -> None:  # noqa: ARG002
+        sys.stdout.write(f"capmatrix {version()}\n")
+        parser.exit()
 
 
 class _Parser(argparse.ArgumentParser):
@@ -69,12 +125,18 @@ def _subcommand(argv: Sequence[str]) -> str | None:
 
 def _build_parser(argv: Sequence[str]) -> tuple[_Parser, dict[str, tuple[Handler, object]]]:
     """The parser, and for the chosen subcommand its handler with what its configure step prepared."""
-    parser = _Parser(prog="capmatrix", description=_DESCRIPTION)
+    parser = _Parser(prog="capmatrix", description=_DESCRIPTION, epilog=_EPILOG,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action=_VersionAction)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     chosen = _subcommand(argv)
     handlers: dict[str, tuple[Handler, object]] = {}
     for name, (module_name, help_text) in COMMANDS.items():
-        sub = subparsers.add_parser(name, help=help_text, description=help_text)
+        examples = EXAMPLES.get(name, ())
+        epilog = ("example" + ("s" if len(examples) > 1 else "") + ":\n"
+                  + "\n".join(f"  {line}" for line in examples)) if examples else None
+        sub = subparsers.add_parser(name, help=help_text, description=help_text, epilog=epilog,
+                                    formatter_class=argparse.RawDescriptionHelpFormatter)
         if name == chosen:
             module = importlib.import_module(module_name)
             attr = name.replace("-", "_")

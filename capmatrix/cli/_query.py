@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TextIO
 
-from capmatrix._default import resolve, select
+from capmatrix._default import resolve, select, suggest
 from capmatrix.cli._common import (
     EXIT_DEPENDS,
     EXIT_ERROR,
@@ -12,6 +12,7 @@ from capmatrix.cli._common import (
     EXIT_OK,
     MATRIX_DEFAULT_HELP,
     add_axis_options,
+    add_format_option,
     add_matrix_option,
     add_model_options,
     announce_matrix,
@@ -19,6 +20,7 @@ from capmatrix.cli._common import (
     print_json,
     query_from_args,
 )
+from capmatrix.cli._github import problem_annotation
 from capmatrix.errors import CapabilityErrors
 from capmatrix.loader import iter_problems, load
 from capmatrix.model import format_value
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Sequence
 
+    from capmatrix._suggest import Suggestion
     from capmatrix.matrix import Matrix
     from capmatrix.resolver import Origin, Resolution, Selection
 
@@ -40,7 +43,11 @@ __all__ = [
     "configure_validate",
     "format_resolution",
     "format_selection",
+    "format_suggestions",
 ]
+
+#: Lines of suggestions the text form shows (``--json`` has all of them).
+SHOWN_SUGGESTIONS = 8
 
 
 _MARKS = {
@@ -71,11 +78,35 @@ def format_resolution(resolution: Resolution) -> str:
     return "\n".join(lines)
 
 
+def format_suggestions(suggestions: Sequence[Suggestion]) -> list[str]:
+    """Text lines of suggestions: one line per axis for single changes, one per pair otherwise."""
+    lines: list[str] = []
+    singles: dict[str, list[str]] = {}
+    for s in suggestions:
+        if len(s.changes) == 1:
+            ((name, value),) = s.changes.items()
+            singles.setdefault(name, []).append(format_value(value))
+    for name, shown in singles.items():
+        choice = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
+        lines.append(f"set {name}={choice}")
+    lines.extend(str(s) for s in suggestions if len(s.changes) > 1)
+    if len(lines) > SHOWN_SUGGESTIONS:
+        more = len(lines) - SHOWN_SUGGESTIONS
+        lines = [*lines[:SHOWN_SUGGESTIONS], f"... and {more} more (--json)"]
+    return lines
+
+
 def configure_query(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Matrix:
     """Arguments of ``capmatrix query``."""
     parser.add_argument("kernel", help="kernel name, e.g. xqa")
     add_model_options(parser)
     parser.add_argument("--json", action="store_true", help="print a JSON object")
+    parser.add_argument(
+        "--vary", action="append", metavar="AXIS",
+        help="an axis the suggestions of an unsupported or depends answer may change (repeatable; "
+             "default: all but the model's geometry: attention, head_dim, q_per_kv and the other "
+             "axes the model sets, save its dtypes)",
+    )
     add_matrix_option(parser)
     return add_axis_options(parser, argv)
 
@@ -85,10 +116,19 @@ def cmd_query(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextIO
     announce_matrix(choose_matrix(args.matrix), err)
     query = query_from_args(args, matrix, args.kernel)
     resolution = resolve(query, matrix)
+    found = suggest(query, matrix, args.vary)
     if args.json:
-        print_json(resolution.as_dict(), out)
+        print_json({**resolution.as_dict(), "suggestions": [s.as_dict() for s in found]}, out)
     else:
-        out.write(format_resolution(resolution) + "\n")
+        text = format_resolution(resolution)
+        if resolution.verdict is not Verdict.SUPPORTED:
+            shown = format_suggestions(found)
+            if shown:
+                text += "\n  would work:\n" + "\n".join(f"    {line}" for line in shown)
+            else:
+                text += "\n  would work: no change of one or two axes"
+                text += "" if args.vary else " (the model's geometry kept; widen with --vary AXIS)"
+        out.write(text + "\n")
     return {Verdict.SUPPORTED: EXIT_OK, Verdict.UNSUPPORTED: EXIT_FAIL}.get(
         resolution.verdict, EXIT_DEPENDS
     )
@@ -137,7 +177,7 @@ def cmd_select(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextI
 def configure_validate(parser: argparse.ArgumentParser, _argv: Sequence[str]) -> None:
     """Arguments of ``capmatrix validate``."""
     parser.add_argument("path", nargs="?", help=MATRIX_DEFAULT_HELP)
-    parser.add_argument("--json", action="store_true", help="print problems as JSON")
+    add_format_option(parser, "problems")
 
 
 def cmd_validate(args: argparse.Namespace, _prepared: None, out: TextIO, err: TextIO) -> int:
@@ -145,7 +185,14 @@ def cmd_validate(args: argparse.Namespace, _prepared: None, out: TextIO, err: Te
     choice = choose_matrix(args.path)
     announce_matrix(choice, err)
     problems = list(iter_problems(choice.path))
-    if args.json:
+    if args.format == "github":
+        out.writelines(problem_annotation(p) + "\n" for p in problems)
+        if problems:
+            err.write(str(CapabilityErrors(problems)) + "\n")
+            return EXIT_ERROR
+        out.write("ok: no problems\n")
+        return EXIT_OK
+    if args.format == "json":
         print_json({"ok": not problems, "problems": [p.as_dict() for p in problems]}, out)
         return EXIT_ERROR if problems else EXIT_OK
     if problems:

@@ -1,0 +1,72 @@
+"""The dispatcher: ``--version``, ``python -m capmatrix``, and every command's ``--help`` with examples."""
+
+from __future__ import annotations
+
+import io
+import shlex
+import subprocess
+import sys
+from importlib.metadata import version
+
+import pytest
+
+from capmatrix.cli import run
+from capmatrix.cli._main import COMMANDS, EXAMPLES
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = run(list(argv), out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_version() -> None:
+    code, out, err = cli("--version")
+    assert code == 0
+    assert err == ""
+    assert out == f"capmatrix {version('capmatrix')}\n"
+
+
+def test_version_through_python_m() -> None:
+    done = subprocess.run([sys.executable, "-m", "capmatrix", "--version"], capture_output=True,
+                          text=True, check=False, timeout=120)
+    assert done.returncode == 0
+    assert done.stdout.strip() == f"capmatrix {version('capmatrix')}"
+
+
+def test_top_level_help_shows_examples_and_python_m() -> None:
+    code, out, _ = cli("--help")
+    assert code == 0
+    assert "--version" in out
+    assert "python -m capmatrix" in out
+    assert "\n  capmatrix query xqa --sm 120 --model llama --spec-dec one_model\n" in out
+
+
+def test_every_command_has_an_example() -> None:
+    assert set(EXAMPLES) == set(COMMANDS)
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_help_of_each_command_ends_with_its_examples(command: str) -> None:
+    code, out, _ = cli(command, "--help")
+    assert code == 0
+    examples = EXAMPLES[command]
+    # RawDescriptionHelpFormatter: each example keeps its own line, unwrapped, for copy and paste.
+    tail = "\n".join(f"  {line}" for line in examples) + "\n"
+    assert out.endswith(tail), out
+    assert ("examples:\n" if len(examples) > 1 else "example:\n") in out
+    for line in examples:
+        words = shlex.split(line.split(">", 1)[0])
+        assert words[:2] == ["capmatrix", command]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [line for examples in EXAMPLES.values() for line in examples
+     if not line.startswith(("capmatrix probe", "capmatrix diff"))],
+)
+def test_examples_run(line: str) -> None:
+    """Every example (but probe, which needs a GPU, and diff, which needs history) parses and runs."""
+    code, _out, err = cli(*shlex.split(line)[1:])
+    assert code in {0, 1, 3}, err
+    assert "error:" not in err
