@@ -37,7 +37,7 @@ CORE: dict[str, int] = {
 WINGS = ("capmatrix.engine", "capmatrix.analysis", "capmatrix.render", "capmatrix.codegen")
 WING_RANK, CLI_RANK = 11, 12
 #: Imports inside functions are allowed only for these (they keep `import capmatrix` light).
-LAZY_OK = ("torch", "yaml", "jsonschema", "capmatrix._yaml", "difflib")
+LAZY_OK = ("torch", "yaml", "jsonschema", "capmatrix._yaml", "difflib", "importlib.metadata")
 
 
 def _modules() -> dict[str, Path]:
