@@ -40,7 +40,7 @@ def annotation(
 ) -> str:
     r"""One workflow command line, e.g. ``::error file=a.yaml,line=3,col=5::bad``.
 
-    >>> annotation("warning", "50% done,\\nnext", file="a,b.yaml", line=3, title="C1: x")
+    >>> annotation("warning", "50% done,\nnext", file="a,b.yaml", line=3, title="C1: x")
     '::warning file=a%2Cb.yaml,line=3,title=C1%3A x::50%25 done,%0Anext'
     """
     props = []
