@@ -129,6 +129,7 @@ def discover(root: Path) -> list[tuple[Path, str]]:
             [fail(root, what, hint="pass a directory of capability YAML files")]
         )
     found: list[Path] = []
+    sizes: dict[Path, int] = {}
     total = 0
     walk_errors: list[CapabilityError] = []
     seen_dirs: set[tuple[int, int]] = set()
@@ -183,7 +184,8 @@ def discover(root: Path) -> list[tuple[Path, str]]:
                 continue
             found.append(here / name)
             with contextlib.suppress(OSError):  # reported with its name when the file is read
-                total += (here / name).stat().st_size
+                sizes[here / name] = (here / name).stat().st_size
+                total += sizes[here / name]
         if len(found) > MAX_FILES:
             raise CapabilityErrors(
                 [
@@ -198,13 +200,20 @@ def discover(root: Path) -> list[tuple[Path, str]]:
                 [
                     fail(
                         root, f"YAML files add up to more than {MAX_TOTAL_BYTES} bytes",
-                        hint="point at the capabilities directory itself",
+                        hint=f"the largest: {_largest(sizes, root)}; "
+                        "point at the capabilities directory itself",
                     )
                 ]
             )
     if walk_errors:
         raise CapabilityErrors(walk_errors)
     return sorted(((p, _display(p, root)) for p in found), key=lambda item: item[1])
+
+
+def _largest(sizes: dict[Path, int], root: Path, count: int = 3) -> str:
+    """The ``count`` largest files, biggest first, as ``path (N bytes)``: what to look at first."""
+    top = sorted(sizes.items(), key=lambda item: (-item[1], str(item[0])))[:count]
+    return ", ".join(f"{_display(path, root)} ({size} bytes)" for path, size in top)
 
 
 def load(path: str | os.PathLike[str] | None = None) -> Matrix:

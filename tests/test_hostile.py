@@ -742,6 +742,9 @@ def test_too_many_bytes(caps: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     error = only_error("caps")
     assert (error.path, error.code) == ("caps", "E001")
     assert error.message == "YAML files add up to more than 1000 bytes"
+    # the hint names the largest files first, so a user sees which one to look at
+    assert error.hint is not None
+    assert error.hint.startswith("the largest: caps/padding.yaml (1200 bytes), ")
 
 
 def test_too_deep_a_directory_tree(caps: Path) -> None:
