@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -16,10 +17,14 @@ EXAMPLE = ROOT / "examples" / "seed_question.py"
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 def test_make_run_is_clean() -> None:
     # The recipe runs with this interpreter's environment, taken as installed (-o: never rebuilt).
+    # Run as a user would, from a shell: under `make test` the inherited MAKELEVEL/MAKEFLAGS would make
+    # the inner make print "Entering directory" lines that a user never sees.
     venv = Path(sys.prefix)
+    inherited = {"MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES"}
+    env = {k: v for k, v in os.environ.items() if k not in inherited}
     done = subprocess.run(
         ["make", "-o", f"{venv}/.installed", "run", f"VENV={venv}", f"PY={sys.executable}"],
-        cwd=ROOT, capture_output=True, text=True, check=False, timeout=300,
+        cwd=ROOT, capture_output=True, text=True, check=False, timeout=300, env=env,
     )
     out = done.stdout + done.stderr
     assert done.returncode == 0, out
