@@ -27,6 +27,8 @@ def test_non_editable_install_ships_the_matrix(tmp_path: Path) -> None:
     )
     assert build.returncode == 0, build.stderr[-2000:]
     assert (target / "capmatrix" / "_capabilities" / "axes.yaml").is_file()
+    # The HTML page's ask-form script is package data of the render wing.
+    assert (target / "capmatrix" / "render" / "_ask.js").is_file()
     run = subprocess.run(
         [sys.executable, "-c", PROGRAM],
         capture_output=True, text=True, check=False, cwd=tmp_path,

@@ -26,9 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from capmatrix._default import _resolver, resolve
+from capmatrix._default import _resolver, resolve, select
+from capmatrix._suggest import GEOMETRY, MAX_CHANGES, PRECISION
 from capmatrix.errors import CapmatrixError
 from capmatrix.evidence import compare
+from capmatrix.export import export
 from capmatrix.model import Effect, Status, format_value
 from capmatrix.query import ANY, KernelQuery
 from capmatrix.regions import Region, Space, box_of
@@ -36,6 +38,7 @@ from capmatrix.render.page import (
     Cell,
     CellStatus,
     Citation,
+    CommonTable,
     Document,
     EvidenceSummary,
     Grid,
@@ -45,7 +48,7 @@ from capmatrix.render.page import (
     RoleSection,
     slug,
 )
-from capmatrix.resolver import OriginKind, Verdict
+from capmatrix.resolver import OriginKind, ReasonKind, Verdict
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -55,7 +58,7 @@ if TYPE_CHECKING:
     from capmatrix.query import _Any
     from capmatrix.resolver import Origin
 
-__all__ = ["ANY_SM", "REGENERATE", "build"]
+__all__ = ["ANY_SM", "COMMON_MODELS", "COMMON_SETTINGS", "GPU_NAMES", "REGENERATE", "CommonSetting", "build"]
 
 #: How the matrix root is named in generated pages, whatever directory was rendered.
 ROOT_LABEL = "capabilities"
@@ -71,6 +74,57 @@ MAX_DISAGREEMENTS = 10
 REGENERATE = "python tools/render_matrix.py"
 #: Row label of a grid whose rules never name ``sm`` (every SM answers alike).
 ANY_SM = "any (no rule names sm)"
+
+
+#: Example GPUs of each compute capability, for labels only ("H100, H200 (sm90)"). The matrix's sm axis
+#: holds numbers and no rule depends on a product name, so the names live here rather than in the YAML;
+#: they are NVIDIA's published compute capabilities (https://developer.nvidia.com/cuda-gpus).
+GPU_NAMES: Mapping[int, str] = {
+    75: "T4, RTX 20",
+    80: "A100, A30",
+    86: "A10, A40, RTX 30",
+    87: "Jetson Orin",
+    89: "L4, L40S, RTX 40",
+    90: "H100, H200, GH200",
+    100: "B200, GB200",
+    103: "B300, GB300",
+    110: "Jetson Thor",
+    120: "RTX 50, RTX PRO 6000",
+    121: "DGX Spark (GB10)",
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommonSetting:
+    """One deployment setting of the common-configurations table: an engine's role and query values."""
+
+    label: str
+    role: str
+    axes: Mapping[str, AxisValue]
+
+
+#: The settings users run most, each asked of an engine's role for every model of COMMON_MODELS.
+#: They are a choice of what the page shows first, not a fact about any kernel, so they live with the
+#: renderer rather than in the capability YAML (which holds facts with sources). A setting whose role
+#: or axes a matrix lacks is left out.
+COMMON_SETTINGS: tuple[CommonSetting, ...] = (
+    CommonSetting(label="decode, BF16 (TensorRT-LLM)", role="trtllm_generation",
+                  axes={"spec_dec": "none", "dtype": "bf16", "kv_cache_dtype": "bf16"}),
+    CommonSetting(label="decode, one-model spec-dec, BF16 (TensorRT-LLM)", role="trtllm_generation",
+                  axes={"spec_dec": "one_model", "dtype": "bf16", "kv_cache_dtype": "bf16"}),
+    CommonSetting(label="decode, BF16, FP8 KV cache (TensorRT-LLM)", role="trtllm_generation",
+                  axes={"spec_dec": "none", "dtype": "bf16", "kv_cache_dtype": "fp8"}),
+    CommonSetting(label="decode, FP8, FP8 KV cache (TensorRT-LLM)", role="trtllm_generation",
+                  axes={"spec_dec": "none", "dtype": "fp8", "kv_cache_dtype": "fp8"}),
+    CommonSetting(label="prefill, BF16 (TensorRT-LLM)", role="trtllm_context",
+                  axes={"spec_dec": "none", "dtype": "bf16", "kv_cache_dtype": "bf16"}),
+    CommonSetting(label="BF16 (vLLM)", role="vllm_attention",
+                  axes={"dtype": "bf16", "vllm_kv_cache_dtype": "auto"}),
+)
+#: The shipped checkpoints the table shows, each with every setting (a model the matrix lacks is left out).
+COMMON_MODELS = ("llama3_1_8b", "llama3_1_70b", "qwen3_30b_a3b", "gpt_oss_120b", "deepseek_v3")
+#: Rejected candidates (and rules) a common-configuration note names at most.
+MAX_NOTE_ITEMS = 6
 
 
 class _Paths:
@@ -347,6 +401,8 @@ class _Builder:
                 subcolumns=tuple(format_value(c[1]) for c in combos) if len(axes) == 2 else (),
             ),
             rules=tuple(_citation(r, self.paths) for r in kernel.rules),
+            roles=self.kernel_roles(kernel.name),
+            models=self.kernel_models(kernel.name),
         )
 
     def constrained(self, kernels: Sequence[str]) -> set[str]:
@@ -403,8 +459,129 @@ class _Builder:
         return Grid(
             anchor="overview", caption="Kernels by SM (all other axes as a query leaves them)",
             corner="kernel", columns=tuple(self.sm_label(v) for v in self.sm.values),
-            rows=tuple(rows), notes=notes.notes,
+            rows=tuple(rows), notes=notes.notes, row_kernels=tuple(self.matrix.kernels),
         )
+
+    # -- common configurations ------------------------------------------------------------------
+
+    def gpu_label(self, value: AxisValue) -> str:
+        """``H100, H200, GH200 (sm90)``; ``sm130`` for an SM without a known name."""
+        name = GPU_NAMES.get(value) if isinstance(value, int) and not isinstance(value, bool) else None
+        return f"{name} (sm{format_value(value)})" if name else f"sm{format_value(value)}"
+
+    def model_label(self, name: str) -> str:
+        """A checkpoint's Hugging Face name without its organisation, else the model's key."""
+        model = self.matrix.models[name]
+        return model.hf_ids[0].rpartition("/")[2] if model.hf_ids else name
+
+    def common_settings(self) -> list[CommonSetting]:
+        return [
+            s for s in COMMON_SETTINGS
+            if s.role in self.matrix.roles and all(a in self.matrix.axes for a in s.axes)
+        ]
+
+    def common(self) -> CommonTable | None:
+        assert self.sm is not None  # noqa: S101
+        settings = self.common_settings()
+        models = [m for m in COMMON_MODELS if m in self.matrix.models]
+        if not settings or not models:
+            return None
+        notes = _Notes("common")
+        rows = []
+        row_models = []
+        for model in models:
+            for setting in settings:
+                cells = tuple(
+                    self.common_cell(model, setting, sm, notes) for sm in self.sm.values
+                )
+                rows.append((f"{self.model_label(model)}, {setting.label}", cells))
+                row_models.append(model)
+        grid = Grid(
+            anchor="common", corner="configuration",
+            caption="Common configurations by GPU: the engine's answer for exactly this configuration",
+            columns=tuple(self.gpu_label(v) for v in self.sm.values), rows=tuple(rows),
+            notes=notes.notes, row_models=tuple(row_models),
+        )
+        lines = tuple(
+            f"{s.label}: role {s.role}, "
+            + ", ".join(f"{k}={format_value(v)}" for k, v in s.axes.items())
+            for s in settings
+        )
+        return CommonTable(grid=grid, settings=lines)
+
+    def common_cell(
+        self, model: str, setting: CommonSetting, sm: AxisValue, notes: _Notes
+    ) -> Cell:
+        query = KernelQuery(None, model=model, sm=sm, **setting.axes)
+        selection = select(setting.role, query, self.matrix)
+        verdict = selection.verdict
+        citations: list[Citation] = []
+        details: list[str] = []
+        if verdict is Verdict.SUPPORTED:
+            status = CellStatus.SUPPORTED
+            assert selection.resolution is not None  # noqa: S101 - a supported selection has a winner
+            summary = f"{selection.kernel} serves it (role {setting.role})."
+            citations = [
+                _citation(self.matrix.rule(r.rule_id), self.paths)
+                for r in selection.resolution.reasons
+                if r.kind is ReasonKind.GRANT and r.rule_id is not None
+            ][:MAX_NOTE_ITEMS]
+        else:
+            status = CellStatus.UNSUPPORTED if verdict is Verdict.UNSUPPORTED else CellStatus.DEPENDS
+            if verdict is Verdict.UNSUPPORTED:
+                summary = f"No candidate of role {setting.role} serves it."
+            elif not selection.decided:
+                summary = (f"Role {setting.role} picks its candidates by a setting this row leaves open.")
+            else:
+                summary = f"Role {setting.role}: the answer depends on a setting this row leaves open."
+            for resolution in selection.trace[:MAX_NOTE_ITEMS]:
+                excluded = [
+                    r.rule_id for r in resolution.reasons
+                    if r.kind is ReasonKind.EXCLUDE and r.rule_id is not None
+                ]
+                if resolution.verdict is Verdict.SUPPORTED:
+                    details.append(f"{resolution.kernel}: supported")
+                elif resolution.verdict is Verdict.DEPENDS:
+                    where = "; ".join(resolution.residual.describe()[:3]) if resolution.residual else ""
+                    details.append(f"{resolution.kernel}: depends" + (f" (supported when {where})"
+                                                                      if where else ""))
+                elif excluded:
+                    details.append(f"{resolution.kernel}: excluded by {', '.join(excluded)}")
+                    citations.extend(
+                        _citation(self.matrix.rule(rid), self.paths) for rid in excluded
+                        if rid not in {c.rule_id for c in citations}
+                    )
+                else:
+                    details.append(f"{resolution.kernel}: no rule grants it")
+            citations = citations[:MAX_NOTE_ITEMS]
+        return Cell(status=status, text=status.symbol, note=notes.get(summary, citations, details))
+
+    # -- filters -------------------------------------------------------------------------------
+
+    def kernel_roles(self, kernel: str) -> tuple[str, ...]:
+        return tuple(name for name, role in self.matrix.roles.items() if kernel in role.candidates)
+
+    def kernel_models(self, kernel: str) -> tuple[str, ...]:
+        """The models for which ``kernel`` is not unsupported on every SM (SM and more left open)."""
+        return tuple(
+            name for name in self.matrix.models
+            if resolve(KernelQuery(kernel, model=name), self.matrix).verdict is not Verdict.UNSUPPORTED
+        )
+
+    def ask_data(self) -> str:
+        """The ask form's data: the export artifact, GPU labels and the suggestion search's settings."""
+        assert self.sm is not None  # noqa: S101
+        data = {
+            "artifact": export(self.matrix),
+            "gpu_labels": {format_value(v): self.gpu_label(v) for v in self.sm.values},
+            "model_labels": {m: self.model_label(m) for m in self.matrix.models},
+            "geometry": list(GEOMETRY),
+            "precision": list(PRECISION),
+            "max_changes": MAX_CHANGES,
+        }
+        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
+        # Embedded in a <script> element: "</" must not end it early.
+        return text.replace("</", "<\\/")
 
     # -- roles ---------------------------------------------------------------------------------
 
@@ -459,6 +636,7 @@ class _Builder:
             grids.append(Grid(
                 anchor=f"role-{slug(name)}{suffix}-grid", caption=caption, corner="sm",
                 columns=tuple(models), rows=tuple(rows), notes=notes.notes,
+                column_models=tuple(models),
             ))
         location, link = self.paths.location(role.location.path, role.location.line)
         model_axes = sorted({a for m in self.matrix.models.values() for a in m.axes})
@@ -611,10 +789,14 @@ class _Builder:
                 "other axes range over all their values, as in a query that leaves them out."),
             ),
             families=families,
+            common=self.common(),
             overview=self.overview(),
             kernels=tuple(self.kernel_section(k) for k in self.matrix.kernels.values()),
             roles=tuple(self.role_section(r) for r in self.matrix.roles),
             evidence=self.evidence(),
+            ask_data=self.ask_data(),
+            models=tuple(self.matrix.models),
+            role_names=tuple(self.matrix.roles),
         )
 
 

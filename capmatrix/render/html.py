@@ -1,21 +1,36 @@
-"""The support matrix as one self-contained HTML page (inline CSS and a few lines of inline JS).
+"""The support matrix as one self-contained HTML page (inline CSS and inline JS).
 
 The page needs no network and no external asset. Every state is carried by a symbol as well as a
 colour. A cell with a note is focusable (``tabindex``), names its note with ``aria-describedby`` and a
 plain-text ``title``; hovering or focusing it copies the note (rules, reasons, sources, verification)
 into one tooltip panel. Without JavaScript the notes stay readable in the list under each grid. Opening
 the page at ``#show-<cell id>`` opens that cell's tooltip, so a cell's explanation can be linked to.
+
+The page opens with the common-configurations table, then the "ask" form and the filters. Their script
+(``_ask.js``, shipped beside this module) answers from the export artifact embedded in the page as JSON
+(``<script type="application/json" id="ask-data">``); ``#ask?target=kernel:xqa&sm=120&model=llama``
+fills the form and asks, ``#filter?model=M&role=R`` sets the filters.
 """
 
 from __future__ import annotations
 
+import json
 from html import escape
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from capmatrix.render.page import LEGEND
+from capmatrix.render.page import COMMON_LEGEND, LEGEND
 
 if TYPE_CHECKING:
-    from capmatrix.render.page import Cell, Citation, Document, EvidenceSummary, Grid, Note
+    from capmatrix.render.page import (
+        Cell,
+        Citation,
+        CommonTable,
+        Document,
+        EvidenceSummary,
+        Grid,
+        Note,
+    )
 
 __all__ = ["render_html"]
 
@@ -68,6 +83,16 @@ ol.notes > li:target { background: #fff8c5; }
 #tip .tip-head { font-weight: 700; margin-bottom: .3rem; }
 .rules td { vertical-align: top; } .rules td:nth-child(3) { max-width: 40rem; }
 footer { margin-top: 3rem; color: var(--muted); font-size: .85rem; }
+td.c.depends, .sw.depends { background: #eef1f4; border-color: var(--muted); color: var(--ink); }
+#ask-form, #filters { display: flex; flex-wrap: wrap; gap: .5rem 1rem; align-items: end; }
+#ask-form label, #filters label { display: flex; flex-direction: column; font-size: .85rem; }
+#ask-form button { padding: .3rem 1.2rem; }
+#ask-answer { margin: .8rem 0; padding: .2rem .8rem; border-left: 4px solid var(--line); }
+#ask-answer[data-verdict="supported"] { border-color: var(--ok-b); }
+#ask-answer[data-verdict="unsupported"], #ask-answer[data-verdict="error"] { border-color: var(--no-b); }
+#ask-answer[data-verdict="depends"] { border-color: var(--part-b); }
+#ask-answer .why, #ask-answer .src { margin-left: 1rem; }
+#ask-answer h3 { font-size: 1rem; }
 @media (prefers-reduced-motion: no-preference) { #tip { transition: opacity .1s; } }
 """
 
@@ -116,6 +141,10 @@ _JS = """
 """
 
 
+#: The ask form's and filters' script, shipped beside this module.
+_ASK_JS = Path(__file__).with_name("_ask.js")
+
+
 def _e(text: str) -> str:
     return escape(text, quote=True)
 
@@ -148,7 +177,7 @@ def _note(note: Note) -> str:
     return "".join(parts)
 
 
-def _cell(cell: Cell, cell_id: str, where: str, role: bool) -> str:
+def _cell(cell: Cell, cell_id: str, where: str, role: bool, summary: bool = False) -> str:
     status = cell.status.value if cell.status is not None else "none"
     classes = f"c {status}" + (" role" if role else "")
     label = cell.status.value if cell.status is not None else ""
@@ -157,7 +186,8 @@ def _cell(cell: Cell, cell_id: str, where: str, role: bool) -> str:
     else:
         shown = f'<b aria-hidden="true">{_e(cell.text)}</b><i class="vh">{_e(label)}</i>'
     if cell.note is not None:
-        title = _e(f"{where}: {label or cell.text} (note {cell.note.number})")
+        said = f": {cell.note.summary}" if summary else ""
+        title = _e(f"{where}: {label or cell.text} (note {cell.note.number}){said}")
         return (
             f'<td id="{_e(cell_id)}" class="{classes}" tabindex="0" '
             f'aria-describedby="{_e(cell.note.anchor)}" title="{title}">'
@@ -168,9 +198,11 @@ def _cell(cell: Cell, cell_id: str, where: str, role: bool) -> str:
     return f'<td class="{classes}">{shown}</td>'
 
 
-def _grid(grid: Grid, *, role: bool = False) -> str:
+def _grid(grid: Grid, *, role: bool = False, summary: bool = False) -> str:
+    columns = (f" data-column-models='{_e(json.dumps(list(grid.column_models)))}'"
+               if grid.column_models else "")
     out = [f'<div class="scroll" role="region" tabindex="0" aria-labelledby="{_e(grid.anchor)}-cap">',
-           f'<table id="{_e(grid.anchor)}" class="grid">',
+           f'<table id="{_e(grid.anchor)}" class="grid"{columns}>',
            f'<caption id="{_e(grid.anchor)}-cap">{_e(grid.caption)}</caption>',
            "<thead><tr>"]
     if grid.groups:
@@ -184,10 +216,15 @@ def _grid(grid: Grid, *, role: bool = False) -> str:
         out.extend(f'<th scope="col">{_e(col)}</th>' for col in grid.columns)
     out.append("</tr></thead><tbody>")
     for r, (label, cells) in enumerate(grid.rows):
-        out.append(f'<tr><th scope="row">{_e(label)}</th>')
+        tag = ""
+        if grid.row_models:
+            tag = f' data-model="{_e(grid.row_models[r])}"'
+        elif grid.row_kernels:
+            tag = f' data-kernel="{_e(grid.row_kernels[r])}"'
+        out.append(f'<tr{tag}><th scope="row">{_e(label)}</th>')
         for c, cell in enumerate(cells):
             where = f"{grid.corner} {label}, {grid.columns[c]}"
-            out.append(_cell(cell, f"{grid.anchor}-r{r}-c{c}", where, role))
+            out.append(_cell(cell, f"{grid.anchor}-r{r}-c{c}", where, role, summary))
         out.append("</tr>")
     out.append("</tbody></table></div>")
     if grid.notes:
@@ -221,6 +258,55 @@ def _md_code(text: str) -> str:
     return "".join(f"<code>{_e(p)}</code>" if i % 2 else _e(p) for i, p in enumerate(pieces))
 
 
+def _common(common: CommonTable) -> str:
+    out = ['<section id="common-configurations" aria-labelledby="common-h">',
+           '<h2 id="common-h">Common configurations</h2>',
+           ("<p>Each cell is the engine's answer for exactly that configuration on that GPU (the role's "
+           "selection, as <code>capmatrix select</code> gives it). Hover or focus a cell for the kernel "
+           "that serves it or what refused it.</p>"),
+           '<dl class="legend">']
+    for symbol, label, text in COMMON_LEGEND:
+        out.append(f'<dt><span class="sw {_e(label)}" aria-hidden="true">{_e(symbol)}</span> '
+                   f"{_e(label)}</dt><dd>{_e(text)}</dd>")
+    out.append("</dl><details><summary>Settings</summary><ul>")
+    out.extend(f"<li>{_e(line)}</li>" for line in common.settings)
+    out.append("</ul></details>")
+    out.append(_grid(common.grid, summary=True))
+    out.append("</section>")
+    return "\n".join(out)
+
+
+def _ask(doc: Document) -> str:
+    return "\n".join([
+        '<section id="ask" aria-labelledby="ask-h"><h2 id="ask-h">Ask</h2>',
+        ("<p>Pick a kernel or a role (the engine's choice among kernels), a GPU, a model (a name or a "
+        "Hugging Face id of a shipped model) and the settings; what you leave out comes from the model, "
+        "else the axis default, else stays open. The answer comes from the export artifact embedded in "
+        "this page (<code>capmatrix export</code>, evaluated as <code>docs/export.md</code> describes): "
+        "the verdict, the rules behind it, and the smallest changes that would make it supported.</p>"),
+        '<form id="ask-form" autocomplete="off"></form>',
+        ("<noscript><p>The ask form needs JavaScript; <code>capmatrix query</code> and "
+        "<code>capmatrix select</code> answer the same questions.</p></noscript>"),
+        '<div id="ask-answer" aria-live="polite"></div>',
+        f'<script type="application/json" id="ask-data">{doc.ask_data}</script>',
+        "</section>",
+    ])
+
+
+def _filters(doc: Document) -> str:
+    models = "".join(f'<option value="{_e(m)}">{_e(m)}</option>' for m in doc.models)
+    roles = "".join(f'<option value="{_e(r)}">{_e(r)}</option>' for r in doc.role_names)
+    return (
+        '<section id="filter" aria-labelledby="filter-h"><h2 id="filter-h">Filter the grids</h2>'
+        '<form id="filters"><label>Model <select id="filter-model"><option value="">all models</option>'
+        f"{models}</select></label>"
+        '<label>Role <select id="filter-role"><option value="">all roles</option>'
+        f"{roles}</select></label></form>"
+        "<p>A model hides the kernels that never support it, the other models' columns and rows; a "
+        "role hides the kernels and roles it does not use.</p></section>"
+    )
+
+
 def render_html(doc: Document) -> str:
     """The page as one string."""
     out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
@@ -230,7 +316,17 @@ def render_html(doc: Document) -> str:
            f"<header><h1>{_e(doc.title)}</h1>"]
     out.extend(f"<p>{_md_code(p)}</p>" for p in doc.intro)
     out.append("</header>")
-    out.append('<nav aria-label="Contents"><ul><li><a href="#overview">Overview</a></li>')
+    if doc.common is not None:
+        out.append(_common(doc.common))
+    if doc.ask_data:
+        out.append(_ask(doc))
+        out.append(_filters(doc))
+    out.append('<nav aria-label="Contents"><ul>')
+    if doc.common is not None:
+        out.append('<li><a href="#common-configurations">Common configurations</a></li>')
+    if doc.ask_data:
+        out.append('<li><a href="#ask">Ask</a></li>')
+    out.append('<li><a href="#overview">Overview</a></li>')
     out.extend(f'<li><a href="#{_e(k.anchor)}">{_e(k.name)}</a></li>' for k in doc.kernels)
     out.extend(f'<li><a href="#{_e(r.anchor)}">role {_e(r.name)}</a></li>' for r in doc.roles)
     if doc.evidence:
@@ -254,7 +350,9 @@ def render_html(doc: Document) -> str:
     out.append("</section>")
     for k in doc.kernels:
         kind = k.kind + (f", {k.engine}" if k.engine else "")
-        out.append(f'<section id="{_e(k.anchor)}" aria-labelledby="{_e(k.anchor)}-h">'
+        out.append(f'<section id="{_e(k.anchor)}" aria-labelledby="{_e(k.anchor)}-h" '
+                   f'data-kernel="{_e(k.name)}" data-roles="{_e(" ".join(k.roles))}" '
+                   f'data-models="{_e(" ".join(k.models))}">'
                    f'<h2 id="{_e(k.anchor)}-h">{_e(k.name)}</h2>')
         out.append(f"<p>{_e(k.description)}</p>")
         out.append(f"<p>Kind: {_e(kind)}. Defined at {_link(k.location, k.link)}.</p>")
@@ -274,8 +372,8 @@ def render_html(doc: Document) -> str:
         out.append("</tbody></table></details></section>")
     anchors = {k.name: k.anchor for k in doc.kernels}
     for r in doc.roles:
-        out.append(f'<section id="{_e(r.anchor)}" aria-labelledby="{_e(r.anchor)}-h">'
-                   f'<h2 id="{_e(r.anchor)}-h">Role {_e(r.name)}</h2>')
+        out.append(f'<section id="{_e(r.anchor)}" aria-labelledby="{_e(r.anchor)}-h" '
+                   f'data-role="{_e(r.name)}"><h2 id="{_e(r.anchor)}-h">Role {_e(r.name)}</h2>')
         out.append(f"<p>{_e(r.description)}</p>")
         chain = " → ".join(
             f'<a href="#{_e(anchors[c])}">{_e(c)}</a>' if c in anchors else _e(c)
@@ -298,5 +396,7 @@ def render_html(doc: Document) -> str:
     out.append('<div id="tip" role="tooltip" hidden></div>')
     out.append(f"<footer>{_md_code(doc.intro[0])}</footer>")
     out.append(f"<script>{_JS}</script>")
+    if doc.ask_data:
+        out.append(f"<script>{_ASK_JS.read_text(encoding='utf-8')}</script>")
     out.append("</body></html>")
     return "\n".join(out) + "\n"

@@ -6,10 +6,18 @@ from typing import TYPE_CHECKING
 
 from tabulate import tabulate
 
-from capmatrix.render.page import LEGEND, slug
+from capmatrix.render.page import COMMON_LEGEND, LEGEND, slug
 
 if TYPE_CHECKING:
-    from capmatrix.render.page import Cell, Citation, Document, EvidenceSummary, Grid, Note
+    from capmatrix.render.page import (
+        Cell,
+        Citation,
+        CommonTable,
+        Document,
+        EvidenceSummary,
+        Grid,
+        Note,
+    )
 
 __all__ = ["render_markdown"]
 
@@ -64,6 +72,8 @@ def render_markdown(doc: Document) -> str:
     """The Markdown page (GitHub tables, notes with anchors)."""
     out = [f"# {doc.title}", ""]
     out.extend(line for text in doc.intro for line in (text, ""))
+    if doc.common is not None:
+        out.extend(_md_common(doc.common))
     out.append("Legend: " + "; ".join(f"{s} {label}: {text}" for s, label, text in LEGEND) + ".")
     out.append("")
     if doc.families:
@@ -110,6 +120,18 @@ def render_markdown(doc: Document) -> str:
     while out and out[-1] == "":
         out.pop()
     return "\n".join(out) + "\n"
+
+
+def _md_common(common: CommonTable) -> list[str]:
+    out = ['<a id="common-configurations"></a>', "", "## Common configurations", "",
+           ("Each cell is the engine's answer for exactly that configuration (model, setting, GPU), "
+           "from the role's selection; the note under the table gives the kernel or the refusals."), "",
+           "Legend: " + "; ".join(f"{s} {label}: {text}" for s, label, text in COMMON_LEGEND) + ".", "",
+           "Settings:", ""]
+    out.extend(f"- {line}" for line in common.settings)
+    out.append("")
+    out.extend(_md_grid(common.grid))
+    return out
 
 
 def _md_evidence(ev: EvidenceSummary) -> list[str]:

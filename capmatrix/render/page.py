@@ -12,10 +12,12 @@ from capmatrix.errors import CapmatrixError
 from capmatrix.model import _StrEnum
 
 __all__ = [
+    "COMMON_LEGEND",
     "LEGEND",
     "Cell",
     "CellStatus",
     "Citation",
+    "CommonTable",
     "Document",
     "EvidenceSummary",
     "Grid",
@@ -42,6 +44,8 @@ class CellStatus(_StrEnum):
     SUPPORTED = "supported"
     PARTIAL = "partial"
     UNSUPPORTED = "unsupported"
+    #: Only in the common-configurations table: the answer depends on an axis the row leaves open.
+    DEPENDS = "depends"
 
     @property
     def symbol(self) -> str:
@@ -53,6 +57,7 @@ _SYMBOLS = {
     CellStatus.SUPPORTED: "✓",
     CellStatus.PARTIAL: "◐",
     CellStatus.UNSUPPORTED: "✗",
+    CellStatus.DEPENDS: "?",
 }
 
 #: (symbol, label, explanation) for the legend of both pages.
@@ -65,6 +70,14 @@ LEGEND: tuple[tuple[str, str, str], ...] = (
      "and where it stays supported)")),
     ("✗", "unsupported",
      "no configuration is supported; the note names the exclusion when a grant covered the cell"),
+)
+
+
+#: (symbol, label, explanation) for the common-configurations table, whose cells are whole answers.
+COMMON_LEGEND: tuple[tuple[str, str, str], ...] = (
+    ("✓", "supported", "a kernel of the engine serves exactly this configuration on this GPU"),
+    ("✗", "unsupported", "no kernel of the engine serves it; the note says what each one refused"),
+    ("?", "depends", "the answer depends on a setting the row does not fix (the note says which)"),
 )
 
 
@@ -133,6 +146,25 @@ class Grid:
     #: Two column axes: the first axis's values with their spans, and the second axis's values.
     groups: tuple[tuple[str, int], ...] = ()
     subcolumns: tuple[str, ...] = ()
+    #: Per row, the model it is about (for the page's model filter); empty when rows are not models.
+    row_models: tuple[str, ...] = ()
+    #: Per column, the model it is about (role grids); empty when columns are not models.
+    column_models: tuple[str, ...] = ()
+    #: Per row, the kernel it is about (the overview); empty otherwise.
+    row_kernels: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommonTable:
+    """The first table a reader sees: common configurations (rows) by GPU (columns).
+
+    Each cell is the engine's answer for exactly that configuration (a role's selection), never a
+    summary over axes the row leaves open: those make the cell ``depends``.
+    """
+
+    grid: Grid
+    #: One line per common setting: its label and the query values it fixes.
+    settings: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -149,6 +181,9 @@ class KernelSection:
     fixed: str
     grid: Grid
     rules: tuple[Citation, ...]
+    #: Roles listing the kernel, and models it supports on some SM (for the page's filters).
+    roles: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -190,7 +225,13 @@ class Document:
     title: str
     intro: tuple[str, ...]
     families: tuple[str, ...]
+    common: CommonTable | None
     overview: Grid
     kernels: tuple[KernelSection, ...]
     roles: tuple[RoleSection, ...]
     evidence: tuple[EvidenceSummary, ...]
+    #: The ask form's data: the export artifact plus labels (JSON text, embedded in the HTML page).
+    ask_data: str = ""
+    #: The models of the matrix and its roles, for the filters and the ask form.
+    models: tuple[str, ...] = ()
+    role_names: tuple[str, ...] = ()

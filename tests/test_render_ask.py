@@ -1,0 +1,519 @@
+"""The page's ask form, filters and common-configurations table, checked against the Python resolver.
+
+The browser tests run headless Chromium on the committed ``docs/support-matrix.html`` (whose freshness
+``tests/test_render.py`` checks) and are skipped without Chromium. The form is filled through the
+page's ``#ask?...`` fragment; the evaluator's agreement with ``resolve`` / ``select`` / ``suggest`` on a
+broad sample is checked through a harness: a copy of the page with a script that asks the embedded
+evaluator (``window.capmatrixAsk``) a JSON list of questions and writes the answers into the DOM.
+"""
+
+from __future__ import annotations
+
+import html
+import html.parser
+import itertools
+import json
+import random
+import re
+import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
+
+import pytest
+from test_render_html import CHROMIUM, TOOL
+
+import capmatrix
+from capmatrix import KernelQuery, Verdict
+from capmatrix.render import build, render_markdown
+from capmatrix.render._build import COMMON_MODELS, COMMON_SETTINGS
+from capmatrix.resolver import ReasonKind
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = ROOT / "docs" / "support-matrix.html"
+#: Complete random kernel queries, random open queries and suggestion queries in the sample.
+COMPLETE, OPEN, SUGGESTED = 1500, 400, 150
+Value = str | int | bool
+
+_NEEDS_CHROMIUM = pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="headless Chromium not found (/usr/bin/chromium); apt-get install chromium to run",
+)
+
+
+def browser(test: Callable[..., None]) -> Callable[..., None]:
+    """Mark a test as a browser test, skipped without Chromium."""
+    return pytest.mark.browser(_NEEDS_CHROMIUM(test))  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="module")
+def matrix() -> capmatrix.Matrix:
+    return capmatrix.load()
+
+
+def _dump(page: Path, tmp_path: Path, fragment: str = "", budget: int = 5000) -> str:
+    url = page.resolve().as_uri() + fragment
+    cmd = TOOL.chromium_command(CHROMIUM, str(tmp_path / "profile"), url, "--dump-dom",
+                                f"--virtual-time-budget={budget}")
+    done = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=300)
+    return done.stdout
+
+
+class _Answer(html.parser.HTMLParser):
+    """The ask form's answer: its attributes, the reasons' rules and the suggested changes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answer: dict[str, str | None] = {}
+        self.reasons: list[tuple[str, str]] = []
+        self.suggestions: list[dict[str, Value]] = []
+        self.text: list[str] = []
+        self._depth = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if a.get("id") == "ask-answer":
+            self.answer, self._depth = a, 1
+            return
+        if not self._depth:
+            return
+        self._depth += 1
+        classes = str(a.get("class") or "").split()
+        if "reason" in classes:
+            self.reasons.append((str(a["data-kind"]), str(a["data-rule"])))
+        if "suggestion" in classes:
+            self.suggestions.append(json.loads(str(a["data-changes"])))
+
+    def handle_endtag(self, tag: str) -> None:
+        if self._depth:
+            self._depth -= 1
+
+    def handle_data(self, data: str) -> None:
+        if self._depth:
+            self.text.append(data)
+
+
+def _ask(tmp_path: Path, **fields: str) -> _Answer:
+    parsed = _Answer()
+    parsed.feed(_dump(PAGE, tmp_path, "#ask?" + urlencode(fields)))
+    assert parsed.answer, "the page shows no answer"
+    return parsed
+
+
+# --------------------------------------------------------------------------------------------------
+# The seed questions, through the form
+
+
+@browser
+def test_seed_question_llama_is_supported(matrix: capmatrix.Matrix, tmp_path: Path) -> None:
+    query = KernelQuery("xqa", model="llama", sm=120, spec_dec="one_model")
+    expected = capmatrix.resolve(query, matrix)
+    assert expected.verdict is Verdict.SUPPORTED
+    got = _ask(tmp_path, target="kernel:xqa", model="llama", sm="120", spec_dec="one_model")
+    assert got.answer["data-verdict"] == str(expected.verdict) == "supported"
+    cited = {r.rule_id for r in expected.reasons if r.kind is ReasonKind.GRANT}
+    assert cited <= {rule for kind, rule in got.reasons if kind == "grant"}
+    assert not [rule for kind, rule in got.reasons if kind == "exclude"]
+    assert got.suggestions == []
+
+
+@browser
+def test_seed_question_deepseek_is_unsupported_because_of_mla(
+    matrix: capmatrix.Matrix, tmp_path: Path
+) -> None:
+    query = KernelQuery("xqa", model="deepseek_v3", sm=120, spec_dec="one_model", dtype="bf16")
+    expected = capmatrix.resolve(query, matrix)
+    assert expected.verdict is Verdict.UNSUPPORTED
+    # The Hugging Face id of the model, as a user would type it.
+    hf_id = matrix.models["deepseek_v3"].hf_ids[0].upper()
+    got = _ask(tmp_path, target="kernel:xqa", model=hf_id, sm="120", spec_dec="one_model",
+               dtype="bf16")
+    assert got.answer["data-verdict"] == "unsupported"
+    excluded = [r.rule_id for r in expected.reasons
+                if r.kind is ReasonKind.EXCLUDE and r.rule_id is not None]
+    assert excluded
+    assert [rule for kind, rule in got.reasons if kind == "exclude"] == excluded
+    text = " ".join("".join(got.text).split())
+    assert "MLA" in text
+    for rule_id in excluded:  # the reason, source and status of each exclusion are shown
+        rule = matrix.rule(rule_id)
+        assert " ".join(rule.reason.split()) in text
+        assert " ".join(rule.source.split()) in text
+    suggestions = [dict(s.changes) for s in capmatrix.suggest(query, matrix)]
+    assert suggestions  # FP8 dtypes would do
+    assert got.suggestions == suggestions
+
+
+@browser
+def test_role_question_names_the_winner(matrix: capmatrix.Matrix, tmp_path: Path) -> None:
+    selection = capmatrix.select(
+        "trtllm_generation", KernelQuery(model="deepseek_v3", sm=120, spec_dec="one_model"), matrix
+    )
+    got = _ask(tmp_path, target="role:trtllm_generation", model="deepseek_v3", sm="120",
+               spec_dec="one_model")
+    assert got.answer["data-verdict"] == str(selection.verdict)
+    assert got.answer["data-kernel"] == selection.kernel
+
+
+@browser
+def test_bad_question_is_refused_with_a_message(tmp_path: Path) -> None:
+    got = _ask(tmp_path, target="kernel:xqa", model="no-such/model")
+    assert got.answer["data-verdict"] == "error"
+    assert "unknown model" in "".join(got.text)
+    got = _ask(tmp_path, target="kernel:xqa", more="attention=sparse")
+    assert got.answer["data-verdict"] == "error"
+    assert "sparse" in "".join(got.text)
+
+
+# --------------------------------------------------------------------------------------------------
+# The evaluator against Python, on a broad sample
+
+
+_HARNESS = """
+<pre id="harness-out"></pre>
+<script>
+(function () {
+  var ask = window.capmatrixAsk;
+  var questions = JSON.parse(document.getElementById('harness-questions').textContent);
+  var out = questions.map(function (q) {
+    try {
+      if (q.op === 'resolve') {
+        var r = ask.resolve(q.kernel, ask.values(q.given, q.model, null));
+        return {verdict: r.verdict, grants: r.grants.map(function (x) { return x.id; }),
+                excludes: r.excludes.map(function (x) { return x.id; })};
+      }
+      if (q.op === 'select') {
+        var s = ask.select(q.role, q.given, q.model);
+        return {kernel: s.kernel, verdict: s.verdict};
+      }
+      return {suggestions: ask.suggest(q.kernel, q.given, q.model)};
+    } catch (e) {
+      if (e instanceof ask.QueryError) { return {error: e.message}; }
+      return {crash: String(e)};
+    }
+  });
+  document.getElementById('harness-out').textContent = JSON.stringify(out);
+})();
+</script>
+"""
+
+
+def _run_harness(questions: list[dict[str, Any]], tmp_path: Path) -> list[dict[str, Any]]:
+    text = PAGE.read_text(encoding="utf-8")
+    payload = json.dumps(questions).replace("</", "<\\/")
+    extra = f'<script type="application/json" id="harness-questions">{payload}</script>{_HARNESS}'
+    page = tmp_path / "harness.html"
+    page.write_text(text.replace("</body>", extra + "</body>", 1), encoding="utf-8")
+    dom = _dump(page, tmp_path, budget=60000)
+    found = re.search(r'<pre id="harness-out">(.*?)</pre>', dom, re.DOTALL)
+    assert found, "the harness wrote no answers"
+    answers: list[dict[str, Any]] = json.loads(html.unescape(found.group(1)))
+    assert len(answers) == len(questions)
+    return answers
+
+
+def _value(matrix: capmatrix.Matrix, axis: str, rng: random.Random) -> Value:
+    spec = matrix.axes[axis]
+    if str(spec.type) == "int" and rng.random() < 0.1:
+        return int(rng.choice([-1, 0, 3, 40, 130, 1000]))
+    return rng.choice(spec.values)
+
+
+def _questions(matrix: capmatrix.Matrix) -> list[dict[str, Any]]:
+    rng = random.Random("page-ask")  # noqa: S311 - a reproducible sample
+    kernels = list(matrix.kernels)
+    models = list(matrix.models)
+    out: list[dict[str, Any]] = []
+    relevant = {k: sorted({a for r in matrix.kernels[k].rules for a in r.conditions}) for k in kernels}
+    for _ in range(COMPLETE):
+        kernel = rng.choice(kernels)
+        given = {a: _value(matrix, a, rng) for a in matrix.axes}
+        out.append({"op": "resolve", "kernel": kernel, "given": given, "model": None})
+    for _ in range(OPEN):
+        kernel = rng.choice(kernels)
+        model = rng.choice([None, *models])
+        named = relevant[kernel]
+        given = {a: rng.choice(matrix.axes[a].values) for a in named if rng.random() < 0.6}
+        out.append({"op": "resolve", "kernel": kernel, "given": given, "model": model})
+    for _ in range(SUGGESTED):
+        kernel = rng.choice(["xqa", "fmha_v2", "trtllm_gen", "flash_mla", "mmha"])
+        model = rng.choice(models)
+        given = {"sm": rng.choice(matrix.axes["sm"].values),
+                 "spec_dec": rng.choice(matrix.axes["spec_dec"].values)}
+        if rng.random() < 0.5:
+            given["kv_cache_dtype"] = rng.choice(matrix.axes["kv_cache_dtype"].values)
+        out.append({"op": "suggest", "kernel": kernel, "given": given, "model": model})
+    # Every cell of XQA's universe over its five main axes, the rest of its axes left open.
+    main = ("sm", "attention", "spec_dec", "dtype", "kv_cache_dtype")
+    for combo in itertools.product(*(matrix.axes[a].values for a in main)):
+        given = dict(zip(main, combo, strict=True))
+        out.append({"op": "resolve", "kernel": "xqa", "given": given, "model": None})
+    for role, model, sm, mode in itertools.product(
+        matrix.roles, models, matrix.axes["sm"].values, matrix.axes["spec_dec"].values
+    ):
+        out.append({"op": "select", "role": role, "given": {"sm": sm, "spec_dec": mode}, "model": model})
+    return out
+
+
+def _python(matrix: capmatrix.Matrix, q: dict[str, Any]) -> dict[str, Any]:
+    if q["op"] == "select":
+        selection = capmatrix.select(q["role"], KernelQuery(model=q["model"], **q["given"]), matrix)
+        return {"kernel": selection.kernel, "verdict": str(selection.verdict)}
+    query = KernelQuery(q["kernel"], model=q["model"], **q["given"])
+    if q["op"] == "suggest":
+        return {"suggestions": [dict(s.changes) for s in capmatrix.suggest(query, matrix)]}
+    resolution = capmatrix.resolve(query, matrix)
+    return {
+        "verdict": str(resolution.verdict),
+        "grants": {r.rule_id for r in resolution.reasons if r.kind is ReasonKind.GRANT},
+        "excludes": [r.rule_id for r in resolution.reasons if r.kind is ReasonKind.EXCLUDE],
+    }
+
+
+@browser
+def test_evaluator_agrees_with_python(matrix: capmatrix.Matrix, tmp_path: Path) -> None:
+    questions = _questions(matrix)
+    answers = _run_harness(questions, tmp_path)
+    verdicts: set[str] = set()
+    suggested = 0
+    for q, got in zip(questions, answers, strict=True):
+        assert "crash" not in got, (q, got)
+        assert "error" not in got, (q, got)
+        expected = _python(matrix, q)
+        if q["op"] == "resolve":
+            assert got["verdict"] == expected["verdict"], q
+            verdicts.add(got["verdict"])
+            if len(q["given"]) == len(matrix.axes):  # complete: the deciding rules match too
+                assert expected["grants"] <= set(got["grants"]), q
+                assert got["excludes"] == expected["excludes"], q
+        elif q["op"] == "select":
+            assert got == expected, q
+        else:
+            assert got == expected, q
+            suggested += bool(expected["suggestions"])
+    assert verdicts == {"supported", "unsupported", "depends"}  # the sample reaches every verdict
+    assert suggested >= SUGGESTED // 4
+
+
+# --------------------------------------------------------------------------------------------------
+# Filters
+
+
+class _Hidden(html.parser.HTMLParser):
+    """Which sections, rows and role-grid header cells are hidden."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kernels: dict[str, bool] = {}
+        self.roles: dict[str, bool] = {}
+        self.rows: list[tuple[str, bool]] = []
+        self.columns: list[tuple[str, bool]] = []
+        self._models: list[str] | None = None
+        self._col = -1
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        hidden = "hidden" in a
+        if tag == "section" and a.get("data-kernel"):
+            self.kernels[str(a["data-kernel"])] = hidden
+        if tag == "section" and a.get("data-role"):
+            self.roles[str(a["data-role"])] = hidden
+        if tag == "tr" and a.get("data-model"):
+            self.rows.append((str(a["data-model"]), hidden))
+        if tag == "table":
+            models = a.get("data-column-models")
+            self._models = json.loads(models) if models else None
+        if tag == "tr":
+            self._col = -1
+        if tag == "th" and self._models is not None and a.get("scope") == "col":
+            if self._col >= 0:
+                self.columns.append((self._models[self._col], hidden))
+            self._col += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "table":
+            self._models = None
+
+
+@browser
+def test_filters_hide_what_does_not_match(matrix: capmatrix.Matrix, tmp_path: Path) -> None:
+    model, role = "deepseek_v3", "trtllm_generation"
+    everything = _Hidden()
+    everything.feed(_dump(PAGE, tmp_path))
+    assert everything.kernels
+    assert not any(everything.kernels.values())
+    assert not any(everything.roles.values())
+    assert not any(h for _, h in everything.rows)
+    assert everything.columns
+    assert not any(h for _, h in everything.columns)
+
+    filtered = _Hidden()
+    filtered.feed(_dump(PAGE, tmp_path, "#filter?" + urlencode({"model": model, "role": role})))
+    candidates = set(matrix.roles[role].candidates)
+    for kernel, hidden in filtered.kernels.items():
+        supports = capmatrix.resolve(KernelQuery(kernel, model=model), matrix).verdict
+        shown = kernel in candidates and supports is not Verdict.UNSUPPORTED
+        assert hidden is not shown, kernel
+    assert any(not h for h in filtered.kernels.values())
+    assert filtered.roles == {r: r != role for r in matrix.roles}
+    assert filtered.rows
+    assert all(h is (m != model) for m, h in filtered.rows)
+    assert any(not h for _, h in filtered.rows)
+    assert all(h is (m != model) for m, h in filtered.columns)
+
+
+# --------------------------------------------------------------------------------------------------
+# The common-configurations table (no browser needed)
+
+
+class _Common(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.cells: list[tuple[str, str]] = []
+        self.headers: list[str] = []
+        self._in = False
+        self._th = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "table":
+            self._in = a.get("id") == "common"
+        if self._in and tag == "td":
+            self.cells.append((str(a.get("class")), str(a.get("title"))))
+        self._th = self._in and tag == "th"
+
+    def handle_data(self, data: str) -> None:
+        if self._th:
+            self.headers.append(data)
+
+
+def test_common_table_cells_are_the_resolvers_answers(matrix: capmatrix.Matrix) -> None:
+    parsed = _Common()
+    parsed.feed(PAGE.read_text(encoding="utf-8"))
+    sms = matrix.axes["sm"].values
+    expected = []
+    for model in COMMON_MODELS:
+        for setting in COMMON_SETTINGS:
+            for sm in sms:
+                query = KernelQuery(None, model=model, sm=sm).replace(**setting.axes)
+                expected.append(capmatrix.select(setting.role, query, matrix))
+    assert len(parsed.cells) == len(expected) > 0
+    for (classes, title), selection in zip(parsed.cells, expected, strict=True):
+        assert str(selection.verdict) in classes.split(), (title, selection.verdict)
+        if selection.kernel is not None:
+            assert f"{selection.kernel} serves it" in title
+    assert {str(s.verdict) for s in expected} >= {"supported", "unsupported"}
+    assert "H100, H200, GH200 (sm90)" in parsed.headers
+
+
+def test_common_table_comes_first_in_both_pages(matrix: capmatrix.Matrix) -> None:
+    page = PAGE.read_text(encoding="utf-8")
+    assert page.index('id="common"') < page.index('id="ask-form"') < page.index('id="overview"')
+    markdown = render_markdown(build(matrix))
+    assert markdown.index("## Common configurations") < markdown.index("Legend: ✓ supported: the")
+    assert markdown.index("## Common configurations") < markdown.index("## Overview")
+    first_row = next(line for line in markdown.splitlines() if line.startswith("| Llama-3.1-8B"))
+    symbols = re.findall(r"[✓✗?]", first_row)
+    assert len(symbols) == len(matrix.axes["sm"].values)
+
+
+def test_page_is_self_contained() -> None:
+    page = PAGE.read_text(encoding="utf-8")
+    assert "<script src" not in page
+    assert not re.search(r"""(src|href)=["']https?:""", page)
+    assert "fetch(" not in page
+    assert "XMLHttpRequest" not in page
+
+
+_COMMON_AXES = """\
+axes:
+  sm: {type: int, description: compute capability, values: [80, 90, 130]}
+  attention: {type: enum, description: attention type, values: [gqa, mla]}
+  spec_dec: {type: enum, description: spec-dec, values: [none, one_model]}
+  dtype: {type: enum, description: dtype, values: [bf16, fp8]}
+  kv_cache_dtype: {type: enum, description: kv dtype, values: [bf16, fp8]}
+  phase: {type: enum, description: phase, values: [context, generation]}
+  beam: {type: int, description: beam width without a default, values: [1, 4]}
+"""
+
+_COMMON_KERNELS = """\
+kernels:
+  fast:
+    description: fast kernel
+    rules:
+      - {id: fast.sm80-90, grant: {sm: [80, 90]}, reason: ampere and hopper, source: test, status: untested}
+      - {id: fast.no-spec, exclude: {spec_dec: one_model}, reason: no spec-dec, source: test,
+         status: untested}
+  beamy:
+    description: needs beam 1 on sm80
+    rules:
+      - {id: beamy.sm80, grant: {sm: 80, beam: 1}, reason: beam 1 only, source: test, status: untested}
+models:
+  llama3_1_8b:
+    description: llama
+    hf_ids: [meta-llama/Llama-3.1-8B]
+    axes: {attention: gqa}
+    source: test
+roles:
+  trtllm_generation:
+    description: decode
+    candidates: [beamy, fast]
+    axes: {phase: generation}
+  trtllm_context:
+    description: prefill, its order read from beam
+    orders:
+      - when: {beam: 4}
+        candidates: [beamy]
+      - candidates: [fast]
+"""
+
+
+def test_common_table_states_and_notes(write_matrix: Any) -> None:
+    small = capmatrix.load(write_matrix(
+        {"axes.yaml": _COMMON_AXES, "kernels/k.yaml": _COMMON_KERNELS}, base=False
+    ))
+    doc = build(small)
+    assert doc.common is not None
+    grid = doc.common.grid
+    assert grid.columns == ("A100, A30 (sm80)", "H100, H200, GH200 (sm90)", "sm130")
+    rows = dict(grid.rows)
+    decode = rows["Llama-3.1-8B, decode, BF16 (TensorRT-LLM)"]
+    spec = rows["Llama-3.1-8B, decode, one-model spec-dec, BF16 (TensorRT-LLM)"]
+    prefill = rows["Llama-3.1-8B, prefill, BF16 (TensorRT-LLM)"]
+    # Each cell is the selection's verdict for exactly that configuration.
+    for model_label, setting in ((decode, COMMON_SETTINGS[0]), (spec, COMMON_SETTINGS[1]),
+                                 (prefill, COMMON_SETTINGS[4])):
+        for cell, sm in zip(model_label, small.axes["sm"].values, strict=True):
+            query = KernelQuery(None, model="llama3_1_8b", sm=sm).replace(**setting.axes)
+            assert cell.status is not None
+            assert str(cell.status) == str(capmatrix.select(setting.role, query, small).verdict)
+    states = [str(c.status) for c in decode]
+    assert states == ["depends", "supported", "unsupported"]
+    assert decode[0].note is not None
+    assert decode[0].note.details == ("beamy: depends (supported when beam=1)", "fast: supported")
+    assert decode[1].note is not None
+    assert decode[1].note.summary == "fast serves it (role trtllm_generation)."
+    assert [c.rule_id for c in decode[1].note.citations] == ["fast.sm80-90"]
+    assert decode[2].note is not None
+    assert decode[2].note.details == ("beamy: no rule grants it", "fast: no rule grants it")
+    assert spec[1].note is not None
+    assert str(spec[1].status) == "unsupported"
+    assert "fast: excluded by fast.no-spec" in spec[1].note.details
+    assert [c.rule_id for c in spec[1].note.citations] == ["fast.no-spec"]
+    assert prefill[1].note is not None
+    assert str(prefill[1].status) == "depends"
+    assert "picks its candidates" in prefill[1].note.summary
+    # The vLLM setting needs an axis this matrix lacks: left out.
+    assert not any("vLLM" in label for label in rows)
+    markdown = render_markdown(doc)
+    assert "| Llama-3.1-8B, decode, BF16 (TensorRT-LLM)" in markdown
+    assert "? [" in markdown
+
+
+def test_no_common_table_without_its_roles(small: capmatrix.Matrix) -> None:
+    doc = build(small)
+    assert doc.common is None
+    assert "## Common configurations" not in render_markdown(doc)
