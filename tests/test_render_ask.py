@@ -18,7 +18,7 @@ import re
 import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode
 
 import pytest
 from test_render_html import CHROMIUM, TOOL
@@ -71,6 +71,7 @@ class _Answer(html.parser.HTMLParser):
         self.reasons: list[tuple[str, str]] = []
         self.suggestions: list[dict[str, Value]] = []
         self.text: list[str] = []
+        self.link = ""
         self._depth = 0
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
@@ -86,6 +87,8 @@ class _Answer(html.parser.HTMLParser):
             self.reasons.append((str(a["data-kind"]), str(a["data-rule"])))
         if "suggestion" in classes:
             self.suggestions.append(json.loads(str(a["data-changes"])))
+        if "permalink" in classes:
+            self.link = str(a["href"])
 
     def handle_endtag(self, tag: str) -> None:
         if self._depth:
@@ -118,6 +121,10 @@ def test_seed_question_llama_is_supported(matrix: capmatrix.Matrix, tmp_path: Pa
     assert cited <= {rule for kind, rule in got.reasons if kind == "grant"}
     assert not [rule for kind, rule in got.reasons if kind == "exclude"]
     assert got.suggestions == []
+    # The answer links to its question.
+    fields = {"target": "kernel:xqa", "model": "llama", "sm": "120", "spec_dec": "one_model"}
+    assert got.link.startswith("#ask?")
+    assert {k: v[0] for k, v in parse_qs(got.link.removeprefix("#ask?")).items()} == fields
 
 
 @browser

@@ -385,6 +385,16 @@
     form.appendChild(el('button', {type: 'submit'}, 'Ask'));
   }
 
+  /* The form's question as a link (#ask?...), so that it can be shared. */
+  function linkOf(form) {
+    var params = new URLSearchParams();
+    ['target', 'model'].concat(FORM_AXES, ['more']).forEach(function (name) {
+      var c = form.elements[name];
+      if (c && c.value.trim() !== '') { params.set(name, c.value.trim()); }
+    });
+    return '#ask?' + params.toString();
+  }
+
   function readForm(form) {
     var q = {target: form.elements.target.value, model: form.elements.model.value.trim(), given: {}};
     FORM_AXES.forEach(function (axis) {
@@ -432,7 +442,12 @@
   function explain(list, r) {
     r.excludes.forEach(function (rule) { list.appendChild(reasonItem(rule, 'exclude')); });
     if (r.verdict !== 'unsupported') {
-      r.grants.forEach(function (rule) { list.appendChild(reasonItem(rule, 'grant')); });
+      // As the resolver lists them: at most data.max_grants grants, then how many more apply.
+      r.grants.slice(0, data.max_grants).forEach(function (rule) { list.appendChild(reasonItem(rule, 'grant')); });
+      if (r.grants.length > data.max_grants) {
+        list.appendChild(el('li', {'class': 'more'}, '… and ' + (r.grants.length - data.max_grants) +
+          ' other grants that apply'));
+      }
     }
     if (r.verdict === 'depends') {
       list.appendChild(el('li', {'class': 'residual'}, 'Supported when: ' + r.residual.slice(0, 6).join(' or ') +
@@ -450,7 +465,7 @@
     }
   }
 
-  function show(answerBox, q) {
+  function show(answerBox, q, link) {
     answerBox.textContent = '';
     var a;
     try {
@@ -500,6 +515,9 @@
     var used = Object.keys(a.values).filter(function (k) { return AXES[k] && !('default' in AXES[k] && AXES[k]['default'] === a.values[k]); });
     answerBox.appendChild(el('p', {'class': 'values'}, 'Values used (besides axis defaults): ' +
       (used.map(function (k) { return k + '=' + a.values[k]; }).join(' ') || 'none') + '.'));
+    var p = el('p');
+    p.appendChild(el('a', {'class': 'permalink', href: link}, 'Link to this question'));
+    answerBox.appendChild(p);
   }
 
   function setupAsk() {
@@ -509,7 +527,9 @@
     buildForm(form);
     form.addEventListener('submit', function (e) {
       e.preventDefault();
-      try { show(answerBox, readForm(form)); } catch (err) {
+      var link = linkOf(form);
+      if (window.history && window.history.replaceState) { window.history.replaceState(null, '', link); }
+      try { show(answerBox, readForm(form), link); } catch (err) {
         if (!(err instanceof QueryError)) { throw err; }
         answerBox.setAttribute('data-verdict', 'error');
         answerBox.textContent = 'Cannot ask: ' + err.message;

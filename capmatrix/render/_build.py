@@ -48,7 +48,7 @@ from capmatrix.render.page import (
     RoleSection,
     slug,
 )
-from capmatrix.resolver import OriginKind, ReasonKind, Verdict
+from capmatrix.resolver import CLOSEST_GRANTS, OriginKind, ReasonKind, Verdict
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -578,6 +578,7 @@ class _Builder:
             "geometry": list(GEOMETRY),
             "precision": list(PRECISION),
             "max_changes": MAX_CHANGES,
+            "max_grants": CLOSEST_GRANTS,
         }
         text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
         # Embedded in a <script> element: "</" must not end it early.
