@@ -33,23 +33,11 @@ FORMAT = "capmatrix-export"
 FORMAT_VERSION = "1.0"
 #: The JSON Schema of the artifact, shipped in the package.
 SCHEMA_PATH = Path(__file__).resolve().parent / "schema" / "export.schema.json"
-#: How the matrix root is named in the artifact, whatever directory was exported.
-ROOT_LABEL = "capabilities"
 
 
 class _Paths:
     def __init__(self, matrix: Matrix) -> None:
-        self.root = Path(matrix.root).resolve()
-
-    def show(self, path: str) -> str:
-        candidate = Path(path)
-        if not candidate.is_absolute():
-            candidate = Path.cwd() / candidate
-        try:
-            rel = candidate.resolve().relative_to(self.root)
-        except ValueError:
-            return Path(path).as_posix()
-        return f"{ROOT_LABEL}/{rel.as_posix()}"
+        self.show = matrix.show_path
 
     def location(self, location: Location) -> dict[str, object]:
         out: dict[str, object] = {"file": self.show(location.path)}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from capmatrix.regions import Space
@@ -12,7 +13,11 @@ if TYPE_CHECKING:
 
     from capmatrix.model import Axis, DerivedAxis, Kernel, ModelFamily, Role, Rule
 
-__all__ = ["Matrix"]
+__all__ = ["ROOT_LABEL", "Matrix"]
+
+#: How the matrix root is named in pages and artifacts, whatever directory was loaded: the shipped
+#: matrix lives in ``capabilities/`` and readers of generated output know it by that name.
+ROOT_LABEL = "capabilities"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -64,3 +69,14 @@ class Matrix:
             if rule.id == rule_id:
                 return rule
         raise KeyError(rule_id)
+
+    def show_path(self, path: str) -> str:
+        """``path`` as ``capabilities/...`` when it lies under :attr:`root`, else as given (POSIX form)."""
+        candidate = Path(path)
+        if not candidate.is_absolute():
+            candidate = Path.cwd() / candidate
+        try:
+            rel = candidate.resolve().relative_to(Path(self.root).resolve())
+        except ValueError:
+            return Path(path).as_posix()
+        return f"{ROOT_LABEL}/{rel.as_posix()}"

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import ast
-import importlib.util
 import itertools
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from scripts import load_script
 
 import capmatrix
 from capmatrix.engine import trtllm
@@ -27,18 +25,7 @@ from capmatrix.engine.trtllm import (
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _load_legacy() -> ModuleType:
-    path = ROOT / "examples" / "legacy" / "trtllm_release_1_2.py"
-    spec = importlib.util.spec_from_file_location("trtllm_release_1_2", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-legacy = _load_legacy()
+legacy = load_script("examples/legacy/trtllm_release_1_2.py")
 MATRIX = capmatrix.default_matrix()
 SMS = tuple(int(v) for v in MATRIX.axes["sm"].values)
 #: SMs outside the declared universe: the Python code answers them too, and so must the gates' ranges.

@@ -3,29 +3,17 @@
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from scripts import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _tool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("import_fmha_v2", ROOT / "tools" / "import_fmha_v2.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["import_fmha_v2"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-tool = _tool()
+tool = load_script("tools/import_fmha_v2.py")
 
 
 def test_generated_rules_match_the_recorded_table() -> None:
@@ -121,6 +109,7 @@ def test_splice_needs_markers() -> None:
 FAKE_SETUP = """
 import os
 from collections import namedtuple
+from scripts import load_script
 spec = namedtuple("kernel_spec", "sm dtype head_size head_size_v input_layout sage_block_sizes "
                   "enable_attn_logit_softcapping flash_attention")
 def generate_files(specs_names):

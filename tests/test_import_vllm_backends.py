@@ -2,30 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from scripts import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = Path("/work/dl/vllm-0.33.0")
 
 
-def _tool() -> ModuleType:
-    path = ROOT / "tools/import_vllm_backends.py"
-    spec = importlib.util.spec_from_file_location("import_vllm_backends", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-TOOL = _tool()
+TOOL = load_script("tools/import_vllm_backends.py")
 
 
 def test_yaml_matches_recorded_table() -> None:

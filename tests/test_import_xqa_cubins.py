@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import yaml
+from scripts import load_script
 
 import capmatrix
 from capmatrix import KernelQuery, Status, Verdict
@@ -18,18 +16,7 @@ from capmatrix import KernelQuery, Status, Verdict
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _load_tool() -> ModuleType:
-    path = ROOT / "tools" / "import_xqa_cubins.py"
-    spec = importlib.util.spec_from_file_location("import_xqa_cubins", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-tool = _load_tool()
+tool = load_script("tools/import_xqa_cubins.py")
 EVIDENCE = json.loads(tool.EVIDENCE.read_text(encoding="utf-8"))
 MATRIX = capmatrix.load()
 

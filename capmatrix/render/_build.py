@@ -31,6 +31,7 @@ from capmatrix._suggest import GEOMETRY, MAX_CHANGES, PRECISION
 from capmatrix.errors import CapmatrixError
 from capmatrix.evidence import compare
 from capmatrix.export import export
+from capmatrix.matrix import ROOT_LABEL, Matrix
 from capmatrix.model import Effect, Status, format_value
 from capmatrix.query import ANY, KernelQuery
 from capmatrix.regions import Region, Space, box_of
@@ -53,15 +54,12 @@ from capmatrix.resolver import CLOSEST_GRANTS, OriginKind, ReasonKind, Verdict
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from capmatrix.matrix import Matrix
     from capmatrix.model import Axis, AxisValue, Kernel, Role, Rule
     from capmatrix.query import _Any
     from capmatrix.resolver import Origin
 
 __all__ = ["ANY_SM", "COMMON_MODELS", "COMMON_SETTINGS", "GPU_NAMES", "REGENERATE", "CommonSetting", "build"]
 
-#: How the matrix root is named in generated pages, whatever directory was rendered.
-ROOT_LABEL = "capabilities"
 #: Column axes of a kernel grid: at most this many columns in all.
 MAX_COLUMNS = 16
 #: A role grid is split into one grid per value of an axis with at most this many values.
@@ -131,17 +129,7 @@ class _Paths:
     """Show every path relative to the matrix root, as ``capabilities/...``."""
 
     def __init__(self, matrix: Matrix) -> None:
-        self.root = Path(matrix.root).resolve()
-
-    def show(self, path: str) -> str:
-        candidate = Path(path)
-        if not candidate.is_absolute():
-            candidate = Path.cwd() / candidate
-        try:
-            rel = candidate.resolve().relative_to(self.root)
-        except ValueError:
-            return Path(path).as_posix()
-        return f"{ROOT_LABEL}/{rel.as_posix()}"
+        self.show = matrix.show_path
 
     def location(self, path: str, line: int | None) -> tuple[str, str | None]:
         """``capabilities/x.yaml:12`` and a link to it from ``docs/`` (None outside the root)."""
