@@ -188,3 +188,36 @@ def test_cli_select_answers_the_same(record: dict[str, Any]) -> None:
             kernel = json.loads(out.getvalue())["kernel"]
             got = kernel and kernel.removeprefix("vllm_").upper()
             assert got == want, (key, column, code, err.getvalue())
+
+
+def test_repeated_selection_is_remembered_per_matrix() -> None:
+    """A repeated configuration is answered from the memo, per compiled matrix, and only for equal types."""
+    import gc
+
+    from capmatrix.engine import vllm
+    from capmatrix.errors import InvalidQuery
+
+    mha: dict[str, Any] = {"capability": (9, 0), "head_size": 128, "dtype": "bf16",
+        "kv_cache_dtype": "auto", "block_size": None, "use_mla": False}
+    matrix = capmatrix.load()
+    first = select_backend(**mha, matrix=matrix)
+    assert select_backend(**mha, matrix=matrix) == first == select_backend(**mha)
+    resolver = matrix._compiled  # the memo is keyed by the compiled matrix
+    assert any(v == first for v in vllm._MEMO[resolver].values())
+    # True and 1 hash alike; the memo must not let 1 through where the axis is bool.
+    with pytest.raises(InvalidQuery):
+        select_backend(**mha, use_sparse=1, matrix=matrix)  # type: ignore[arg-type]
+    # a refusal is raised afresh each time, with the same backends
+    bad = {**mha, "use_mla": True, "dtype": "float32", "head_size": 576}
+    raised = []
+    for _ in range(2):
+        with pytest.raises(NoValidBackend) as info:
+            select_backend(**bad, matrix=matrix)
+        raised.append(info.value)
+    assert raised[0] is not raised[1]
+    assert raised[0].backends == raised[1].backends
+    # the memo goes with its matrix
+    before = len(vllm._MEMO)
+    del matrix, resolver, raised, info
+    gc.collect()
+    assert len(vllm._MEMO) == before - 1

@@ -7,6 +7,7 @@ spelling: ``FLASH_ATTN`` is ``vllm_flash_attn``.
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING
 
 from capmatrix._default import _resolver
@@ -18,13 +19,16 @@ if TYPE_CHECKING:
 
     from capmatrix.matrix import Matrix
     from capmatrix.model import AxisValue
-    from capmatrix.resolver import Resolution
+    from capmatrix.resolver import Resolution, Resolver
 
 __all__ = ["ROLE", "NoValidBackend", "backend_order", "select_backend"]
 
 #: The role that holds vLLM's priority lists.
 ROLE = "vllm_attention"
 _PREFIX = "vllm_"
+#: Answers per compiled matrix (gone with it), at most this many each.
+_MEMO_SIZE = 4096
+_MEMO: weakref.WeakKeyDictionary[Resolver, dict[tuple[object, ...], str]] = weakref.WeakKeyDictionary()
 _DTYPES = {"fp16": "fp16", "float16": "fp16", "half": "fp16", "bf16": "bf16", "bfloat16": "bf16",
            "fp32": "fp32", "float32": "fp32", "float": "fp32"}
 
@@ -98,20 +102,37 @@ def select_backend(
 
     :raises NoValidBackend: when no backend is valid, or the selected one is not.
     """
+    resolver = _resolver(matrix)
+    # vLLM memoises its selector (``functools.cache`` on the selector config) and an engine asks again
+    # for every layer, so a chosen backend is remembered per argument tuple and compiled matrix.
+    # Types are part of the key: ``True`` and ``1`` hash alike, but only one of them is a valid value.
+    # Refusals are not kept: they end the engine's start, and their reasons hold the resolver.
+    key = (capability, head_size, type(head_size), dtype, kv_cache_dtype, block_size, type(block_size),
+           use_mla, use_sparse, type(use_sparse), has_sink, type(has_sink), selected,
+           None if not extra else tuple(sorted((k, v, type(v)) for k, v in extra.items())))
+    memo = _MEMO.get(resolver)
+    if memo is None:
+        memo = _MEMO.setdefault(resolver, {})
+    known = memo.get(key)
+    if known is not None:
+        return known
     query = _query(capability, head_size, dtype, kv_cache_dtype, block_size,
                    (use_mla, use_sparse, has_sink), extra)
-    resolver = _resolver(matrix)
     if selected is not None:
-        kernel = _PREFIX + selected.lower()
-        resolution = resolver.resolve(query.with_kernel(kernel))
-        if resolution:
-            return selected
-        raise NoValidBackend(f"Selected backend {selected} is not valid for this configuration.",
-                             (resolution,))
-    selection = resolver.select(ROLE, query)
-    if selection.kernel is not None:
-        return _backend(selection.kernel)
-    raise NoValidBackend("No valid attention backend found.", selection.trace)
+        resolution = resolver.resolve(query.with_kernel(_PREFIX + selected.lower()))
+        if not resolution:
+            raise NoValidBackend(f"Selected backend {selected} is not valid for this configuration.",
+                                 (resolution,))
+        known = selected
+    else:
+        selection = resolver.select(ROLE, query)
+        if selection.kernel is None:
+            raise NoValidBackend("No valid attention backend found.", selection.trace)
+        known = _backend(selection.kernel)
+    if len(memo) >= _MEMO_SIZE:
+        memo.clear()
+    memo[key] = known
+    return known
 
 
 def backend_order(
