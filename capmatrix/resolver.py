@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from capmatrix._partition import PartitionLimit, find, partition, reduce_kernel
 from capmatrix.errors import InvalidQuery, UnknownName, did_you_mean
@@ -19,10 +19,10 @@ from capmatrix.query import ANY, KernelQuery, _short
 from capmatrix.regions import Region, Space, bits, box_of
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
 
     from capmatrix.matrix import Matrix
-    from capmatrix.model import Axis, AxisValue, Kernel, Rule
+    from capmatrix.model import Axis, AxisValue, Boxes, Kernel, Rule
 
 __all__ = [
     "Origin",
@@ -47,6 +47,8 @@ MAX_NEAR_MISSES = CLOSEST_GRANTS
 MAX_RESIDUAL_BOXES = 256
 #: Cached resolutions per matrix before the cache is cleared (bounds memory under hostile input).
 CACHE_LIMIT = 1 << 16
+#: A decision table's memo entry not yet computed (None is a real answer: "an input is open").
+_UNSEEN = object()
 
 
 class Verdict(_StrEnum):
@@ -287,6 +289,11 @@ class _CompiledKernel:
     reason_cache: dict[int, Reason] = field(default_factory=dict, compare=False)
 
 
+def _read_axes(whens: Iterable[Boxes]) -> tuple[str, ...]:
+    """The axes a decision table's ``when`` boxes read, in first-seen order."""
+    return tuple(dict.fromkeys(name for when in whens for box in when for name in box))
+
+
 def _compile_kernel(kernel: Kernel, axes: tuple[Axis, ...]) -> _CompiledKernel:
     rules = kernel.rules
     space = Space(axes)
@@ -344,11 +351,18 @@ class Resolver:
         self.matrix = matrix
         self._axes = tuple(matrix.axes.values())
         self._positions = {a.name: i for i, a in enumerate(self._axes)}
+        # Axis.index by lookup; the type is part of the key as there (True == 1, but not as a value).
+        self._value_index = tuple({(type(v), v): i for i, v in enumerate(a.values)} for a in self._axes)
         self._kernels = {
             name: _compile_kernel(kernel, self._axes) for name, kernel in matrix.kernels.items()
         }
         self._cache: dict[KernelQuery, Resolution] = {}
         self._select_cache: dict[tuple[str, KernelQuery], Selection] = {}
+        # Decision tables (derived axes, role orders) answer by lookup once seen: each is keyed by the
+        # values of the axes its ``when`` boxes read, so a new query that differs elsewhere hits.
+        self._reads = {name: _read_axes(row.when for row in d.rows) for name, d in matrix.derived.items()}
+        self._order_reads = {name: _read_axes(o.when for o in r.orders) for name, r in matrix.roles.items()}
+        self._table_memo: dict[tuple[str, tuple[AxisValue | None, ...]], object] = {}
         self._lock = threading.Lock()
 
     # -- public -------------------------------------------------------------------------------
@@ -398,7 +412,11 @@ class Resolver:
         candidates, decided = role.candidates, True
         if role.orders:
             values = self.derived_values(candidate_query)
-            candidates, decided = role.order_for(values)
+            key = ("role:" + role_name, tuple(values.get(a) for a in self._order_reads[role_name]))
+            found = self._table_memo.get(key)
+            if found is None:
+                found = self._remember(key, role.order_for(values))
+            candidates, decided = cast("tuple[tuple[str, ...], bool]", found)
         trace = []
         for candidate in candidates:
             resolution = self.resolve(candidate_query.with_kernel(candidate))
@@ -420,10 +438,19 @@ class Resolver:
         """
         values = self.effective_values(query)[0]
         for name, derived in self.matrix.derived.items():
-            value = derived.value(values)
+            key = (name, tuple(values.get(a) for a in self._reads[name]))
+            value = self._table_memo.get(key, _UNSEEN)
+            if value is _UNSEEN:
+                value = self._remember(key, derived.value(values))
             if value is not None:
-                values[name] = value
+                values[name] = cast("AxisValue", value)
         return values
+
+    def _remember(self, key: tuple[str, tuple[AxisValue | None, ...]], value: object) -> object:
+        if len(self._table_memo) >= CACHE_LIMIT:
+            self._table_memo.clear()
+        self._table_memo[key] = value
+        return value
 
     def effective_values(
         self, query: KernelQuery
@@ -506,7 +533,7 @@ class Resolver:
             if axis.name not in values:
                 continue
             value = values[axis.name]
-            vi = axis.index(value)
+            vi = self._value_index[ai].get((type(value), value))
             if vi is not None:
                 admit = compiled.by_value[ai][vi]
             else:
@@ -522,10 +549,11 @@ class Resolver:
         exclusions = candidates & compiled.exclusions
         residual: Region | None = None
         truncated = False
-        if not open_axes:
-            verdict = Verdict.SUPPORTED if grants and not exclusions else Verdict.UNSUPPORTED
-        elif not grants:
+        if not grants:
             verdict = Verdict.UNSUPPORTED
+        elif not open_axes or not self._constrains_open(compiled, open_axes, grants | exclusions):
+            # No rule that applies names an open axis: every value of those axes answers alike.
+            verdict = Verdict.SUPPORTED if not exclusions else Verdict.UNSUPPORTED
         else:
             verdict, residual, truncated = self._open(compiled, open_axes, grants, exclusions)
 
@@ -545,6 +573,10 @@ class Resolver:
             residual_truncated=truncated,
             outside=tuple(outside),
         )
+
+    def _constrains_open(self, compiled: _CompiledKernel, open_axes: list[str], applying: int) -> bool:
+        """Whether a rule of ``applying`` has a condition on one of ``open_axes``."""
+        return any(applying & ~compiled.unconstrained[self._positions[name]] for name in open_axes)
 
     def _open(
         self, compiled: _CompiledKernel, open_axes: list[str], grants: int, exclusions: int

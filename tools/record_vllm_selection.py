@@ -455,6 +455,83 @@ def _cells() -> Iterator[_Cell]:
                             yield _Cell(head_size, dtype, kv, block, use_mla, use_sparse, sink)
 
 
+#: The configurations the ``--bench`` mode times (SM90, as an engine would ask at start): a GQA model in
+#: BF16 and FP16, with an FP8 KV cache, and an MLA model. Each is asked through vLLM's entry point.
+BENCH_CELLS: tuple[_Cell, ...] = (
+    _Cell(128, "bf16", "auto", None, use_mla=False, use_sparse=False, has_sink=False),
+    _Cell(128, "fp16", "auto", None, use_mla=False, use_sparse=False, has_sink=False),
+    _Cell(128, "bf16", "fp8", None, use_mla=False, use_sparse=False, has_sink=False),
+    _Cell(576, "bf16", "auto", None, use_mla=True, use_sparse=False, has_sink=False),
+)
+
+
+def _bench(vllm_src: Path, repeat: int) -> dict[str, Any]:
+    """Per-call seconds of vLLM's selector and of capmatrix's, on the same configurations and process.
+
+    ``repeated``: the same configuration asked again (vLLM answers from ``functools.cache``; capmatrix
+    from its memo). ``first``: a configuration not asked before (vLLM's cache cleared; capmatrix's memo
+    and resolver caches cleared). Minimum over ``repeat`` samples of calibrated loops.
+    """
+    import timeit  # noqa: PLC0415 - only this mode times anything
+
+    capability = (9, 0)
+    v = _load_vllm(vllm_src, capability)
+    root = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(root))
+    capmatrix_vllm = importlib.import_module("capmatrix.engine.vllm")
+    default = importlib.import_module("capmatrix._default")
+    resolver = default._resolver(None)  # noqa: SLF001 - the benchmark clears the compiled caches
+
+    def forget() -> None:
+        capmatrix_vllm._MEMO.clear()  # noqa: SLF001
+        resolver._cache.clear()  # noqa: SLF001
+        resolver._select_cache.clear()  # noqa: SLF001
+
+    def best(fn: Any, number: int) -> float:  # noqa: ANN401 - any callable
+        return min(timeit.repeat(fn, number=number, repeat=repeat)) / number
+
+    rows: list[dict[str, Any]] = []
+    by_class = {cls: name for name, cls in v.classes.items()}
+    for cell in BENCH_CELLS:
+        torch_dtype = getattr(v.torch, TORCH_DTYPE_NAMES[cell.dtype])
+        cfg = v.vllm_config
+        cfg.cache_config.cache_dtype = cell.kv_cache_dtype
+        cfg.cache_config.block_size = 16
+        cfg.cache_config.user_specified_block_size = False
+        cfg.attention_config.backend = None
+        object.__setattr__(cfg, "model_config", _model_stand_in(
+            cell.head_size, torch_dtype, use_mla=cell.use_mla, use_sparse=cell.use_sparse))
+        kwargs = {"head_size": cell.head_size, "dtype": torch_dtype, "kv_cache_dtype": cell.kv_cache_dtype,
+                  "use_mla": cell.use_mla, "has_sink": cell.has_sink, "use_sparse": cell.use_sparse,
+                  "num_heads": MLA_MODEL["num_attention_heads"] if cell.use_mla else None}
+        ours = {"capability": capability, "head_size": cell.head_size, "dtype": cell.dtype,
+                "kv_cache_dtype": cell.kv_cache_dtype, "block_size": cell.block_size,
+                "use_mla": cell.use_mla, "use_sparse": cell.use_sparse, "has_sink": cell.has_sink}
+        cached = v.selector._cached_get_attn_backend  # noqa: SLF001 - vLLM's memoised selector
+
+        def vllm_first(cached: Any = cached, kwargs: dict[str, Any] = kwargs) -> object:  # noqa: ANN401
+            cached.cache_clear()
+            return v.selector.get_attn_backend(**kwargs)
+
+        def ours_first(ours: dict[str, Any] = ours) -> object:
+            forget()
+            return capmatrix_vllm.select_backend(**ours)
+
+        with v.set_current_vllm_config(cfg):
+            chosen = by_class[v.selector.get_attn_backend(**kwargs)]
+            answer = capmatrix_vllm.select_backend(**ours)
+            rows.append({
+                "cell": cell_key(capability, cell.head_size, cell.dtype, cell.kv_cache_dtype,
+                                 cell.block_size, cell.use_mla, cell.use_sparse, cell.has_sink),
+                "vllm": chosen, "capmatrix": answer,
+                "vllm_repeated": best(lambda kwargs=kwargs: v.selector.get_attn_backend(**kwargs), 2000),
+                "capmatrix_repeated": best(lambda ours=ours: capmatrix_vllm.select_backend(**ours), 2000),
+                "vllm_first": best(vllm_first, 50),
+                "capmatrix_first": best(ours_first, 50),
+            })
+    return {"vllm": VLLM_VERSION, "capability": list(capability), "cells": rows}
+
+
 def _run_cell(v: _Vllm, cell: _Cell) -> dict[str, Any]:
     torch_dtype = getattr(v.torch, TORCH_DTYPE_NAMES[cell.dtype])
     cfg = v.vllm_config
@@ -702,7 +779,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="where to write the record (JSON)")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes at once (default 2)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--bench", action="store_true",
+                        help="time vLLM's selector against capmatrix's on a few SM90 cells; print JSON")
+    parser.add_argument("--repeat", type=int, default=5, help="--bench: samples per timing (default 5)")
     args = parser.parse_args(argv)
+    if args.bench:
+        print(json.dumps(_bench(args.vllm_src.resolve(), args.repeat), indent=1))
+        return 0
     if args.worker:
         major, minor = (int(x) for x in args.worker.split("."))
         _worker(args.vllm_src.resolve(), (major, minor))
