@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import accumulate, count
+from operator import add
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -33,6 +35,8 @@ _TABLE_SIZE = 256
 _SMALL = tuple(_small_bits(v) for v in range(_TABLE_SIZE))
 #: Up to this many set bits, peeling the lowest bit off is cheaper than scanning the binary text.
 _PEEL_BITS = 16
+#: ... and only up to this width: each peel works on the whole integer, while the text is made once.
+_PEEL_WIDTH = 1024
 
 
 def bits(value: int, limit: int | None = None) -> list[int]:
@@ -48,15 +52,23 @@ def bits(value: int, limit: int | None = None) -> list[int]:
     if limit is None and 0 <= value < _TABLE_SIZE:
         return list(_SMALL[value])
     out: list[int] = []
-    if (limit is not None and limit <= _PEEL_BITS) or value.bit_count() <= _PEEL_BITS:
+    if value.bit_length() <= _PEEL_WIDTH and (
+        (limit is not None and limit <= _PEEL_BITS) or value.bit_count() <= _PEEL_BITS
+    ):
         while value and (limit is None or len(out) < limit):
             low = value & -value
             out.append(low.bit_length() - 1)
             value ^= low
         return out
     text = bin(value)[:1:-1]  # bit i of value is character i
+    if limit is None:
+        # The k-th set bit sits after the zero runs before it and the k ones before it: the runs'
+        # lengths are summed in C (split, accumulate) rather than found one by one.
+        runs = text.split("1")
+        runs.pop()  # the zeros above the top bit: none (the text ends in "1")
+        return list(map(add, accumulate(map(len, runs)), count()))
     i = text.find("1")
-    while i >= 0 and (limit is None or len(out) < limit):
+    while i >= 0 and len(out) < limit:
         out.append(i)
         i = text.find("1", i + 1)
     return out

@@ -40,7 +40,7 @@ __all__ = [
 #: How many grants an explanation lists (k): the closest first, ranked by how many axes of the query
 #: they miss (grants that apply miss none); the rest are counted in one ``more`` reason. Every
 #: exclusion that applies is always listed. Per answer: ``Resolution.explain(closest=k)``.
-CLOSEST_GRANTS = 16
+CLOSEST_GRANTS = 8
 #: The former name of :data:`CLOSEST_GRANTS`.
 MAX_NEAR_MISSES = CLOSEST_GRANTS
 #: The most boxes a residual lists; past it the residual holds the first ones and says so.
@@ -285,8 +285,11 @@ class _CompiledKernel:
     boxes: tuple[tuple[int, ...], ...]
     #: per rule: ``"<id> (<file>:<line>)"`` and its status, rendered once for the reasons
     labels: tuple[tuple[str, str], ...] = ()
-    #: the Reason of each rule that applies (bit: grant, ~bit: exclusion), built on first use
+    #: the Reason of each rule that applies (by its bit; a rule is a grant or an exclusion), built on
+    #: first use
     reason_cache: dict[int, Reason] = field(default_factory=dict, compare=False)
+    #: why a grant misses a value: by (rule bit, axis position, value index), built on first use
+    mismatch_cache: dict[tuple[int, int, int], Reason] = field(default_factory=dict, compare=False)
 
 
 def _read_axes(whens: Iterable[Boxes]) -> tuple[str, ...]:
@@ -663,13 +666,17 @@ class Resolver:
         if verdict is not Verdict.UNSUPPORTED:
             reasons.extend(granted)
         if verdict is not Verdict.SUPPORTED:
-            for b in bits(exclusions):
-                found = cache.get(~b)
-                if found is None:
-                    found = cache[~b] = self._rule_reason(
-                        compiled.rules[b], ReasonKind.EXCLUDE, "excludes", compiled.labels[b]
-                    )
-                reasons.append(found)
+            # Every exclusion that hits is listed: on a dense layout hundreds, so the common case
+            # (all seen before) is one comprehension, and only a first sight builds a Reason.
+            hit = bits(exclusions)
+            known = list(map(cache.get, hit))
+            if not all(known):  # a Reason is always true: this finds the None of a first sight
+                for i, b in enumerate(hit):
+                    if known[i] is None:
+                        known[i] = cache[b] = self._rule_reason(
+                            compiled.rules[b], ReasonKind.EXCLUDE, "excludes", compiled.labels[b]
+                        )
+            reasons.extend(cast("list[Reason]", known))
         if verdict is Verdict.UNSUPPORTED:
             reasons.extend(granted)
         listed = len(applying)
@@ -719,6 +726,31 @@ class Resolver:
             )
         return reasons
 
+    def _mismatch(self, compiled: _CompiledKernel, bit: int, ai: int, values: dict[str, AxisValue],
+                  shown: dict[int, str]) -> Reason:
+        """Why grant ``bit`` does not apply: the query's value on axis ``ai`` is outside its condition."""
+        rule = compiled.rules[bit]
+        label, status = compiled.labels[bit]
+        name = self._axes[ai].name
+        required = rule.conditions[name].text
+        actual = values[name]
+        got = shown.get(ai)
+        if got is None:
+            got = shown[ai] = format_value(actual)
+        return Reason(
+            kind=ReasonKind.MISMATCH,
+            message=f"{label} needs {name} {required}, got {got}",
+            rule_id=rule.id,
+            path=rule.location.path,
+            line=rule.location.line,
+            axis=name,
+            required=required,
+            actual=actual,
+            detail=rule.reason,
+            source=rule.source,
+            status=status,
+        )
+
     def _near_misses(
         self,
         compiled: _CompiledKernel,
@@ -756,36 +788,30 @@ class Resolver:
             chosen.extend(bits(level, limit - len(chosen)))
             if len(chosen) >= limit:
                 break
-        reasons = []
+        reasons: list[Reason] = []
         shown: dict[int, str] = {}  # per axis position: the query's value as the messages print it
         chosen = chosen[:limit]
+        # Whether a rule admits the query's value is read from the rule's box (a small mask per axis),
+        # not by shifting the wide per-axis bitsets; a value outside the universe has no bit there.
+        value_bits = {ai: self._value_index[ai].get((type(values[self._axes[ai].name]),
+                                                     values[self._axes[ai].name])) for ai in admits}
+        cache = compiled.mismatch_cache
         for bit in chosen:
-            rule = compiled.rules[bit]
-            label, status = compiled.labels[bit]
-            conditions = rule.conditions
-            location = rule.location
+            box = compiled.boxes[bit]
             for ai, admit in admits.items():
-                if admit >> bit & 1:
+                vi = value_bits[ai]
+                if vi is None:  # outside the universe: asked of the rule's condition, never cached
+                    if not admit >> bit & 1:
+                        reasons.append(self._mismatch(compiled, bit, ai, values, shown))
                     continue
-                name = self._axes[ai].name
-                required = conditions[name].text
-                actual = values[name]
-                got = shown.get(ai)
-                if got is None:
-                    got = shown[ai] = format_value(actual)
-                reasons.append(
-                    Reason(
-                        kind=ReasonKind.MISMATCH,
-                        message=f"{label} needs {name} {required}, got {got}",
-                        rule_id=rule.id,
-                        path=location.path,
-                        line=location.line,
-                        axis=name,
-                        required=required,
-                        actual=actual,
-                        detail=rule.reason,
-                        source=rule.source,
-                        status=status,
-                    )
-                )
+                if box[ai] >> vi & 1:
+                    continue
+                key = (bit, ai, vi)
+                found = cache.get(key)
+                if found is None:
+                    found = self._mismatch(compiled, bit, ai, values, shown)
+                    if len(cache) >= CACHE_LIMIT:
+                        cache.clear()
+                    cache[key] = found
+                reasons.append(found)
         return reasons, len(chosen)
