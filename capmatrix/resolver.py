@@ -47,6 +47,8 @@ MAX_NEAR_MISSES = CLOSEST_GRANTS
 MAX_RESIDUAL_BOXES = 256
 #: Cached resolutions per matrix before the cache is cleared (bounds memory under hostile input).
 CACHE_LIMIT = 1 << 16
+#: A query's effective axis values, where each came from, and its open axes (shared, never mutated).
+_Effective = tuple[dict[str, "AxisValue"], dict[str, "Origin"], list[str]]
 #: A decision table's memo entry not yet computed (None is a real answer: "an input is open").
 _UNSEEN = object()
 
@@ -376,9 +378,12 @@ class Resolver:
         :raises InvalidQuery: for an unknown kernel, model, axis or value, or a value of the wrong type.
         """
         check_query(query)
+        return self._cached_resolve(query, None)
+
+    def _cached_resolve(self, query: KernelQuery, effective: _Effective | None) -> Resolution:
         found = self._cache.get(query)
         if found is None:
-            found = self._resolve(query)
+            found = self._resolve(query, effective)
             if len(self._cache) >= CACHE_LIMIT:
                 self._cache.clear()
             self._cache[query] = found
@@ -413,8 +418,10 @@ class Resolver:
         pinned = {k: v for k, v in role.axes.items() if k not in query.axes}
         candidate_query = query.replace(**pinned) if pinned else query
         candidates, decided = role.candidates, True
+        # The candidates' queries differ only in the kernel: their effective values are worked out once.
+        effective = self.effective_values(candidate_query)
         if role.orders:
-            values = self.derived_values(candidate_query)
+            values = self._add_derived(dict(effective[0]))
             key = ("role:" + role_name, tuple(values.get(a) for a in self._order_reads[role_name]))
             found = self._table_memo.get(key)
             if found is None:
@@ -422,7 +429,7 @@ class Resolver:
             candidates, decided = cast("tuple[tuple[str, ...], bool]", found)
         trace = []
         for candidate in candidates:
-            resolution = self.resolve(candidate_query.with_kernel(candidate))
+            resolution = self._cached_resolve(candidate_query.with_kernel(candidate), effective)
             trace.append(resolution)
             if resolution.verdict is Verdict.SUPPORTED:
                 return Selection(
@@ -439,7 +446,9 @@ class Resolver:
 
         :raises InvalidQuery: for an unknown model, axis or value.
         """
-        values = self.effective_values(query)[0]
+        return self._add_derived(self.effective_values(query)[0])
+
+    def _add_derived(self, values: dict[str, AxisValue]) -> dict[str, AxisValue]:
         for name, derived in self.matrix.derived.items():
             key = (name, tuple(values.get(a) for a in self._reads[name]))
             value = self._table_memo.get(key, _UNSEEN)
@@ -455,9 +464,7 @@ class Resolver:
         self._table_memo[key] = value
         return value
 
-    def effective_values(
-        self, query: KernelQuery
-    ) -> tuple[dict[str, AxisValue], dict[str, Origin], list[str]]:
+    def effective_values(self, query: KernelQuery) -> _Effective:
         """The axis values a query resolves with, where each came from, and the open axes.
 
         :raises InvalidQuery: for an unknown model, axis or value.
@@ -521,13 +528,13 @@ class Resolver:
             )
         return value
 
-    def _resolve(self, query: KernelQuery) -> Resolution:
+    def _resolve(self, query: KernelQuery, effective: _Effective | None = None) -> Resolution:
         if query.kernel is None:
             raise InvalidQuery("the query names no kernel; use select() for a role")
         compiled = self._kernels.get(query.kernel)
         if compiled is None:
             raise UnknownName("kernel", query.kernel, self._kernels)
-        values, origins, open_axes = self.effective_values(query)
+        values, origins, open_axes = self.effective_values(query) if effective is None else effective
         all_rules = (1 << len(compiled.rules)) - 1
         candidates = all_rules
         admits: dict[int, int] = {}
