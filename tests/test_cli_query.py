@@ -98,3 +98,22 @@ def test_long_lists_are_cut_in_text() -> None:
     assert len(lines) == SHOWN_SUGGESTIONS + 1
     assert lines[0] == "set sm=90 and beam_width=0"
     assert lines[-1] == f"... and {12 - SHOWN_SUGGESTIONS} more (--json)"
+
+
+def test_closest_sets_how_many_grants_are_listed() -> None:
+    """--closest K: at most K grants (near misses here) in the reasons, the rest counted; exclusions stay."""
+    def kinds(k: int) -> list[str]:
+        code, out, _ = cli(*SEED, "--json", "--closest", str(k))
+        assert code == 1
+        return [r["kind"] for r in json.loads(out)["reasons"] if r["kind"] in {"exclude", "mismatch", "more"}]
+
+    none, one, many = kinds(0), kinds(1), kinds(1000)
+    assert none.count("exclude") == one.count("exclude") == many.count("exclude") >= 1
+    assert "mismatch" not in none
+    assert none[-1] == "more"
+    assert "mismatch" in one
+    assert "more" not in many  # every grant listed: nothing left to count
+    assert len([k for k in many if k == "mismatch"]) > len([k for k in one if k == "mismatch"])
+    text = cli(*SEED, "--closest", "0")[1]
+    assert "x xqa." not in text
+    assert "- xqa.mla_fp8_only" in text

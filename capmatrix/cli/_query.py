@@ -24,7 +24,7 @@ from capmatrix.cli._github import problem_annotation
 from capmatrix.errors import CapabilityErrors
 from capmatrix.loader import iter_problems, load
 from capmatrix.model import format_value
-from capmatrix.resolver import OriginKind, ReasonKind, Verdict
+from capmatrix.resolver import CLOSEST_GRANTS, OriginKind, ReasonKind, Verdict
 
 if TYPE_CHECKING:
     import argparse
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from capmatrix._suggest import Suggestion
     from capmatrix.matrix import Matrix
-    from capmatrix.resolver import Origin, Resolution, Selection
+    from capmatrix.resolver import Origin, Reason, Resolution, Selection
 
 __all__ = [
     "cmd_query",
@@ -59,8 +59,8 @@ _MARKS = {
 }
 
 
-def format_resolution(resolution: Resolution) -> str:
-    """Human-readable verdict, query and reasons."""
+def format_resolution(resolution: Resolution, reasons: Sequence[Reason] | None = None) -> str:
+    """Human-readable verdict, query and reasons (``reasons``: another explanation of the same answer)."""
     lines = [f"{resolution.kernel}: {resolution.verdict}"]
     by_origin: dict[Origin, list[str]] = {}
     for name, value in resolution.values.items():
@@ -71,7 +71,7 @@ def format_resolution(resolution: Resolution) -> str:
         else:
             label = "axis defaults" if origin.kind is OriginKind.DEFAULT else "query"
         lines.append(f"  {label}: {' '.join(items)}")
-    why = [r for r in resolution.reasons if r.kind in _MARKS]
+    why = [r for r in (resolution.reasons if reasons is None else reasons) if r.kind in _MARKS]
     if why:
         lines.append("  why:")
         lines.extend(f"    {_MARKS[r.kind]} {r.message}" for r in why)
@@ -107,6 +107,11 @@ def configure_query(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Mat
              "default: all but the model's geometry: attention, head_dim, q_per_kv and the other "
              "axes the model sets, save its dtypes)",
     )
+    parser.add_argument(
+        "--closest", type=int, metavar="K", default=CLOSEST_GRANTS,
+        help=f"how many grants the reasons list, closest first (default {CLOSEST_GRANTS}); every "
+             "exclusion that applies is always listed, the other grants are counted",
+    )
     add_matrix_option(parser)
     return add_axis_options(parser, argv)
 
@@ -117,10 +122,12 @@ def cmd_query(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextIO
     query = query_from_args(args, matrix, args.kernel)
     resolution = resolve(query, matrix)
     found = suggest(query, matrix, args.vary)
+    reasons = resolution.explain(closest=args.closest)
     if args.json:
-        print_json({**resolution.as_dict(), "suggestions": [s.as_dict() for s in found]}, out)
+        print_json({**resolution.as_dict(), "reasons": [r.as_dict() for r in reasons],
+                    "suggestions": [s.as_dict() for s in found]}, out)
     else:
-        text = format_resolution(resolution)
+        text = format_resolution(resolution, reasons)
         if resolution.verdict is not Verdict.SUPPORTED:
             shown = format_suggestions(found)
             if shown:
