@@ -270,3 +270,16 @@ def test_diff_of_mutated_matrix_equals_brute_force() -> None:
             if a != b:
                 moves.setdefault((a, b), set()).add(tuple(c.values()))
         assert {(s.old, s.new): area_cells(s.areas) for s in rd.shifts} == moves, rd.role
+
+
+def test_vllm_selection_workload_is_what_vllm_serves() -> None:
+    """The first-selection benchmark draws distinct recorded configurations; the servable ones all get a
+    backend (which one is the differential test's business: tests/test_engine_vllm.py)."""
+    from benchmarks import vllm_select
+
+    servable = vllm_select._cells(300, servable=True)
+    anything = vllm_select._cells(300, servable=False)
+    assert len({tuple(sorted(c.items())) for c in servable}) == 300
+    assert vllm_select._select_all(servable) == 300
+    assert vllm_select._select_all(anything) < 300  # the whole grid holds refusals too
+    assert vllm_select._cells(300, servable=True) == servable
