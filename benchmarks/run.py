@@ -142,11 +142,11 @@ def environment() -> dict[str, str]:
     }
 
 
-def _child(code: str, *, timeout: float | None = None) -> dict[str, Any]:
+def _child(code: str, *, timeout: float | None = None, env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run ``code`` in a fresh interpreter (repository on sys.path); it prints one JSON object last."""
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False,
-        timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=timeout, env=env or {**os.environ, "PYTHONPATH": str(ROOT)},
     )
     if done.returncode != 0:
         msg = f"child failed ({done.returncode}): {done.stderr[-3000:]}"
@@ -522,20 +522,42 @@ print(json.dumps({'peak': tracemalloc.get_traced_memory()[1]}))
 """
 
 
-def _load_runs(path: str | None, repeat: int) -> dict[str, Any]:
-    """Fresh interpreters that import the core, then time ``load(path)`` twice (cold, warm)."""
+def bench_env(cache: Path | None) -> dict[str, str]:
+    """The environment of a child: the repository on the path, the matrix cache off or in ``cache``."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if cache is None:
+        env["CAPMATRIX_CACHE"] = "off"
+    else:
+        env.pop("CAPMATRIX_CACHE", None)
+        env["CAPMATRIX_CACHE_DIR"] = str(cache)
+    return env
+
+
+def compile_bytecode() -> None:
+    """Byte-compile the package, as installing a wheel does (with PYTHONDONTWRITEBYTECODE set, every
+    fresh interpreter would otherwise compile the sources again)."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "capmatrix")], check=True,
+                   capture_output=True)
+
+
+def _load_runs(path: str | None, repeat: int, cache: Path | None = None) -> dict[str, Any]:
+    """Fresh interpreters that import the core, then time ``load(path)`` twice (first, then again).
+
+    With ``cache`` (a directory), one load first writes the entry, and the timed loads read it.
+    """
     argv = [sys.executable, "-c", _LOAD_CHILD] + ([path] if path else [])
+    env = bench_env(cache)
     runs = []
-    for _ in range(repeat):
-        done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=False,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    for i in range(repeat + (cache is not None)):
+        done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=False, env=env)
         if done.returncode != 0:
             msg = f"load child failed: {done.stderr[-3000:]}"
             raise RuntimeError(msg)
+        if cache is not None and i == 0:
+            continue  # the miss that writes the entry
         runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
     traced = subprocess.run([sys.executable, "-c", _TRACED_CHILD] + ([path] if path else []), cwd=ROOT,
-                            capture_output=True, text=True, check=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+                            capture_output=True, text=True, check=True, env=env)
     out: dict[str, Any] = {
         k: Timing(min(r[k] for r in runs), statistics.median(r[k] for r in runs), 1, repeat)
         for k in ("core_import", "cold", "cold_cpu", "warm")
@@ -565,11 +587,15 @@ def section_startup(quick: bool) -> Section:
         "separate run. `import capmatrix` imports the public names on first use (PEP 562); the next row "
         "is the import of the core that a load or a query needs (`from capmatrix import load`). `load` is "
         "timed inside the interpreter around `load()` after that import (so it includes importing PyYAML "
-        "on first use); `warm` repeats it in the same process. *before* is the wall clock of the run "
-        "named there (an idle machine).",
+        "on first use); `again` repeats it in the same process. *no cache* rows run with "
+        "`CAPMATRIX_CACHE=off`; *cached* rows read the validated matrix from the compiled-matrix cache "
+        "(a fresh directory, written by one run before the timed ones; the ratio is to the no-cache "
+        "row). The package is byte-compiled first, as installing a wheel does. *before* is the wall "
+        "clock of the run named there (an idle machine).",
     )
     py = sys.executable
     runs = 5 if quick else 15
+    compile_bytecode()
     bare_w, bare_c, bare_rss = spawn_many([py, "-c", "pass"], runs)
     imp_w, imp_c, imp_rss = spawn_many([py, "-c", "import capmatrix"], runs,
                                        env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -590,26 +616,39 @@ def section_startup(quick: bool) -> Section:
         ", ".join(f"{k} {'loaded' if v else 'absent'}" for k, v in mods.items()),
         target="torch, PyYAML and jsonschema absent", met=light,
     ))
-    shipped = _load_runs(None, 5 if quick else 10)
-    sec.rows.append(Row("import of the core (`from capmatrix import load`), wall",
-                        fmt_timing(shipped["core_import"])))
-    cold_c = shipped["cold_cpu"]
-    sec.rows.append(Row(
-        "load + validate + compile, shipped matrix (first in process)", fmt_timing(cold_c), BEFORE["load"],
-        target="<= 40 ms", met=cold_c.median <= 0.040,
-        note=f"wall {fmt_timing(shipped['cold'])}; peak traced {fmt_bytes(shipped['traced_peak'])}, peak RSS "
-        f"{fmt_bytes(shipped['peak_rss'])}; modules it loads of yaml, jsonschema, torch: "
-        f"{', '.join(shipped['modules']) or 'none'}",
-    ))
-    sec.rows.append(Row("load + validate + compile, shipped matrix (warm), wall", fmt_timing(shipped["warm"]),
-                        BEFORE["warm"]))
-    cli = Path(py).with_name("capmatrix")
-    argv = [str(cli)] if cli.exists() else [py, "-m", "capmatrix"]
-    argv += ["query", "xqa", "--sm", "120", "--model", "llama", "--spec-dec", "one_model"]
-    end_w, end_c, end_rss = spawn_many(argv, 5 if quick else 10)
-    sec.rows.append(Row("`capmatrix query xqa --sm 120 --model llama --spec-dec one_model`",
-                        fmt_timing(end_c), BEFORE["cli"], target="<= 120 ms", met=end_c.median <= 0.120,
-                        note=_wall_note(end_w, end_rss)))
+    with tempfile.TemporaryDirectory(prefix="capmatrix-bench-cache-") as tmp:
+        cache = Path(tmp)
+        shipped = _load_runs(None, 5 if quick else 10)
+        cached = _load_runs(None, 5 if quick else 10, cache)
+        sec.rows.append(Row("import of the core (`from capmatrix import load`), wall",
+                            fmt_timing(shipped["core_import"])))
+        for label, res in (("no cache", shipped), ("cached", cached)):
+            cold_c = res["cold_cpu"]
+            sec.rows.append(Row(
+                f"load + validate + compile, shipped matrix (first in process, {label})", fmt_timing(cold_c),
+                BEFORE["load"] if res is shipped else "",
+                ratio(cold_c.median, shipped["cold_cpu"].median) if res is cached else "",
+                target="<= 40 ms", met=cold_c.median <= 0.040,
+                note=f"wall {fmt_timing(res['cold'])}; peak traced {fmt_bytes(res['traced_peak'])}, peak RSS "
+                f"{fmt_bytes(res['peak_rss'])}; modules it loads of yaml, jsonschema, torch: "
+                f"{', '.join(res['modules']) or 'none'}",
+            ))
+        sec.rows.append(Row("load + validate + compile, shipped matrix (again in process, no cache), wall",
+                            fmt_timing(shipped["warm"]), BEFORE["warm"]))
+        cli = Path(py).with_name("capmatrix")
+        argv = [str(cli)] if cli.exists() else [py, "-m", "capmatrix"]
+        argv += ["query", "xqa", "--sm", "120", "--model", "llama", "--spec-dec", "one_model"]
+        spawn(argv, env=bench_env(cache))  # writes the entry the cached runs read
+        cold = None
+        for label, where in (("no cache", None), ("cached", cache)):
+            end_w, end_c, end_rss = spawn_many(argv, 5 if quick else 10, env=bench_env(where))
+            sec.rows.append(Row(
+                f"`capmatrix query xqa --sm 120 --model llama --spec-dec one_model` ({label})",
+                fmt_timing(end_c), BEFORE["cli"] if where is None else "",
+                ratio(end_c.median, cold.median) if cold is not None else "",
+                target="<= 120 ms", met=end_c.median <= 0.120, note=_wall_note(end_w, end_rss),
+            ))
+            cold = end_c
     return sec
 
 
@@ -625,11 +664,15 @@ def section_large_load(quick: bool) -> Section:
         "(min and median of 5 runs; the core imported first, PyYAML on first use), and `capmatrix validate "
         "DIR` end to end through the command line. Values and targets are CPU time as in section 2, with "
         "the wall clock and peak memory beside. The parser is libyaml's, read straight from its events; "
-        "the schema is checked by the predicate compiled from it, jsonschema explaining only a failure.",
+        "the schema is checked by the predicate compiled from it, jsonschema explaining only a failure. "
+        "*no cache*: `CAPMATRIX_CACHE=off`, every file parsed and checked; *cached*: the validated "
+        "matrix read back from the compiled-matrix cache (written by one load before the timed ones), "
+        "keyed by the hash of every file's bytes.",
     )
     sizes = [1_000, 10_000] if not quick else [1_000]
     previous: float | None = None
     cli = Path(sys.executable).with_name("capmatrix")
+    compile_bytecode()
     for n in sizes:
         syn = synth.boxes_matrix(n)
         with tempfile.TemporaryDirectory(prefix=f"capmatrix-bench-{n}-") as tmp:
@@ -637,19 +680,24 @@ def section_large_load(quick: bool) -> Section:
             files = sorted(root.rglob("*.yaml"))
             size = sum(f.stat().st_size for f in files)
             res = _load_runs(str(root), 3 if quick else 5)
+            hit = _load_runs(str(root), 3 if quick else 5, Path(tmp) / "cache")
             argv = [str(cli)] if cli.exists() else [sys.executable, "-m", "capmatrix"]
-            val_w, val_c, val_rss = spawn_many([*argv, "validate", str(root)], 3 if quick else 5, ok=(0,))
+            val_w, val_c, val_rss = spawn_many([*argv, "validate", str(root)], 3 if quick else 5, ok=(0,),
+                                               env=bench_env(None))
         cold_c = res["cold_cpu"]
         growth = f"; x{cold_c.median / previous:.1f} vs 10x fewer rules" if previous else ""
         big = n == 10_000
-        sec.rows.append(Row(
-            f"load + validate + compile, {n:,} rules ({len(files)} files, {fmt_bytes(size)})",
-            fmt_timing(cold_c), BEFORE["large"] if big else "",
-            target="<= 1 s" if big else "", met=(cold_c.median <= 1.0) if big else None,
-            note=f"wall {fmt_timing(res['cold'])}; peak traced {fmt_bytes(res['traced_peak'])}, peak RSS "
-            f"{fmt_bytes(res['peak_rss'])}{growth}",
-        ))
-        sec.rows.append(Row(f"`capmatrix validate`, {n:,} rules", fmt_timing(val_c),
+        for label, r in (("no cache", res), ("cached", hit)):
+            c = r["cold_cpu"]
+            sec.rows.append(Row(
+                f"load + validate + compile, {n:,} rules ({len(files)} files, {fmt_bytes(size)}; {label})",
+                fmt_timing(c), BEFORE["large"] if big and r is res else "",
+                ratio(c.median, cold_c.median) if r is hit else "",
+                target="<= 1 s" if big else "", met=(c.median <= 1.0) if big else None,
+                note=f"wall {fmt_timing(r['cold'])}; peak traced {fmt_bytes(r['traced_peak'])}, peak RSS "
+                f"{fmt_bytes(r['peak_rss'])}{growth if r is res else ''}",
+            ))
+        sec.rows.append(Row(f"`capmatrix validate`, {n:,} rules (no cache)", fmt_timing(val_c),
                             note=_wall_note(val_w, val_rss)))
         previous = cold_c.median
     return sec
@@ -788,6 +836,8 @@ def make():
     which = {which!r}
     if which == 'shipped':
         return capmatrix.load()
+    if which.startswith('yaml:'):
+        return capmatrix.load(which[5:])
     syn = synth.boxes_matrix(10000) if which == 'boxes' else synth.dmn_matrix(
         10000, n_axes=10, values_per_axis=8, single_kernel=True)
     m = syn.build()
@@ -814,20 +864,32 @@ def section_memory(quick: bool) -> Section:
         "Retained size of a loaded matrix with its compiled resolver index: tracemalloc of the second "
         "construction in a fresh process (imports and caches warmed by the first), after `gc.collect()`; "
         "and the RSS growth of the first construction (which includes importing PyYAML and jsonschema). "
-        "The 10,000-rule matrices are built in memory with the loader's condition semantics (the loader "
-        "caps a file at 2 MiB and 50,000 YAML nodes).",
+        "The `dmn` and first `boxes` rows are built in memory with the loader's condition semantics; the "
+        "*loaded from YAML* rows write the `boxes` matrix as YAML (section 2b) and load it, without and "
+        "with the compiled-matrix cache (the second construction reads the entry the first wrote).",
     )
     whichs = ["shipped", "dmn1"] if quick else ["shipped", "dmn1", "boxes"]
     labels = {"shipped": "shipped matrix (load + compile)",
               "dmn1": "10,000 rules, one kernel (`dmn`, 10 axes)",
               "boxes": "10,000 rules, 200 kernels (`boxes`, 10 axes)"}
-    for which in whichs:
-        res = _child(_MEMORY_CHILD.format(root=str(ROOT), which=which))
-        sec.rows.append(Row(
-            labels[which], f"{fmt_bytes(res['traced'])} traced", "",
-            f"{res['traced'] / res['rules']:.0f} B/rule", note=f"peak {fmt_bytes(res['peak'])}; RSS growth "
-            f"of first construction {fmt_bytes(res['rss_first'])}; {res['rules']:,} rules",
-        ))
+    with tempfile.TemporaryDirectory(prefix="capmatrix-bench-memory-") as tmp:
+        rows = 1_000 if quick else 10_000
+        root = synth.boxes_matrix(rows).write(Path(tmp) / "caps")
+        for cache, label in ((None, "no cache"), (Path(tmp) / "cache", "cached")):
+            whichs.append(f"yaml:{root}|{cache}")
+            labels[whichs[-1]] = f"{rows:,} rules, 200 kernels, loaded from YAML (`boxes`; {label})"
+        for which in whichs:
+            path, _bar, cache_dir = which.partition("|")
+            env = bench_env(None if cache_dir in ("", "None") else Path(cache_dir))
+            res = _child(_MEMORY_CHILD.format(root=str(ROOT), which=path), env=env)
+            big = res["rules"] >= 10_000
+            sec.rows.append(Row(
+                labels[which], f"{fmt_bytes(res['traced'])} traced", "",
+                f"{res['traced'] / res['rules']:.0f} B/rule", "<= 20 MiB" if big else "",
+                (res["traced"] <= 20 * 1024 * 1024) if big else None,
+                note=f"peak {fmt_bytes(res['peak'])}; RSS growth of first construction "
+                f"{fmt_bytes(res['rss_first'])}; {res['rules']:,} rules",
+            ))
     return sec
 
 

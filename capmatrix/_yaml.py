@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import copy
-import os
 import re
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from capmatrix._files import MAX_FILE_BYTES, read_bytes
 from capmatrix.errors import MAX_ECHO, CapabilityError, CapabilityErrors, echo
 
 __all__ = [
@@ -24,11 +23,10 @@ __all__ = [
     "format_path",
     "printable",
     "read",
+    "read_raw",
     "read_text",
 ]
 
-#: Files above this size are refused before parsing (a capability file is a few kB).
-MAX_FILE_BYTES = 2 * 1024 * 1024
 #: Bound on the nodes one document may hold or expand to (a shipped file has under 500); it bounds
 #: parse time and memory and stops alias bombs ("billion laughs").
 MAX_NODES = 50_000
@@ -496,6 +494,7 @@ def _fast_events(parser: Any, path: str) -> tuple[Any, SourceMap] | None:  # noq
     recording = 0
     # Open collections: [container, its path, the key awaiting its value, its anchor's bookkeeping].
     stack: list[list[Any]] = []
+    strings: dict[str, str] = {}
     root: Any = _FALLBACK
     while root is _FALLBACK:
         event = get()
@@ -551,6 +550,7 @@ def _fast_events(parser: Any, path: str) -> tuple[Any, SourceMap] | None:  # noq
                     ):
                         return None
                     key = event.value
+                    key = strings.setdefault(key, key)  # one object per distinct text: less memory
                     chars += len(key)
                     if key in container or _CONTROL.search(key) is not None:
                         return None
@@ -582,7 +582,7 @@ def _fast_events(parser: Any, path: str) -> tuple[Any, SourceMap] | None:  # noq
             tag = _resolve_scalar(text, event.implicit)
             flag = 0
             if tag == _STR_TAG:
-                value = text
+                value = strings.setdefault(text, text)
                 chars += len(text)
                 if chars > MAX_TEXT_CHARS or _CONTROL.search(text) is not None:
                     return None
@@ -764,25 +764,14 @@ def read(path: Path, display: str | None = None) -> tuple[Any, SourceMap]:
     :raises capmatrix.CapabilityErrors: on unreadable, oversized, non-UTF-8 or malformed files.
     """
     name = display or str(path)
+    return read_raw(read_bytes(path, name), name)
 
-    def fail(message: str, hint: str | None = None) -> CapabilityErrors:
-        return CapabilityErrors([CapabilityError(name, None, None, "", message, hint=hint, code="E001")])
 
-    try:
-        # O_NONBLOCK: opening a FIFO must not hang; fstat then refuses anything but a regular file.
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-        with os.fdopen(fd, "rb") as handle:
-            info = os.fstat(handle.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise fail("not a regular file", hint="capability files are plain YAML files")
-            if info.st_size > MAX_FILE_BYTES:
-                msg = f"file is {info.st_size} bytes, above the limit of {MAX_FILE_BYTES} bytes"
-                raise fail(msg, hint="split it")
-            raw = handle.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise fail(f"cannot read file: {exc.strerror or exc}") from None
-    if len(raw) > MAX_FILE_BYTES:  # it grew after fstat
-        raise fail(f"file is above the limit of {MAX_FILE_BYTES} bytes", hint="split it")
+def read_raw(raw: bytes, name: str) -> tuple[Any, SourceMap]:
+    """Parse the bytes of one YAML file (read by :func:`capmatrix._files.read_bytes`): UTF-8 only.
+
+    :raises capmatrix.CapabilityErrors: on non-UTF-8 or malformed text.
+    """
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

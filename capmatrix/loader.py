@@ -8,7 +8,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from capmatrix import _hints
+from capmatrix import _cache, _hints
+from capmatrix._files import read_bytes
 from capmatrix.errors import CapabilityError, CapabilityErrors, echo
 from capmatrix.matrix import Matrix
 from capmatrix.model import (
@@ -242,14 +243,43 @@ def iter_problems(path: str | os.PathLike[str] | None = None) -> Iterator[Capabi
 
 
 def _build(root: Path, problems: list[CapabilityError]) -> Matrix | None:
+    """The validated matrix of ``root`` (from the cache when its entry provably matches the files).
+
+    Problems go to ``problems``; a matrix with any is never cached, and a cached one has none.
+    """
+    files = discover(root)
+    raws: list[tuple[Path, str, bytes | None]] = []
+    for file, display in files:
+        try:
+            raws.append((file, display, read_bytes(file, display)))
+        except CapabilityErrors as exc:  # noqa: PERF203 - each file's problem is reported
+            problems.extend(exc.errors)
+            raws.append((file, display, None))
+    inputs = [(display, raw) for _file, display, raw in raws if raw is not None]
+    readable = len(inputs) == len(raws) and bool(inputs)
+    if readable:
+        cached, key = _cache.lookup(str(root), inputs)
+        if cached is not None:
+            return cached
+    matrix = _parse(root, raws, problems)
+    if readable and matrix is not None and not problems:
+        _cache.store(matrix, key, [display for display, _raw in inputs])
+    return matrix
+
+
+def _parse(
+    root: Path, raws: list[tuple[Path, str, bytes | None]], problems: list[CapabilityError]
+) -> Matrix | None:
     from capmatrix import _yaml  # noqa: PLC0415 - PyYAML loads on first use, not on import
 
     _hints.reset()
     docs: list[tuple[dict[str, Any], _yaml.SourceMap]] = []
     broken_paths: dict[str, set[tuple[str | int, ...]]] = {}
-    for file, display in discover(root):
+    for _file, display, raw in raws:
+        if raw is None:
+            continue  # reported when it was read
         try:
-            data, smap = _yaml.read(file, display)
+            data, smap = _yaml.read_raw(raw, display)
         except CapabilityErrors as exc:
             problems.extend(exc.errors)
             continue
@@ -284,6 +314,9 @@ class _Semantics:
         self.derived: dict[str, DerivedAxis] = {}
         self.known: dict[str, Axis] = {}
         self.space = Space(())
+        #: Conditions already built, by axis, raw YAML (its repr: 80 and '80' differ) and admit_none:
+        #: a condition depends on nothing else, so equal ones are built once and shared.
+        self.conditions: dict[tuple[str, bool, str], Condition] = {}
 
     def is_broken(self, smap: _yaml.SourceMap, path: tuple[str | int, ...]) -> bool:
         """Whether a shape error lies at or below ``path`` (or right above it)."""
@@ -713,6 +746,19 @@ class _Semantics:
         On an optional axis ``none`` passes a condition of a grant or a `when` (``admit_none``) and
         fails one of an exclusion: not checked means the exclusion does not apply.
         """
+        memo = (axis.name, admit_none, repr(raw))
+        found = self.conditions.get(memo)
+        if found is not None:  # built before without a problem (a problem is reported each time)
+            return found
+        built = self._build_condition(axis, raw, smap, path, admit_none=admit_none)
+        if built is not None:
+            self.conditions[memo] = built
+        return built
+
+    def _build_condition(
+        self, axis: Axis, raw: Any, smap: _yaml.SourceMap, path: tuple[str | int, ...],  # noqa: ANN401
+        *, admit_none: bool,
+    ) -> Condition | None:
         negated = isinstance(raw, dict) and "not" in raw
         items_raw = raw["not"] if negated else raw
         item_path = (*path, "not") if negated else path

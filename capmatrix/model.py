@@ -257,8 +257,25 @@ class Condition:
         """
         typed = {(type(v), v) for v in self.values}
         out = 0
+        if not self.intervals and not self.moduli and not self.optional:
+            # The common case, inline: listed values only (possibly negated).
+            negated = self.negated
+            for i, value in enumerate(values):
+                if ((type(value), value) in typed) is not negated:
+                    out |= 1 << i
+            return out
+        intervals, moduli, negated = self.intervals, self.moduli, self.negated
         for i, value in enumerate(values):
-            if self._admits(value, (type(value), value) in typed):
+            kind = type(value)
+            if self.optional and kind is str and value == NONE:
+                hit = self.admits_none
+            else:
+                hit = (
+                    (kind, value) in typed
+                    or any(value in interval for interval in intervals)
+                    or (kind is int and any(value % m == 0 for m in moduli))
+                ) is not negated
+            if hit:
                 out |= 1 << i
         return out
 

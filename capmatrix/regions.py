@@ -79,14 +79,11 @@ def box_of(rule: Rule, space: Space) -> Box:
 
     Axes the rule does not name are whole.
     """
-    out = []
-    for axis in space.axes:
-        cond = rule.conditions.get(axis.name)
-        if cond is None:
-            out.append(axis.full_mask)
-            continue
-        out.append(cond.mask(axis.values))
-    return tuple(out)
+    conditions = rule.conditions
+    return tuple(
+        (1 << len(axis.values)) - 1 if (cond := conditions.get(axis.name)) is None else cond.mask(axis.values)
+        for axis in space.axes
+    )
 
 
 @dataclass(frozen=True, slots=True)

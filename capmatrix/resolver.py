@@ -302,9 +302,12 @@ def _read_axes(whens: Iterable[Boxes]) -> tuple[str, ...]:
 def _compile_kernel(kernel: Kernel, axes: tuple[Axis, ...]) -> _CompiledKernel:
     rules = kernel.rules
     space = Space(axes)
+    names = [a.name for a in axes]
     grants = exclusions = 0
-    by_value: list[list[int]] = [[0] * len(a.values) for a in axes]
     unconstrained = [0] * len(axes)
+    # Per axis: the rules (a bitset) of each distinct mask; an axis has few distinct masks, so the
+    # bitsets per value are ORs of a handful of groups instead of one update per rule and value.
+    groups: list[dict[int, int]] = [{} for _ in axes]
     boxes = []
     for bit, rule in enumerate(rules):
         flag = 1 << bit
@@ -313,12 +316,19 @@ def _compile_kernel(kernel: Kernel, axes: tuple[Axis, ...]) -> _CompiledKernel:
         else:
             exclusions |= flag
         box = box_of(rule, space)
-        for ai, axis in enumerate(axes):
-            if axis.name not in rule.conditions:
+        conditions = rule.conditions
+        for ai, mask in enumerate(box):
+            if names[ai] not in conditions:
                 unconstrained[ai] |= flag
-            for vi in bits(box[ai]):
-                by_value[ai][vi] |= flag
+            group = groups[ai]
+            group[mask] = group.get(mask, 0) | flag
         boxes.append(box)
+    by_value: list[list[int]] = [[0] * len(a.values) for a in axes]
+    for ai, group in enumerate(groups):
+        row = by_value[ai]
+        for mask, flags in group.items():
+            for vi in bits(mask):
+                row[vi] |= flags
     return _CompiledKernel(
         kernel=kernel,
         rules=rules,

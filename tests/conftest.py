@@ -5,6 +5,8 @@ from __future__ import annotations
 import enum
 import importlib
 import numbers
+import os
+import tempfile
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +15,15 @@ from typing import Any
 import pytest
 
 import capmatrix
+
+# The compiled-matrix cache is off in the tests (child processes inherit it), so that every test
+# exercises the loader itself; tests/test_cache.py turns it on where it tests it.
+# CAPMATRIX_TEST_CACHE=on runs the whole suite with the cache on, in a fresh directory.
+if os.environ.get("CAPMATRIX_TEST_CACHE") == "on":
+    os.environ.pop("CAPMATRIX_CACHE", None)
+    os.environ["CAPMATRIX_CACHE_DIR"] = tempfile.mkdtemp(prefix="capmatrix-test-cache-")
+else:
+    os.environ["CAPMATRIX_CACHE"] = "off"
 
 SMALL_AXES = """\
 axes:

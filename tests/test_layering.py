@@ -16,6 +16,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "capmatrix"
 CORE: dict[str, int] = {
     "capmatrix.errors": 0,
     "capmatrix._atomic": 1,
+    "capmatrix._files": 1,
     "capmatrix._hints": 1,
     "capmatrix.model": 1,
     "capmatrix.query": 2,
@@ -24,6 +25,7 @@ CORE: dict[str, int] = {
     "capmatrix.matrix": 3,
     "capmatrix._yaml": 4,
     "capmatrix._fastschema": 4,
+    "capmatrix._cache": 4,
     "capmatrix.schema": 5,
     "capmatrix.resolver": 6,
     "capmatrix.loader": 7,

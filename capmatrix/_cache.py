@@ -1,0 +1,493 @@
+"""The compiled-matrix cache: a validated matrix kept as plain JSON, keyed by the bytes it came from.
+
+A clean load writes the validated model (axes, rules with their conditions and locations, models,
+roles, derived tables) to ``<cache dir>/<slot>.json``. A later load of the same files reads it back
+instead of parsing, checking and building them again, but only when the entry's key equals the key
+of the input now: a SHA-256 over a format version, the source of the package itself (so a new
+capmatrix, or an edited checkout, never reads an entry an older one wrote), the PyYAML that would
+parse the files, the matrix root, and every file's display path and bytes. Whatever is wrong with an
+entry (truncated, corrupt, another key, another format, a value of an unknown kind) makes it a miss:
+the files are loaded as if there were no cache and the entry is written again. A matrix with a
+problem is never written, so every error comes from the full loader, exactly as without a cache.
+
+The entry is data (JSON, checked against a SHA-256 of itself in its first line), never code: reading
+one cannot run anything. ``CAPMATRIX_CACHE=off`` turns the cache off; ``CAPMATRIX_CACHE_DIR`` moves it
+(default: ``$XDG_CACHE_HOME/capmatrix``, else ``~/.cache/capmatrix``). A cache directory that cannot
+be written is ignored. See docs/architecture.md, "The compiled-matrix cache".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from capmatrix._atomic import write_text_atomic
+from capmatrix.matrix import Matrix
+from capmatrix.model import (
+    Axis,
+    AxisType,
+    Condition,
+    DerivedAxis,
+    DerivedRow,
+    Effect,
+    Interval,
+    Kernel,
+    Location,
+    ModelFamily,
+    Role,
+    RoleOrder,
+    Rule,
+    Status,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from capmatrix.model import Boxes
+
+__all__ = ["FORMAT", "MAX_ENTRIES", "cache_dir", "key", "lookup", "store"]
+
+#: The layout of an entry; bump it whenever :func:`_encode` changes.
+FORMAT = 1
+#: Entries kept in the cache directory (one per matrix directory and working directory); the oldest
+#: beyond this are removed when one is written.
+MAX_ENTRIES = 32
+#: An entry larger than this is not read (a 10,000-rule matrix makes about 6 MiB).
+MAX_ENTRY_BYTES = 256 * 1024 * 1024
+_MAGIC = "capmatrix-cache"
+_OFF = frozenset({"off", "0", "no", "false", "disable", "disabled"})
+_lock = threading.Lock()
+
+
+class _Mismatch(Exception):
+    """An entry that does not hold what its key says (control flow inside this module)."""
+
+
+def cache_dir() -> Path | None:
+    """The cache directory, or None when the cache is off (``CAPMATRIX_CACHE=off``)."""
+    if os.environ.get("CAPMATRIX_CACHE", "").strip().lower() in _OFF:
+        return None
+    explicit = os.environ.get("CAPMATRIX_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    if xdg and os.path.isabs(xdg):  # the XDG spec: a relative value is ignored  # noqa: PTH117
+        return Path(xdg) / "capmatrix"
+    try:
+        return Path.home() / ".cache" / "capmatrix"
+    except RuntimeError:  # no home directory: no cache
+        return None
+
+
+_code: bytes | None = None
+
+
+def _code_digest() -> bytes:
+    """A digest of what turns files into a matrix: this package's source, its schema and PyYAML's version.
+
+    Computed once per process from the files themselves, so an edited checkout (not only a new
+    version) never reads an entry an older loader wrote.
+    """
+    global _code  # noqa: PLW0603 - computed once per process
+    if _code is None:
+        digest = hashlib.sha256(f"{_MAGIC} {FORMAT} python {sys.version_info[:2]}".encode())
+        package = Path(__file__).parent
+        sources = sorted(package.glob("*.py")) + sorted((package / "schema").glob("*.json"))
+        for path in sources:
+            _frame(digest, path.name.encode())
+            _frame(digest, path.read_bytes())
+        for entry in sys.path:  # PyYAML's version and whether it has libyaml, without importing it
+            yaml_dir = Path(entry or ".") / "yaml"
+            init = yaml_dir / "__init__.py"
+            if init.is_file():
+                _frame(digest, init.read_bytes())
+                _frame(digest, ",".join(sorted(p.name for p in yaml_dir.glob("_yaml*"))).encode())
+                break
+        _code = digest.digest()
+    return _code
+
+
+def _frame(digest: Any, data: bytes) -> None:  # noqa: ANN401 - a hashlib object
+    digest.update(b"%d:" % len(data))
+    digest.update(data)
+
+
+def key(root: str, files: Sequence[tuple[str, bytes]]) -> str:
+    """The key of a matrix: its root, every file's display path and bytes, and :func:`_code_digest`."""
+    digest = hashlib.sha256(_code_digest())
+    _frame(digest, root.encode("utf-8", "surrogateescape"))
+    for name, raw in files:
+        _frame(digest, name.encode("utf-8", "surrogateescape"))
+        _frame(digest, raw)
+    return digest.hexdigest()
+
+
+def _slot(directory: Path, root: str, names: Sequence[str]) -> Path:
+    """The one entry file of a matrix directory seen from one working directory (display names)."""
+    digest = hashlib.sha256(root.encode("utf-8", "surrogateescape"))
+    for name in names:
+        _frame(digest, name.encode("utf-8", "surrogateescape"))
+    return directory / f"{digest.hexdigest()[:32]}.json"
+
+
+def lookup(root: str, files: Sequence[tuple[str, bytes]]) -> tuple[Matrix | None, str]:
+    """The cached matrix of these files (None on a miss, the cache off or any doubt) and their key."""
+    wanted = key(root, files)
+    directory = cache_dir()
+    if directory is None:
+        return None, wanted
+    slot = _slot(directory, root, [name for name, _raw in files])
+    try:
+        with slot.open("rb") as handle:
+            blob = handle.read(MAX_ENTRY_BYTES + 1)
+    except OSError:
+        return None, wanted
+    try:
+        matrix = _decode_entry(blob, wanted)
+    except Exception:  # noqa: BLE001 - any doubt about an entry is a miss, and the files are loaded
+        return None, wanted
+    if matrix.root != root or matrix.files != tuple(name for name, _raw in files):
+        return None, wanted
+    return matrix, wanted
+
+
+def store(matrix: Matrix, wanted: str, names: Sequence[str]) -> None:
+    """Write ``matrix`` (validated, loaded from the files of key ``wanted``); failures are ignored."""
+    directory = cache_dir()
+    if directory is None:
+        return
+    try:
+        payload = json.dumps(_encode(matrix), ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError):  # a value JSON cannot hold exactly (e.g. a date in hf_config)
+        return
+    check = hashlib.sha256(payload.encode("ascii")).hexdigest()
+    slot = _slot(directory, matrix.root, names)
+    with contextlib.suppress(OSError):
+        write_text_atomic(slot, f"{_MAGIC} {FORMAT} {wanted} {check}\n{payload}")
+        _prune(directory)
+
+
+def _prune(directory: Path) -> None:
+    """Remove the oldest entries beyond :data:`MAX_ENTRIES` (another process may remove them first)."""
+    entries = []
+    for path in directory.glob("*.json"):
+        with contextlib.suppress(OSError):
+            entries.append((path.stat().st_mtime_ns, path))
+    entries.sort()
+    for _mtime, path in entries[: max(0, len(entries) - MAX_ENTRIES)]:
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def _decode_entry(blob: bytes, wanted: str) -> Matrix:
+    """The matrix of an entry whose header names ``wanted`` and whose payload has its checksum.
+
+    :raises Exception: of any kind, for anything else (the caller treats every one as a miss).
+    """
+    if len(blob) > MAX_ENTRY_BYTES:
+        raise _Mismatch
+    head, newline, payload = blob.partition(b"\n")
+    parts = head.decode("ascii").split(" ")
+    if not newline or len(parts) != 4 or parts[:3] != [_MAGIC, str(FORMAT), wanted]:
+        raise _Mismatch
+    if hashlib.sha256(payload).hexdigest() != parts[3]:
+        raise _Mismatch
+    return _decode(json.loads(payload))
+
+
+# --------------------------------------------------------------------------------------------------
+# The validated model as JSON: every field, positionally (tuples become lists; enums their values).
+
+
+def _loc(loc: Location | None) -> list[Any] | None:
+    return None if loc is None else [loc.path, loc.line, loc.column]
+
+
+def _unloc(data: list[Any] | None) -> Location | None:
+    if data is None:
+        return None
+    path, line, column = data
+    return Location(path=sys.intern(_str(path)), line=_opt_int(line), column=_opt_int(column))
+
+
+def _cond(c: Condition) -> list[Any]:
+    return [
+        c.axis, c.text, _values(c.values),
+        [[i.low, i.low_inclusive, i.high, i.high_inclusive] for i in c.intervals],
+        list(c.families), c.negated, list(c.moduli), c.optional, c.admits_none,
+    ]
+
+
+def _uncond(data: list[Any]) -> Condition:
+    axis, text, values, intervals, families, negated, moduli, optional, admits_none = data
+    return Condition(
+        axis=_str(axis), text=_str(text), values=frozenset(_unvalues(values)),
+        intervals=tuple(
+            Interval(low=_opt_int(lo), low_inclusive=_bool(li), high=_opt_int(hi), high_inclusive=_bool(hc))
+            for lo, li, hi, hc in intervals
+        ),
+        families=tuple(map(_str, families)), negated=_bool(negated), moduli=tuple(map(_int, moduli)),
+        optional=_bool(optional), admits_none=_bool(admits_none),
+    )
+
+
+class _Table:
+    """Conditions by index: each distinct one is written (and read back, and held) once."""
+
+    def __init__(self) -> None:
+        self.index: dict[Condition, int] = {}
+        self.rows: list[list[Any]] = []
+        self.read: list[Condition] = []
+
+    def put(self, c: Condition) -> int:
+        found = self.index.get(c)
+        if found is None:
+            found = self.index[c] = len(self.rows)
+            self.rows.append(_cond(c))
+        return found
+
+    def get(self, i: object) -> Condition:
+        return self.read[_int(i)]
+
+
+_table = _Table()  # replaced for each entry written or read (under _lock)
+
+
+def _conds(conditions: Mapping[str, Condition]) -> list[Any]:
+    return [[name, _table.put(c)] for name, c in conditions.items()]
+
+
+def _unconds(data: list[Any]) -> dict[str, Condition]:
+    return {_str(name): _table.get(c) for name, c in data}
+
+
+def _boxes(boxes: Boxes) -> list[Any]:
+    return [_conds(box) for box in boxes]
+
+
+def _unboxes(data: list[Any]) -> Boxes:
+    return tuple(_unconds(box) for box in data)
+
+
+def _value(v: object) -> object:
+    """An axis value, exactly: JSON keeps bool, int and str apart."""
+    if type(v) not in (bool, int, str):
+        raise TypeError(type(v).__name__)
+    return v
+
+
+def _values(values: Sequence[object] | frozenset[object]) -> list[object]:
+    return [_value(v) for v in values]
+
+
+def _unvalues(data: list[Any]) -> list[int | str | bool]:
+    out = []
+    for v in data:
+        if type(v) not in (bool, int, str):
+            raise _Mismatch
+        out.append(v)
+    return out
+
+
+def _str(v: object) -> str:
+    if type(v) is not str:
+        raise _Mismatch
+    return v
+
+
+def _opt_str(v: object) -> str | None:
+    return None if v is None else _str(v)
+
+
+def _int(v: object) -> int:
+    if type(v) is not int:
+        raise _Mismatch
+    return v
+
+
+def _opt_int(v: object) -> int | None:
+    return None if v is None else _int(v)
+
+
+def _bool(v: object) -> bool:
+    if type(v) is not bool:
+        raise _Mismatch
+    return v
+
+
+def _axis(a: Axis) -> list[Any]:
+    return [
+        a.name, str(a.type), _values(a.values), a.description,
+        [[name, list(members)] for name, members in a.families.items()],
+        None if a.default is None else _value(a.default), _loc(a.location), a.optional, a.environment,
+    ]
+
+
+def _unaxis(data: list[Any]) -> Axis:
+    name, kind, values, description, families, default, loc, optional, environment = data
+    return Axis(
+        name=_str(name), type=AxisType(kind), values=tuple(_unvalues(values)),
+        description=_str(description),
+        families={_str(f): tuple(map(_int, members)) for f, members in families},
+        default=None if default is None else _unvalues([default])[0], location=_unloc(loc),
+        optional=_bool(optional), environment=_bool(environment),
+    )
+
+
+def _rule(r: Rule) -> list[Any]:
+    return [
+        r.id, r.kernel, str(r.effect), _conds(r.conditions), r.reason, r.source, str(r.status),
+        _loc(r.location), None if r.verified is None else dict(r.verified), r.derived,
+    ]
+
+
+def _unrule(data: list[Any]) -> Rule:
+    rule_id, kernel, effect, conditions, reason, source, status, loc, verified, derived = data
+    location = _unloc(loc)
+    if location is None or (verified is not None and type(verified) is not dict):
+        raise _Mismatch
+    return Rule(
+        id=_str(rule_id), kernel=sys.intern(_str(kernel)), effect=Effect(effect),
+        conditions=_unconds(conditions), reason=_str(reason), source=sys.intern(_str(source)),
+        status=Status(status), location=location,
+        verified=verified, derived=_opt_str(derived),
+    )
+
+
+def _kernel(k: Kernel) -> list[Any]:
+    return [k.name, k.description, [_rule(r) for r in k.rules], _loc(k.location), k.kind, k.engine, k.source]
+
+
+def _unkernel(data: list[Any]) -> Kernel:
+    name, description, rules, loc, kind, engine, source = data
+    location = _unloc(loc)
+    if location is None:
+        raise _Mismatch
+    return Kernel(
+        name=_str(name), description=_str(description), rules=tuple(_unrule(r) for r in rules),
+        location=location, kind=_str(kind), engine=_opt_str(engine), source=_opt_str(source),
+    )
+
+
+def _model(m: ModelFamily) -> list[Any]:
+    return [
+        m.name, m.description, [[a, _value(v)] for a, v in m.axes.items()], m.source, _loc(m.location),
+        list(m.hf_model_types), m.recognise, list(m.hf_ids),
+        None if m.hf_config is None else dict(m.hf_config),
+    ]
+
+
+def _unmodel(data: list[Any]) -> ModelFamily:
+    name, description, axes, source, loc, hf_model_types, recognise, hf_ids, hf_config = data
+    location = _unloc(loc)
+    if location is None or (hf_config is not None and type(hf_config) is not dict):
+        raise _Mismatch
+    return ModelFamily(
+        name=_str(name), description=_str(description),
+        axes={_str(a): _unvalues([v])[0] for a, v in axes}, source=_str(source), location=location,
+        hf_model_types=tuple(map(_str, hf_model_types)), recognise=_opt_str(recognise),
+        hf_ids=tuple(map(_str, hf_ids)), hf_config=hf_config,
+    )
+
+
+def _role(r: Role) -> list[Any]:
+    return [
+        r.name, r.description, list(r.candidates), _loc(r.location), r.source,
+        [[a, _value(v)] for a, v in r.axes.items()],
+        [[_boxes(o.when), list(o.candidates), o.text, _loc(o.location), [list(b) for b in o.area]]
+         for o in r.orders],
+    ]
+
+
+def _unrole(data: list[Any]) -> Role:
+    name, description, candidates, loc, source, axes, orders = data
+    location = _unloc(loc)
+    if location is None:
+        raise _Mismatch
+    return Role(
+        name=_str(name), description=_str(description), candidates=tuple(map(_str, candidates)),
+        location=location, source=_opt_str(source), axes={_str(a): _unvalues([v])[0] for a, v in axes},
+        orders=tuple(_unorder(o) for o in orders),
+    )
+
+
+def _unorder(data: list[Any]) -> RoleOrder:
+    when, candidates, text, loc, area = data
+    location = _unloc(loc)
+    if location is None:
+        raise _Mismatch
+    return RoleOrder(
+        when=_unboxes(when), candidates=tuple(map(_str, candidates)), text=_str(text), location=location,
+        area=tuple(tuple(map(_int, box)) for box in area),
+    )
+
+
+def _derived(d: DerivedAxis) -> list[Any]:
+    return [_axis(d.axis), [[_value(r.value), _boxes(r.when), r.text, _loc(r.location)] for r in d.rows]]
+
+
+def _underived(data: list[Any]) -> DerivedAxis:
+    axis, rows = data
+    out = []
+    for value, when, text, loc in rows:
+        location = _unloc(loc)
+        if location is None:
+            raise _Mismatch
+        out.append(DerivedRow(value=_unvalues([value])[0], when=_unboxes(when), text=_str(text),
+                              location=location))
+    return DerivedAxis(axis=_unaxis(axis), rows=tuple(out))
+
+
+def _encode(m: Matrix) -> dict[str, Any]:
+    global _table  # noqa: PLW0603 - the condition table of the entry being written
+    with _lock:
+        _table = _Table()
+        out = _encode_tables(m)
+        out["conditions"] = _table.rows
+        _table = _Table()
+        return out
+
+
+def _decode(data: dict[str, Any]) -> Matrix:
+    global _table  # noqa: PLW0603 - the condition table of the entry being read
+    with _lock:
+        _table = _Table()
+        _table.read = [_uncond(c) for c in data["conditions"]]
+        try:
+            return _decode_tables(data)
+        finally:
+            _table = _Table()
+
+
+def _encode_tables(m: Matrix) -> dict[str, Any]:
+    return {
+        "root": m.root,
+        "files": list(m.files),
+        "axes": [_axis(a) for a in m.axes.values()],
+        "derived": [[name, _derived(d)] for name, d in m.derived.items()],
+        "kernels": [_kernel(k) for k in m.kernels.values()],
+        "models": [_model(x) for x in m.models.values()],
+        "roles": [_role(r) for r in m.roles.values()],
+    }
+
+
+def _decode_tables(data: dict[str, Any]) -> Matrix:
+    axes = [_unaxis(a) for a in data["axes"]]
+    kernels = [_unkernel(k) for k in data["kernels"]]
+    models = [_unmodel(x) for x in data["models"]]
+    roles = [_unrole(r) for r in data["roles"]]
+    return Matrix(
+        root=_str(data["root"]),
+        files=tuple(map(_str, data["files"])),
+        axes={a.name: a for a in axes},
+        kernels={k.name: k for k in kernels},
+        models={x.name: x for x in models},
+        roles={r.name: r for r in roles},
+        derived={_str(name): _underived(d) for name, d in data["derived"]},
+    )

@@ -1,0 +1,489 @@
+"""The compiled-matrix cache (capmatrix._cache): used only when it provably matches the YAML."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+import capmatrix
+from capmatrix import _cache, loader
+from capmatrix.errors import CapabilityError, CapabilityErrors
+from capmatrix.export import export
+from capmatrix.query import KernelQuery
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+HOSTILE = Path(__file__).parent / "hostile"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The cache on, in a fresh directory."""
+    directory = tmp_path / "cache"
+    monkeypatch.delenv("CAPMATRIX_CACHE", raising=False)
+    monkeypatch.setenv("CAPMATRIX_CACHE_DIR", str(directory))
+    return directory
+
+
+def entries(directory: Path) -> list[Path]:
+    return sorted(directory.glob("*.json")) if directory.is_dir() else []
+
+
+def deep(value: object) -> object:
+    """Every field of a model value, also those equality leaves out (locations of axes)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return (type(value).__name__, *(
+            (f.name, deep(getattr(value, f.name)))
+            for f in dataclasses.fields(value) if f.name != "_compiled"
+        ))
+    if isinstance(value, dict):
+        return tuple((deep(k), deep(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, *(deep(v) for v in value))
+    if isinstance(value, frozenset):
+        return ("frozenset", *sorted(repr(v) for v in value))
+    return (type(value).__name__, value)
+
+
+def answers(matrix: capmatrix.Matrix, count: int = 300) -> list[object]:
+    """Verdicts, reasons and selections of random queries over every kernel and role."""
+    rng = random.Random(7)  # noqa: S311 - reproducible test inputs
+    out: list[object] = []
+    for _ in range(count):
+        values: dict[str, Any] = {
+            name: rng.choice(axis.values) for name, axis in matrix.axes.items() if rng.random() < 0.7
+        }
+        kernel = rng.choice(sorted(matrix.kernels))
+        resolution = capmatrix.resolve(KernelQuery(kernel, **values), matrix)
+        out.append(resolution.as_dict())
+        query = KernelQuery("", **values)
+        out.extend(capmatrix.select(role, query, matrix).as_dict() for role in matrix.roles)
+    return out
+
+
+def load_without_cache(path: Path | None, monkeypatch: pytest.MonkeyPatch) -> capmatrix.Matrix:
+    with monkeypatch.context() as m:
+        m.setenv("CAPMATRIX_CACHE", "off")
+        return capmatrix.load(path)
+
+
+def parse_forbidden(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make a load that parses the YAML fail: what loads must come from the cache."""
+
+    def boom(*_args: object) -> None:
+        msg = "parsed although the cache should have answered"
+        raise AssertionError(msg)
+
+    monkeypatch.setattr(loader, "_parse", boom)
+
+
+# --------------------------------------------------------------------------------------------------
+# a hit is the matrix a cold load gives
+
+
+def test_the_shipped_matrix_from_the_cache_equals_a_cold_load(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cold = load_without_cache(None, monkeypatch)
+    assert entries(cache) == []
+    first = capmatrix.load()  # a miss: loads and writes the entry
+    assert len(entries(cache)) == 1
+    parse_forbidden(monkeypatch)
+    hit = capmatrix.load()
+    assert hit is not first
+    assert hit == cold
+    assert deep(hit) == deep(cold)
+    assert export(hit) == export(cold)
+    assert answers(hit) == answers(cold)
+
+
+def test_iter_problems_of_a_cached_matrix_is_empty_without_parsing(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert list(capmatrix.iter_problems()) == []  # a clean validation writes the entry
+    assert len(entries(cache)) == 1
+    parse_forbidden(monkeypatch)
+    assert list(capmatrix.iter_problems()) == []
+    capmatrix.load()
+
+
+def test_a_matrix_with_derived_axes_orders_and_optional_axes_round_trips(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, write_matrix: Callable[..., Path]
+) -> None:
+    """Every kind of value the model holds (the shipped matrix may not use them all) survives."""
+    root = write_matrix({
+        "axes.yaml": """\
+            axes:
+              sm: {type: int, description: sm, values: [80, 90, 120], families: {hopper: [90]}}
+              kind: {type: enum, description: kind, values: [a, b], optional: true}
+              env: {type: enum, description: env, values: [x, y], default: x, environment: true}
+              flag: {type: bool, description: flag, default: false}
+              ver:
+                type: int
+                description: derived
+                values: [2, 3]
+                derive:
+                  - {when: {sm: ">=90"}, value: 3}
+                  - {value: 2}
+            """,
+        "kernels/test.yaml": """\
+            kernels:
+              k:
+                description: one
+                kind: gate
+                engine: trtllm
+                source: somewhere
+                rules:
+                  - id: k.a
+                    grant: {sm: {not: [80]}, kind: a, flag: true}
+                    reason: r
+                    source: s
+                    status: verified
+                    verified: {evidence: probe.json, gpu: h100, date: "2026-01-01", software: x}
+                  - id: k.b
+                    exclude: {ver: 3, sm: [{multiple_of: 40}, "[100, 130)"]}
+                    reason: r
+                    source: s
+                    status: known_issue
+              j:
+                description: two
+                rules:
+                  - id: j.a
+                    grant: {sm: hopper}
+                    reason: r
+                    source: s
+                    status: untested
+            """,
+        "models.yaml": """\
+            models:
+              m:
+                description: model
+                axes: {sm: 90, kind: b}
+                source: s
+                hf_model_types: [mm]
+                hf_ids: [org/m-1]
+                hf_config: {hidden: 4096, ratio: 0.5, names: [a, b], nested: {x: null}}
+            """,
+        "roles.yaml": """\
+            roles:
+              r:
+                description: role
+                axes: {flag: true}
+                orders:
+                  - when: {sm: 120}
+                    candidates: [j, k]
+                  - candidates: [k]
+            """,
+    })
+    cold = load_without_cache(root, monkeypatch)
+    assert cold.derived
+    assert any(role.orders for role in cold.roles.values())
+    capmatrix.load(root)
+    parse_forbidden(monkeypatch)
+    hit = capmatrix.load(root)
+    assert deep(hit) == deep(cold)
+    assert answers(hit) == answers(cold)
+
+
+# --------------------------------------------------------------------------------------------------
+# a miss whenever the input or the loader differs
+
+
+def test_changed_bytes_are_a_miss(cache: Path, write_matrix: Callable[..., Path]) -> None:
+    root = write_matrix()
+    first = capmatrix.load(root)
+    kernels = root / "kernels" / "test.yaml"
+    text = kernels.read_text(encoding="utf-8")
+    changed = text.replace("generic path", "generic pata")  # the same size, other bytes
+    assert changed != text
+    assert len(changed) == len(text)
+    kernels.write_text(changed, encoding="utf-8")
+    second = capmatrix.load(root)
+    assert second.rule("xqa.hmma").reason == "generic pata"
+    assert first.rule("xqa.hmma").reason == "generic path"
+    assert len(entries(cache)) == 1  # the same slot, rewritten
+
+
+def test_an_added_file_or_another_root_is_a_miss(
+    cache: Path, write_matrix: Callable[..., Path], tmp_path: Path
+) -> None:
+    root = write_matrix()
+    assert "m" not in capmatrix.load(root).models
+    (root / "more_models.yaml").write_text(
+        "models:\n  m:\n    description: d\n    axes: {sm: 90}\n    source: s\n", encoding="utf-8"
+    )
+    assert "m" in capmatrix.load(root).models
+    other = tmp_path / "other"
+    shutil.copytree(root, other)
+    moved = capmatrix.load(other)
+    assert moved.root == str(other)
+    assert moved.rule("xqa.hmma").location.path.startswith(str(other))
+
+
+def test_a_bad_matrix_is_never_cached_and_its_errors_are_unchanged(
+    cache: Path, write_matrix: Callable[..., Path]
+) -> None:
+    root = write_matrix({"kernels/bad.yaml": "kernels:\n  bad:\n    description: d\n    rules: 3\n"})
+    with pytest.raises(CapabilityErrors) as info:
+        capmatrix.load(root)
+    assert entries(cache) == []
+    with pytest.raises(CapabilityErrors) as again:
+        capmatrix.load(root)
+    assert [str(e) for e in again.value.errors] == [str(e) for e in info.value.errors]
+    assert entries(cache) == []
+
+
+def pins(errors: list[CapabilityError] | tuple[CapabilityError, ...]) -> list[tuple[object, ...]]:
+    return [(e.path, e.line, e.column, e.json_path, e.code, e.message, e.hint) for e in errors]
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in HOSTILE.iterdir() if p.is_file()))
+def test_hostile_files_give_the_same_problems_with_the_cache_on(
+    name: str, cache: Path, write_matrix: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = write_matrix()
+    monkeypatch.chdir(root.parent)
+    capmatrix.load("caps")  # the clean base is cached: the hostile file must still be read
+    assert len(entries(cache)) == 1
+    shutil.copyfile(HOSTILE / name, root / name)
+    with monkeypatch.context() as m:
+        m.setenv("CAPMATRIX_CACHE", "off")
+        expected = pins(list(capmatrix.iter_problems("caps")))
+    assert pins(list(capmatrix.iter_problems("caps"))) == expected
+    if expected:
+        with pytest.raises(CapabilityErrors) as info:
+            capmatrix.load("caps")
+        assert pins(info.value.errors) == expected
+        assert len(entries(cache)) == 1  # the base's entry only: a bad matrix is never written
+    else:  # a file the loader accepts (comments only are refused; a clean extra file is cached)
+        capmatrix.load("caps")
+
+
+def test_another_loader_is_a_miss(cache: Path, write_matrix: Callable[..., Path],
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    root = write_matrix()
+    capmatrix.load(root)
+    monkeypatch.setattr(_cache, "_code", b"an edited loader")
+    calls = []
+    real = loader._parse
+
+    def counting(*args: Any) -> Any:
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(loader, "_parse", counting)
+    capmatrix.load(root)
+    assert calls == [1]
+
+
+# --------------------------------------------------------------------------------------------------
+# a damaged entry is ignored and written again
+
+
+def _damage_cases() -> dict[str, Callable[[bytes], bytes]]:
+    def flip(blob: bytes) -> bytes:
+        i = len(blob) - 10
+        return blob[:i] + bytes([blob[i] ^ 1]) + blob[i + 1 :]
+
+    def forged(blob: bytes) -> bytes:
+        """A payload of the wrong shape with a correct checksum: the decoder refuses it."""
+        head, _nl, payload = blob.partition(b"\n")
+        data = json.loads(payload)
+        data["conditions"][0][2] = [1.5]  # a float among an axis's values
+        body = json.dumps(data).encode()
+        magic, fmt, wanted, _check = head.decode().split(" ")
+        return f"{magic} {fmt} {wanted} {hashlib.sha256(body).hexdigest()}\n".encode() + body
+
+    return {
+        "truncated": lambda blob: blob[: len(blob) // 2],
+        "empty": lambda _blob: b"",
+        "flipped byte": flip,
+        "garbage": lambda _blob: os.urandom(300),
+        "no header": lambda blob: blob.partition(b"\n")[2],
+        "other format": lambda blob: blob.replace(f" {_cache.FORMAT} ".encode(), b" 999 ", 1),
+        "forged payload": forged,
+        "not json": lambda blob: blob.partition(b"\n")[0] + b"\n{",
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_damage_cases()))
+def test_a_damaged_entry_is_ignored_and_rewritten(
+    case: str, cache: Path, write_matrix: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = write_matrix()
+    cold = load_without_cache(root, monkeypatch)
+    capmatrix.load(root)
+    (entry,) = entries(cache)
+    good = entry.read_bytes()
+    entry.write_bytes(_damage_cases()[case](good))
+    loaded = capmatrix.load(root)
+    assert deep(loaded) == deep(cold)
+    assert entry.read_bytes() == good  # written again
+
+
+def test_a_foreign_entry_is_ignored(cache: Path, write_matrix: Callable[..., Path],
+                                    tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another matrix's entry (a valid one) copied into this matrix's slot is not used."""
+    root = write_matrix()
+    other = tmp_path / "other"
+    shutil.copytree(root, other)
+    (other / "kernels" / "test.yaml").write_text(
+        (other / "kernels" / "test.yaml").read_text(encoding="utf-8").replace("generic path", "other"),
+        encoding="utf-8",
+    )
+    capmatrix.load(other)
+    (foreign,) = entries(cache)
+    slot_name = foreign.name
+    foreign.rename(cache / "kept.json")
+    capmatrix.load(root)
+    (entry,) = (p for p in entries(cache) if p.name != "kept.json")
+    assert entry.name != slot_name
+    shutil.copyfile(cache / "kept.json", entry)
+    loaded = capmatrix.load(root)
+    assert loaded.rule("xqa.hmma").reason == "generic path"
+    assert deep(loaded) == deep(load_without_cache(root, monkeypatch))
+
+
+# --------------------------------------------------------------------------------------------------
+# off, unwritable, concurrent
+
+
+def test_cache_off_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                  write_matrix: Callable[..., Path]) -> None:
+    directory = tmp_path / "cache"
+    monkeypatch.setenv("CAPMATRIX_CACHE_DIR", str(directory))
+    for off in ("off", "0", "no", "false", "OFF"):
+        monkeypatch.setenv("CAPMATRIX_CACHE", off)
+        assert _cache.cache_dir() is None
+        capmatrix.load(write_matrix())
+        capmatrix.load()
+    assert not directory.exists()
+
+
+def test_the_cache_directory_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("CAPMATRIX_CACHE", raising=False)
+    monkeypatch.delenv("CAPMATRIX_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert _cache.cache_dir() == tmp_path / "xdg" / "capmatrix"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/ignored")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert _cache.cache_dir() == tmp_path / "home" / ".cache" / "capmatrix"
+    monkeypatch.setenv("CAPMATRIX_CACHE_DIR", str(tmp_path / "mine"))
+    assert _cache.cache_dir() == tmp_path / "mine"
+
+
+def test_an_unwritable_cache_directory_still_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write_matrix: Callable[..., Path]
+) -> None:
+    blocker = tmp_path / "a file"
+    blocker.write_text("not a directory", encoding="utf-8")
+    monkeypatch.delenv("CAPMATRIX_CACHE", raising=False)
+    monkeypatch.setenv("CAPMATRIX_CACHE_DIR", str(blocker / "cache"))  # cannot be created
+    root = write_matrix()
+    cold = load_without_cache(root, monkeypatch)
+    assert deep(capmatrix.load(root)) == deep(cold)
+    assert deep(capmatrix.load(root)) == deep(cold)
+    assert blocker.read_text(encoding="utf-8") == "not a directory"
+
+
+def test_old_entries_are_pruned(cache: Path, monkeypatch: pytest.MonkeyPatch,
+                                write_matrix: Callable[..., Path], tmp_path: Path) -> None:
+    monkeypatch.setattr(_cache, "MAX_ENTRIES", 3)
+    root = write_matrix()
+    for i in range(6):
+        copy = tmp_path / f"copy{i}"
+        shutil.copytree(root, copy)
+        capmatrix.load(copy)
+    assert len(entries(cache)) == 3
+
+
+def test_concurrent_loads_and_writes_agree(cache: Path, write_matrix: Callable[..., Path],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Threads loading (and so writing the entry) at once all get the cold matrix."""
+    root = write_matrix()
+    expected = deep(load_without_cache(root, monkeypatch))
+    inputs = [(display, path.read_bytes()) for path, display in loader.discover(root)]
+    wanted = _cache.key(str(root), inputs)
+    seen: list[object] = []
+    failures: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            for _ in range(15):
+                matrix = capmatrix.load(root)
+                _cache.store(matrix, wanted, [display for display, _raw in inputs])
+                seen.append(deep(matrix))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    assert len(seen) == 8 * 15
+    assert all(s == expected for s in seen)
+    assert len(entries(cache)) == 1
+    assert not list(cache.glob(".*.tmp"))
+
+
+def test_concurrent_processes_share_one_entry(cache: Path, write_matrix: Callable[..., Path]) -> None:
+    root = write_matrix()
+    code = (
+        "import sys, json, capmatrix\n"
+        "for _ in range(5):\n"
+        "    m = capmatrix.load(sys.argv[1])\n"
+        "print(json.dumps(sorted(r.id for r in m.rules)))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(root)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env) for _ in range(4)]
+    outputs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, [err for _out, err in outputs]
+    assert len({out for out, _err in outputs}) == 1
+    assert len(entries(cache)) == 1
+    assert not list(cache.glob(".*.tmp"))
+
+
+def test_a_value_json_cannot_hold_is_not_cached(cache: Path, write_matrix: Callable[..., Path]) -> None:
+    """A date in a model's hf_config would come back as text: such a matrix is not cached."""
+    root = write_matrix({"more_models.yaml": (
+        "models:\n  m:\n    description: d\n    axes: {sm: 90}\n    source: s\n"
+        "    hf_config: {released: 2024-01-01}\n"
+    )})
+    released = capmatrix.load(root).models["m"].hf_config
+    assert released is not None
+    assert type(released["released"]).__name__ == "date"
+    assert entries(cache) == []
+
+
+def test_an_entry_past_the_size_limit_is_a_miss(
+    cache: Path, write_matrix: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = write_matrix()
+    capmatrix.load(root)
+    monkeypatch.setattr(_cache, "MAX_ENTRY_BYTES", 100)
+    calls = []
+    real = loader._parse
+
+    def counting(*args: Any) -> Any:
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(loader, "_parse", counting)
+    capmatrix.load(root)
+    assert calls == [1]
