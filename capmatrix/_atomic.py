@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import stat
 from pathlib import Path
 
@@ -46,7 +45,7 @@ def _create_temporary(target: Path) -> tuple[int, Path]:
     """
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     for _ in range(100):
-        tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+        tmp = target.with_name(f".{target.name}.{os.urandom(6).hex()}.tmp")
         try:
             return os.open(tmp, flags, 0o666), tmp
         except FileExistsError:

@@ -36,6 +36,8 @@ MAX_NODES = 50_000
 MAX_TEXT_CHARS = MAX_FILE_BYTES
 #: Deepest nesting of mappings and sequences (a rule's condition list sits at depth 7).
 MAX_DEPTH = 32
+#: The deepest path whose position an outline read keeps (``kernels.K.rules[i]``, ``roles.R.orders[k]``).
+OUTLINE_DEPTH = 4
 #: Integers must fit in a signed 64-bit word (larger ones are typos or attacks on ``str(int)``).
 MAX_INT_BITS = 63
 #: Stands for "the key itself" at the end of a path while a key is read.
@@ -452,7 +454,7 @@ def _construct(tag: str, event: Any) -> Any:  # noqa: ANN401 - a libyaml event; 
     return value
 
 
-def _fast_read(text: str, path: str) -> tuple[Any, SourceMap] | None:
+def _fast_read(text: str, path: str, *, outline: bool = False) -> tuple[Any, SourceMap] | None:
     """Read a plain document straight from libyaml's events, or None to leave it to the full reader.
 
     The common case of a capability file has no tags, merge keys, duplicate or non-string keys,
@@ -467,14 +469,14 @@ def _fast_read(text: str, path: str) -> tuple[Any, SourceMap] | None:
         return None
     parser = _CParser(text)
     try:
-        return _fast_events(parser, path)
+        return _fast_events(parser, path, OUTLINE_DEPTH if outline else MAX_DEPTH + 1)
     except yaml.YAMLError:
         return None
     finally:
         parser.dispose()
 
 
-def _fast_events(parser: Any, path: str) -> tuple[Any, SourceMap] | None:  # noqa: ANN401 - CParser
+def _fast_events(parser: Any, path: str, depth: int) -> tuple[Any, SourceMap] | None:  # noqa: ANN401 - CParser
     get = parser.get_event
     if type(get()) is not yaml.StreamStartEvent or type(get()) is not yaml.DocumentStartEvent:
         return None
@@ -495,6 +497,7 @@ def _fast_events(parser: Any, path: str) -> tuple[Any, SourceMap] | None:  # noq
     # Open collections: [container, its path, the key awaiting its value, its anchor's bookkeeping].
     stack: list[list[Any]] = []
     strings: dict[str, str] = {}
+    plain, control = _PLAIN_TAGS, _CONTROL.search
     root: Any = _FALLBACK
     while root is _FALLBACK:
         event = get()
@@ -535,28 +538,28 @@ def _fast_events(parser: Any, path: str) -> tuple[Any, SourceMap] | None:  # noq
                 return None
             mark = event.start_mark
             pos = (mark.line + 1, mark.column + 1)
-            entries = []
         node_path: JsonPath = ()
+        container = None
         if stack:
             frame = stack[-1]
             container = frame[0]
             if type(container) is dict:
                 key = frame[2]
                 if key is None:  # this node is a key
-                    if (
-                        kind is not scalar_event
-                        or anchor is not None
-                        or _resolve_scalar(event.value, event.implicit) != _STR_TAG
-                    ):
+                    if kind is not scalar_event or anchor is not None:
                         return None
                     key = event.value
+                    implicit = event.implicit
+                    if implicit[0] and (plain.get(key) or _resolve_scalar(key, implicit)) != _STR_TAG:
+                        return None
                     key = strings.setdefault(key, key)  # one object per distinct text: less memory
                     chars += len(key)
-                    if key in container or _CONTROL.search(key) is not None:
+                    if key in container or control(key) is not None:
                         return None
                     frame[2] = key
                     key_path = (*frame[1], key)
-                    keys[key_path] = pos
+                    if len(key_path) <= depth:
+                        keys[key_path] = pos
                     if log is not None:
                         log.append((1, key_path, pos))
                     continue
@@ -564,7 +567,8 @@ def _fast_events(parser: Any, path: str) -> tuple[Any, SourceMap] | None:  # noq
             else:
                 key = len(container)
             node_path = (*frame[1], key)
-        values[node_path] = pos
+        if len(node_path) <= depth:
+            values[node_path] = pos
         if log is not None:
             log.append((0, node_path, pos))
         if kind is alias_event:
@@ -579,12 +583,13 @@ def _fast_events(parser: Any, path: str) -> tuple[Any, SourceMap] | None:  # noq
                     log.append((which, full, where))
         elif kind is scalar_event:
             text = event.value
-            tag = _resolve_scalar(text, event.implicit)
+            implicit = event.implicit
+            tag = (plain.get(text) or _resolve_scalar(text, implicit)) if implicit[0] else _STR_TAG
             flag = 0
             if tag == _STR_TAG:
                 value = strings.setdefault(text, text)
                 chars += len(text)
-                if chars > MAX_TEXT_CHARS or _CONTROL.search(text) is not None:
+                if chars > MAX_TEXT_CHARS or control(text) is not None:
                     return None
             elif tag in _SIMPLE_TAGS:
                 value = _construct(tag, event)
@@ -608,10 +613,9 @@ def _fast_events(parser: Any, path: str) -> tuple[Any, SourceMap] | None:  # noq
                 )
         else:
             value = {} if kind is map_event else []
-        if stack:
-            container = stack[-1][0]
+        if container is not None:  # the collection this node is in (the stack has not changed)
             if type(container) is dict:
-                container[node_path[-1]] = value
+                container[key] = value
             else:
                 container.append(value)
         elif kind is scalar_event:
@@ -655,8 +659,12 @@ def _text_position(text: str, index: int) -> tuple[int, int]:
     return line, index - (text.rfind("\n", 0, index) + 1) + 1
 
 
-def read_text(text: str, path: str) -> tuple[Any, SourceMap]:
+def read_text(text: str, path: str, *, outline: bool = False) -> tuple[Any, SourceMap]:
     """Parse one YAML document from ``text``; raise :class:`CapabilityError` group members.
+
+    With ``outline``, the source map of a document the fast reader takes holds the positions of the
+    paths at most :data:`OUTLINE_DEPTH` deep only (entries and rules, what a clean load cites); a
+    caller that finds a problem reads the document again without it, to place every error exactly.
 
     :raises capmatrix.CapabilityErrors: on any syntax or structure problem (all of them).
     """
@@ -686,7 +694,7 @@ def read_text(text: str, path: str) -> tuple[Any, SourceMap]:
                 )
             ]
         )
-    fast = _fast_read(text, path)
+    fast = _fast_read(text, path, outline=True) if outline else _fast_read(text, path)
     if fast is not None:
         return fast
     return _read_nodes(text, path)
@@ -767,7 +775,7 @@ def read(path: Path, display: str | None = None) -> tuple[Any, SourceMap]:
     return read_raw(read_bytes(path, name), name)
 
 
-def read_raw(raw: bytes, name: str) -> tuple[Any, SourceMap]:
+def read_raw(raw: bytes, name: str, *, outline: bool = False) -> tuple[Any, SourceMap]:
     """Parse the bytes of one YAML file (read by :func:`capmatrix._files.read_bytes`): UTF-8 only.
 
     :raises capmatrix.CapabilityErrors: on non-UTF-8 or malformed text.
@@ -787,4 +795,4 @@ def read_raw(raw: bytes, name: str) -> tuple[Any, SourceMap]:
                 )
             ]
         ) from None
-    return read_text(text, name)
+    return read_text(text, name, outline=outline)

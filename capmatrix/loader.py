@@ -261,14 +261,21 @@ def _build(root: Path, problems: list[CapabilityError]) -> Matrix | None:
         cached, key = _cache.lookup(str(root), inputs)
         if cached is not None:
             return cached
-    matrix = _parse(root, raws, problems)
+    # A clean matrix needs the positions of entries and rules only; a problem anywhere reads the
+    # files again with every position, so that each error is placed exactly as always.
+    before = len(problems)  # the files that could not be read
+    matrix = _parse(root, raws, problems, outline=True)
+    if len(problems) > before:
+        del problems[before:]
+        matrix = _parse(root, raws, problems)
     if readable and matrix is not None and not problems:
         _cache.store(matrix, key, [display for display, _raw in inputs])
     return matrix
 
 
 def _parse(
-    root: Path, raws: list[tuple[Path, str, bytes | None]], problems: list[CapabilityError]
+    root: Path, raws: list[tuple[Path, str, bytes | None]], problems: list[CapabilityError],
+    *, outline: bool = False,
 ) -> Matrix | None:
     from capmatrix import _yaml  # noqa: PLC0415 - PyYAML loads on first use, not on import
 
@@ -279,7 +286,7 @@ def _parse(
         if raw is None:
             continue  # reported when it was read
         try:
-            data, smap = _yaml.read_raw(raw, display)
+            data, smap = _yaml.read_raw(raw, display, outline=outline)
         except CapabilityErrors as exc:
             problems.extend(exc.errors)
             continue

@@ -280,9 +280,9 @@ def test_another_loader_is_a_miss(cache: Path, write_matrix: Callable[..., Path]
     calls = []
     real = loader._parse
 
-    def counting(*args: Any) -> Any:
+    def counting(*args: Any, **kw: Any) -> Any:
         calls.append(1)
-        return real(*args)
+        return real(*args, **kw)
 
     monkeypatch.setattr(loader, "_parse", counting)
     capmatrix.load(root)
@@ -480,9 +480,9 @@ def test_an_entry_past_the_size_limit_is_a_miss(
     calls = []
     real = loader._parse
 
-    def counting(*args: Any) -> Any:
+    def counting(*args: Any, **kw: Any) -> Any:
         calls.append(1)
-        return real(*args)
+        return real(*args, **kw)
 
     monkeypatch.setattr(loader, "_parse", counting)
     capmatrix.load(root)

@@ -155,3 +155,21 @@ def test_without_libyaml_the_shipped_matrix_loads_the_same(monkeypatch: pytest.M
     monkeypatch.setattr(_yaml, "_CParser", None)
     assert _yaml._fast_read("a: 1\n", "doc.yaml") is None
     assert snapshot(capmatrix.load) == with_c
+
+
+def test_an_outline_read_keeps_the_shallow_positions_only() -> None:
+    """The loader's first read of a file keeps positions down to entries and rules; the data is whole.
+
+    (A file the fast reader leaves to the full reader keeps every position.)
+    """
+    kept = total = 0
+    for path in sorted((Path(__file__).resolve().parent.parent / "capabilities").rglob("*.yaml")):
+        text = path.read_text(encoding="utf-8")
+        data, full = _yaml.read_text(text, path.name)
+        outlined, outline = _yaml.read_text(text, path.name, outline=True)
+        assert outlined == data
+        for got, every in ((outline.values, full.values), (outline.keys, full.keys)):
+            shallow = {p: pos for p, pos in every.items() if len(p) <= _yaml.OUTLINE_DEPTH}
+            assert shallow.items() <= got.items() <= every.items()
+        kept, total = kept + len(outline.values), total + len(full.values)
+    assert kept < total / 2  # a rule's conditions lie deeper
