@@ -126,7 +126,17 @@ def _build(synthetic: Synthetic) -> Matrix:
         for a in synthetic.axes
     }
 
+    shared: dict[tuple[str, str], Condition] = {}
+
     def condition(axis: Axis, raw: Any) -> Condition:
+        """The loader's condition of ``raw``; equal ones are one object, as the loader shares them."""
+        memo = (axis.name, repr(raw))
+        found = shared.get(memo)
+        if found is None:
+            found = shared[memo] = build_condition(axis, raw)
+        return found
+
+    def build_condition(axis: Axis, raw: Any) -> Condition:
         negated = isinstance(raw, dict)
         items_raw = raw["not"] if negated else raw
         items = items_raw if isinstance(items_raw, list) else [items_raw]

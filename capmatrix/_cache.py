@@ -58,8 +58,8 @@ FORMAT = 1
 #: Entries kept in the cache directory (one per matrix directory and working directory); the oldest
 #: beyond this are removed when one is written.
 MAX_ENTRIES = 32
-#: An entry larger than this is not read (a 10,000-rule matrix makes about 6 MiB).
-MAX_ENTRY_BYTES = 256 * 1024 * 1024
+#: An entry larger than this is not read (a 10,000-rule matrix makes about 2 MiB).
+MAX_ENTRY_BYTES = 64 * 1024 * 1024
 _MAGIC = "capmatrix-cache"
 _OFF = frozenset({"off", "0", "no", "false", "disable", "disabled"})
 _lock = threading.Lock()
@@ -145,7 +145,9 @@ def lookup(root: str, files: Sequence[tuple[str, bytes]]) -> tuple[Matrix | None
     slot = _slot(directory, root, [name for name, _raw in files])
     try:
         with slot.open("rb") as handle:
-            blob = handle.read(MAX_ENTRY_BYTES + 1)
+            if os.fstat(handle.fileno()).st_size > MAX_ENTRY_BYTES:
+                return None, wanted
+            blob = handle.read()  # read(n) would allocate n bytes up front
     except OSError:
         return None, wanted
     try:
