@@ -22,7 +22,7 @@ from capmatrix.cli._common import (
 )
 from capmatrix.cli._github import problem_annotation
 from capmatrix.errors import CapabilityErrors
-from capmatrix.loader import iter_problems, load
+from capmatrix.loader import load
 from capmatrix.model import format_value
 from capmatrix.resolver import CLOSEST_GRANTS, OriginKind, ReasonKind, Verdict
 
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from capmatrix._suggest import Suggestion
+    from capmatrix.errors import CapabilityError
     from capmatrix.matrix import Matrix
     from capmatrix.resolver import Origin, Reason, Resolution, Selection
 
@@ -191,7 +192,12 @@ def cmd_validate(args: argparse.Namespace, _prepared: None, out: TextIO, err: Te
     """Validate a matrix; exit 0 when clean, 2 with every problem listed."""
     choice = choose_matrix(args.path)
     announce_matrix(choice, err)
-    problems = list(iter_problems(choice.path))
+    # One load: its problems are iter_problems's, and a clean matrix is not read a second time.
+    problems: list[CapabilityError] = []
+    try:
+        matrix: Matrix | None = load(choice.path)
+    except CapabilityErrors as exc:
+        matrix, problems = None, list(exc.errors)
     if args.format == "github":
         out.writelines(problem_annotation(p) + "\n" for p in problems)
         if problems:
@@ -202,10 +208,9 @@ def cmd_validate(args: argparse.Namespace, _prepared: None, out: TextIO, err: Te
     if args.format == "json":
         print_json({"ok": not problems, "problems": [p.as_dict() for p in problems]}, out)
         return EXIT_ERROR if problems else EXIT_OK
-    if problems:
+    if problems or matrix is None:
         err.write(str(CapabilityErrors(problems)) + "\n")
         return EXIT_ERROR
-    matrix = load(choice.path)
     rules = sum(len(k.rules) for k in matrix.kernels.values())
     out.write(
         f"ok: {len(matrix.files)} files, {len(matrix.axes)} axes, {len(matrix.kernels)} kernels, "
