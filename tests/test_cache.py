@@ -94,6 +94,21 @@ def parse_forbidden(monkeypatch: pytest.MonkeyPatch) -> None:
 # a hit is the matrix a cold load gives
 
 
+
+def _parses(monkeypatch: pytest.MonkeyPatch, root: Path) -> int:
+    """How many times loading ``root`` parses YAML (0: answered from the cache)."""
+    calls = []
+    real = loader._parse
+
+    def counting(*args: Any, **kw: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(loader, "_parse", counting)
+    capmatrix.load(root)
+    monkeypatch.setattr(loader, "_parse", real)
+    return len(calls)
+
 def test_the_shipped_matrix_from_the_cache_equals_a_cold_load(
     cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -277,16 +292,7 @@ def test_another_loader_is_a_miss(cache: Path, write_matrix: Callable[..., Path]
     root = write_matrix()
     capmatrix.load(root)
     monkeypatch.setattr(_cache, "_code", b"an edited loader")
-    calls = []
-    real = loader._parse
-
-    def counting(*args: Any, **kw: Any) -> Any:
-        calls.append(1)
-        return real(*args, **kw)
-
-    monkeypatch.setattr(loader, "_parse", counting)
-    capmatrix.load(root)
-    assert calls == [1]
+    assert _parses(monkeypatch, root) == 1
 
 
 # --------------------------------------------------------------------------------------------------
@@ -477,13 +483,4 @@ def test_an_entry_past_the_size_limit_is_a_miss(
     root = write_matrix()
     capmatrix.load(root)
     monkeypatch.setattr(_cache, "MAX_ENTRY_BYTES", 100)
-    calls = []
-    real = loader._parse
-
-    def counting(*args: Any, **kw: Any) -> Any:
-        calls.append(1)
-        return real(*args, **kw)
-
-    monkeypatch.setattr(loader, "_parse", counting)
-    capmatrix.load(root)
-    assert calls == [1]
+    assert _parses(monkeypatch, root) == 1
