@@ -11,6 +11,7 @@ import sys
 from itertools import product
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
+from unittest.mock import patch
 
 import pytest
 from analysis_synthetic import cells, random_matrix, rule_applies, supported_at
@@ -462,7 +463,7 @@ def test_check_missing_directory_is_unloadable(tmp_path: Path) -> None:
 
 
 def test_check_bounds_a_gap_of_exponentially_many_regions() -> None:
-    """16 grants whose role gap needs 2**16 merged boxes: reported truncated, with the exact share."""
+    """12 grants whose role gap needs 2**12 boxes: reported truncated, with the exact count and share."""
     root = str(Path(__file__).resolve().parent.parent)
     if root not in sys.path:
         sys.path.insert(0, root)
@@ -472,17 +473,19 @@ def test_check_bounds_a_gap_of_exponentially_many_regions() -> None:
     findings = check(m, max_regions=100)
     gaps = [f for f in findings if f.code == "C108"]
     assert len(gaps) == 1
-    assert "more than 100 regions, first" in gaps[0].message
+    assert "in 4,096 boxes, first 100 shown" in gaps[0].message
     assert 0 < len(gaps[0].regions) <= 100
     # The gap is "some axis of every pair at its first value": 3**12 of 4**12 cells.
     assert f"({3**12 / 4**12:.1%} of the universe)" in gaps[0].message
     gap = bounded_gap(m, m.roles["gappy"], limit=100)
     assert gap.truncated
+    assert gap.total is None
+    assert gap.boxes == 2**12  # the fewest disjoint boxes that can describe it
     assert gap.cells == 3**12
     for area in gaps[0].regions[:10]:  # every region shown lies in the gap
         cell = cast("dict[str, Any]", area.witness)
         assert not capmatrix.resolve(capmatrix.KernelQuery("pairs", **cell), m)
-    with pytest.raises(TooManyRegions, match="more than 100 regions"):
+    with pytest.raises(TooManyRegions, match="4,096 boxes, first 100 shown"):
         role_gap(m, m.roles["gappy"], limit=100)
     four = synth.pairs_matrix(4).load()
     small = bounded_gap(four, four.roles["gappy"], limit=100)
@@ -528,3 +531,26 @@ def test_witness_commands_are_shell_quoted(
         expected += ["--matrix", matrix]
     assert words == expected
     assert witness.as_dict(matrix)["command"] == witness.command(matrix)
+
+
+def _finding_cells(finding: Finding) -> tuple[object, ...]:
+    shown = frozenset(x for area in finding.regions for x in _area_cells(area))
+    return (finding.code, finding.rules, finding.kernels, finding.locations, shown)
+
+
+@settings(max_examples=40, deadline=None)
+@given(matrices, st.integers(0, 10**6))
+def test_table_route_finds_what_the_diagram_route_finds(matrix: capmatrix.Matrix, seed: int) -> None:
+    """Decision-table-shaped matrices take the partition route: same findings, same cells."""
+    root = str(Path(__file__).resolve().parent.parent)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from benchmarks import synth
+
+    table = synth.dmn_matrix(20 + seed % 40, n_axes=4, values_per_axis=3, seed=seed).build()
+    for m in (matrix, table):
+        with patch("capmatrix.analysis._check.mostly_disjoint", return_value=True):
+            by_table = sorted(map(_finding_cells, check(m)), key=repr)
+        with patch("capmatrix.analysis._check.mostly_disjoint", return_value=False):
+            by_diagram = sorted(map(_finding_cells, check(m)), key=repr)
+        assert by_table == by_diagram

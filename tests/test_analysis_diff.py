@@ -242,7 +242,7 @@ SMALL = (4, 3, 3, 2)
 
 @settings(max_examples=80, deadline=None)
 @given(
-    st.integers(0, 10**9), st.integers(0, 10**9), st.integers(1, 16), st.sampled_from([None, True])
+    st.integers(0, 10**9), st.integers(0, 10**9), st.integers(1, 16), st.sampled_from([None, True, False])
 )
 def test_diff_equals_brute_force(seed_a: int, seed_b: int, rules: int, local: bool | None) -> None:
     old = random_matrix(seed_a, sizes=SMALL, rules=rules, per_kernel=4, role_size=2)

@@ -3,8 +3,8 @@
 Each analysis lives in a private module behind this face and works on regions (never cell by cell):
 ``_check`` (``capmatrix check``: findings with stable C-codes), ``_diff`` (where support and selections
 moved between two matrices), ``_legacy`` (a hard-coded predicate against a kernel), ``_expect``
-(expectation cases with rule coverage); ``_boxes`` (over the core's ``capmatrix._partition``) is the
-region engine they share.
+(expectation cases with rule coverage); ``_diagram`` (decision diagrams) and ``_boxes`` (over the core's
+``capmatrix._partition``) are the region engines they share.
 Nothing here prints: :mod:`capmatrix.cli` renders.
 """
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shlex
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
 
 from capmatrix._partition import PartitionLimit, find, measure, mostly_disjoint, partition, uncovered
@@ -22,6 +23,7 @@ from capmatrix.analysis._boxes import (
     supported_region,
     witness_of,
 )
+from capmatrix.analysis._diagram import EMPTY, FULL, Diagram, axis_order
 from capmatrix.errors import CapabilityErrors, CapmatrixError
 from capmatrix.loader import default_path, load
 from capmatrix.model import AxisType, Effect, Location, _StrEnum, format_value
@@ -257,39 +259,57 @@ def problem_findings(problems: Iterable[CapabilityError]) -> tuple[Finding, ...]
 def check(matrix: Matrix, *, max_regions: int = MAX_REGIONS) -> tuple[Finding, ...]:
     """Every finding for a loaded matrix, errors first.
 
-    ``max_regions`` bounds every region computed (time and memory): a kernel's supported region
-    or a role's gap that needs more merged boxes is reported by its first ones, with its exact share.
+    ``max_regions`` bounds the regions a finding lists (and the work of listing them): a role's gap
+    with more boxes is reported by its first ones, with its exact share of the universe.
     """
     space = matrix.space
     findings: list[Finding] = []
-    supported: dict[str, Region | None] = {}
     compiled = {name: KernelBoxes.of(kernel, space) for name, kernel in matrix.kernels.items()}
-    local = mostly_disjoint([b for c in compiled.values() for b in c.boxes])
+    if mostly_disjoint([b for c in compiled.values() for b in c.boxes]):
+        # Decision-table-shaped rules: regions as disjoint boxes, from the partition split like the
+        # table itself (a fixed-order decision diagram of a table can be far larger than the table).
+        regions = {name: supported_region(space, boxes, local=True) for name, boxes in compiled.items()}
+        for name, boxes in compiled.items():
+            region = regions[name]
+            findings.extend(_kernel_findings(
+                space, boxes, nowhere=not region, alive=_meets_region(region)))
+        for role in matrix.roles.values():
+            findings.extend(_table_role_findings(matrix, role, compiled, regions, limit=max_regions))
+        return tuple(sorted(findings, key=Finding.sort_key))
+    diagram = _diagram_for(space, compiled.values())
+    supported = {name: _supported(diagram, boxes) for name, boxes in compiled.items()}
     for name, boxes in compiled.items():
-        region = _bounded_supported(space, boxes, local=local, limit=max_regions)
-        supported[name] = region
-        findings.extend(_kernel_findings(space, boxes, region))
+        node = supported[name]
+        findings.extend(_kernel_findings(
+            space, boxes, nowhere=node == EMPTY, alive=partial(diagram.meets, node)))
     for role in matrix.roles.values():
-        findings.extend(_role_findings(matrix, role, supported, local=local, limit=max_regions))
+        findings.extend(_role_findings(matrix, role, diagram, supported, limit=max_regions))
     return tuple(sorted(findings, key=Finding.sort_key))
 
 
-def _bounded_supported(
-    space: Space, compiled: KernelBoxes, *, local: bool, limit: int
-) -> Region | None:
-    """The kernel's supported region, or None when it needs more than ``limit`` boxes."""
-    if local:
-        return supported_region(space, compiled, local=True)
-    grants, exclusions = compiled.grants, compiled.exclusions
-    try:
-        found = partition(
-            space, compiled.boxes, lambda live: bool(live & grants) and not live & exclusions,
-            relevant=lambda live, cov: reduce_kernel(live, cov, grants, exclusions)[0],
-            local=False, limit=limit, watch=True,
-        )
-    except PartitionLimit:
-        return None
-    return Region(space, found.get(True, []), disjoint=True)
+def _meets_region(region: Region) -> Callable[[Box], bool]:
+    """Whether a box meets ``region`` (through a per-axis index of its boxes)."""
+    every = (1 << len(region.boxes)) - 1
+    index = BoxIndex(region.space, region.boxes, every)
+
+    def meets(box: Box) -> bool:
+        return bool(index.intersecting(box, every))
+
+    return meets
+
+
+def _diagram_for(space: Space, compiled: Iterable[KernelBoxes]) -> Diagram:
+    """One diagram store for the kernels' rules, in the axis order their boxes suggest."""
+    return Diagram(space, axis_order(space, (b for c in compiled for b in c.boxes)))
+
+
+def _supported(diagram: Diagram, compiled: KernelBoxes) -> int:
+    """The node of the kernel's supported region: some grant applies and no exclusion does."""
+    boxes = compiled.boxes
+    granted = diagram.union(diagram.box(boxes[i]) for i in bits(compiled.grants))
+    if granted == EMPTY:
+        return EMPTY
+    return diagram.minus(granted, diagram.union(diagram.box(boxes[i]) for i in bits(compiled.exclusions)))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -301,8 +321,12 @@ def _rule_area(space: Space, box: Box) -> tuple[Area, ...]:
 
 
 def _kernel_findings(
-    space: Space, compiled: KernelBoxes, supported: Region | None
+    space: Space, compiled: KernelBoxes, *, nowhere: bool, alive: Callable[[Box], bool]
 ) -> Iterator[Finding]:
+    """The findings about one kernel's rules.
+
+    ``nowhere``: the kernel is supported nowhere; ``alive(box)``: it is supported somewhere in ``box``.
+    """
     kernel = compiled.kernel
     rules = kernel.rules
     boxes = compiled.boxes
@@ -327,17 +351,8 @@ def _kernel_findings(
             f"{rule.id} matches nothing in the universe: no declared value satisfies {conds}",
             locations=(rule.location,), rules=(rule.id,), kernels=(name,),
         )
-    grants_of, excl_of = compiled.grants, compiled.exclusions
-
-    def supported_in(root: Box) -> bool:
-        """Whether some cell of ``root`` is supported (for a kernel whose region is too large)."""
-        found, _ = find(space, boxes, lambda live: bool(live & grants_of) and not live & excl_of,
-                        want=True, limit=1, root=root,
-                        relevant=lambda live, cov: reduce_kernel(live, cov, grants_of, excl_of)[0])
-        return bool(found)
-
     # C110 kernel supports nothing
-    if not (supported_in(space.full_box()) if supported is None else supported):
+    if nowhere:
         yield _finding(
             "C110",
             f"kernel {name} is supported nowhere in the universe"
@@ -345,18 +360,10 @@ def _kernel_findings(
             locations=(kernel.location,), kernels=(name,),
         )
     # C101 dead grants: g ∩ supported = ∅ (supported ∩ g is exactly g minus the exclusions).
-    if supported is not None and supported.boxes and nonvacuous_grants:
-        sup_index = BoxIndex(space, supported.boxes, (1 << len(supported.boxes)) - 1)
-        all_supported = (1 << len(supported.boxes)) - 1
-    else:
-        sup_index = None
-        all_supported = 0
     excl_index = BoxIndex(space, boxes, nonvacuous_excl)
     for i in bits(nonvacuous_grants):
         box = boxes[i]
-        if sup_index is not None and sup_index.intersecting(box, all_supported):
-            continue
-        if supported is None and supported_in(box):
+        if alive(box):
             continue
         rule = rules[i]
         killers = [rules[j] for j in bits(excl_index.intersecting(box, nonvacuous_excl))]
@@ -512,79 +519,108 @@ def role_regions(
 ) -> dict[str | None, Region]:
     """Where each candidate of ``role`` is selected (key None: where none is), as merged regions.
 
-    Candidates that are not kernels of the matrix never win.
+    Candidates that are not kernels of the matrix never win. Over a ``space`` other than the
+    matrix's, a role whose order depends on the query is read as its default candidate list.
     """
     sp = matrix.space if space is None else space
-    out: dict[str | None, list[Box]] = {}
-    for candidates, root in _orders(matrix, role, sp):
-        for label, found in _role_partition(matrix, candidates, sp, root).items():
-            out.setdefault(label, []).extend(found)
-    if role.orders and sp.names == matrix.space.names:  # where no order applies, nothing is tried
-        applied = Region(sp, [b for o in role.orders for b in o.area], disjoint=True)
-        out.setdefault(None, []).extend((Region.full(sp) - applied).boxes)
-    return {k: Region(sp, v, disjoint=True).merged() for k, v in out.items() if v}
+    names = _role_kernels(matrix, role)
+    compiled = {name: KernelBoxes.of(matrix.kernels[name], sp) for name in names}
+    diagram = _diagram_for(sp, compiled.values())
+    supported = {name: _supported(diagram, boxes) for name, boxes in compiled.items()}
+    ordered = bool(role.orders) and sp.names == matrix.space.names
+    return {
+        name: Region(sp, diagram.boxes(node), disjoint=True).merged()
+        for name, node in _winners(diagram, matrix, role, supported, ordered=ordered).items()
+    }
 
 
-def _orders(
-    matrix: Matrix, role: Role, space: Space
-) -> list[tuple[tuple[str, ...], Box | None]]:
-    """Each candidate list of ``role`` with a box where it applies (None: everywhere).
+def _role_kernels(matrix: Matrix, role: Role) -> list[str]:
+    """Every candidate of ``role`` (any order) that is a kernel of the matrix, once, in order."""
+    names = dict.fromkeys([*role.candidates, *(c for o in role.orders for c in o.candidates)])
+    return [name for name in names if name in matrix.kernels]
 
-    A role whose order depends on the query answers one pair per box of each order's area; the areas
-    are over the matrix's space, so a caller's narrower space gets the full role instead.
+
+def _layers(
+    diagram: Diagram, role: Role, *, ordered: bool
+) -> Iterator[tuple[tuple[str, ...], int]]:
+    """Each candidate list of ``role`` with the node of where it applies.
+
+    The first order whose area holds a cell decides; where none does, no candidate is tried.
     """
-    if not role.orders:
-        return [(role.candidates, None)]
-    if space.names != matrix.space.names:
-        return [(role.candidates, None)]
-    return [(order.candidates, box) for order in role.orders for box in order.area]
+    if not ordered:
+        yield role.candidates, FULL
+        return
+    applied = EMPTY
+    for order in role.orders:
+        area = diagram.minus(diagram.union(diagram.box(b) for b in order.area), applied)
+        applied = diagram.join(applied, area)
+        yield order.candidates, area
+    yield (), diagram.minus(FULL, applied)
 
 
-def _role_partition(
-    matrix: Matrix, candidates: tuple[str, ...], sp: Space, root: Box | None
-) -> dict[str | None, list[Box]]:
-    boxes: list[Box] = []
-    per_candidate: list[tuple[int, int]] = []
-    for candidate in candidates:
-        kernel = matrix.kernels.get(candidate)
-        grants = exclusions = 0
-        if kernel is not None:
-            compiled = KernelBoxes.of(kernel, sp)
-            offset = len(boxes)
-            boxes.extend(compiled.boxes)
-            grants = compiled.grants << offset
-            exclusions = compiled.exclusions << offset
-        per_candidate.append((grants, exclusions))
+def _winners(
+    diagram: Diagram, matrix: Matrix, role: Role, supported: Mapping[str, int], *, ordered: bool
+) -> dict[str | None, int]:
+    """Per candidate (None: no candidate), the node of where ``role`` selects it; empty ones left out."""
+    out: dict[str | None, int] = {}
+    for candidates, area in _layers(diagram, role, ordered=ordered):
+        taken = EMPTY
+        for candidate in candidates:
+            own = supported.get(candidate, EMPTY) if candidate in matrix.kernels else EMPTY
+            won = diagram.minus(diagram.meet(own, area), taken)
+            if won != EMPTY:
+                out[candidate] = diagram.join(out.get(candidate, EMPTY), won)
+            taken = diagram.join(taken, own)
+        rest = diagram.minus(area, taken)
+        if rest != EMPTY:
+            out[None] = diagram.join(out.get(None, EMPTY), rest)
+    return out
 
-    def winner(live: int) -> str | None:
-        for name, (g, e) in zip(candidates, per_candidate, strict=True):
-            if live & g and not live & e:
-                return name
-        return None
 
-    def relevant(live: int, covering: int) -> int:
-        keep = 0
-        for g, e in per_candidate:
-            kept, decided = reduce_kernel(live, covering, g, e)
-            keep |= kept
-            if decided:
-                break
-        return keep
+def _gap_and_shadowed(
+    diagram: Diagram, matrix: Matrix, role: Role, supported: Mapping[str, int]
+) -> tuple[int, bool, list[str]]:
+    """Where no candidate of ``role`` is supported, and the supported candidates it never selects.
 
-    return partition(sp, boxes, winner, relevant=relevant, root=root)
+    The gap comes as a node and whether it is that node's complement (a role without orders: the
+    complement of its candidates' union, read without building it).
+    """
+    if role.orders:
+        winners = _winners(diagram, matrix, role, supported, ordered=True)
+        never = [c for c in role.candidates
+                 if c in matrix.kernels and supported[c] != EMPTY and c not in winners]
+        return winners.get(None, EMPTY), False, never
+    earlier = EMPTY
+    never = []
+    for candidate in role.candidates:
+        if candidate not in matrix.kernels:
+            continue
+        own = supported[candidate]
+        if own != EMPTY and diagram.within(own, earlier):
+            never.append(candidate)
+        earlier = diagram.join(earlier, own)
+    return earlier, True, never
 
 
 @dataclass(frozen=True, slots=True)
 class Gap:
-    """A role's gap within a bound: its first merged regions, how many there are, its exact size."""
+    """A role's gap within a bound: its regions (all, or the first ones), how many, its exact size.
 
-    #: Merged: every region of the gap, or its first ``limit`` when there are more.
+    The gap's canonical boxes (``docs/analysis.md``) are counted exactly. When there are at most
+    ``limit``, ``region`` holds all of them merged and ``total`` is the number of merged regions;
+    else ``region`` holds the first ``limit`` canonical boxes and ``total`` is None.
+    """
+
+    #: Merged: every region of the gap; or its first ``limit`` canonical boxes when there are more.
     region: Region
-    #: How many merged regions the whole gap has; None when more than ``limit`` (not counted).
+    #: How many merged regions the whole gap has; None when it has more than ``limit`` boxes.
     total: int | None
     #: Cells of the whole gap (exact, truncated or not).
     cells: int
     limit: int
+    #: Canonical boxes of the whole gap (exact); None where not counted (a decision-table-shaped
+    #: matrix whose gap passed the bound: it has more than ``limit`` boxes).
+    boxes: int | None = None
 
     @property
     def truncated(self) -> bool:
@@ -592,10 +628,12 @@ class Gap:
         return self.total is None or self.total > len(self.region.boxes)
 
     def count(self) -> str:
-        """``12 regions``, or ``more than 1,000 regions, first 1,000 shown``."""
+        """``12 regions``, ``4,096 boxes, first 1,000 shown`` or ``more than 1,000 boxes, ...``."""
         shown = len(self.region.boxes)
         if self.total is None:
-            return f"more than {self.limit:,} regions, first {shown:,} shown"
+            if self.boxes is None:
+                return f"more than {self.limit:,} boxes, first {shown:,} shown"
+            return f"{self.boxes:,} boxes, first {shown:,} shown"
         plural = "s" if self.total != 1 else ""
         if self.total > shown:
             return f"{self.total:,} region{plural}, first {shown:,} shown"
@@ -606,101 +644,139 @@ class TooManyRegions(CapmatrixError):
     """An exact answer needs more regions than the bound allows."""
 
 
-def role_gap(
-    matrix: Matrix,
-    role: Role,
-    supported: Mapping[str, Region | None] | None = None,
-    *,
-    local: bool | None = None,
-    limit: int = MAX_REGIONS,
-) -> Region:
+def role_gap(matrix: Matrix, role: Role, *, limit: int = MAX_REGIONS) -> Region:
     """Where no candidate of ``role`` is supported (merged).
 
-    ``local``: the partition strategy (see :func:`capmatrix._partition.partition`); by default it is
-    decided from the candidates' rules, not from their supported regions (which are disjoint boxes
-    whatever the rules look like).
-
-    :raises TooManyRegions: when the gap needs more than ``limit`` merged boxes (see
+    :raises TooManyRegions: when the gap has more than ``limit`` canonical boxes (see
         :func:`bounded_gap` for the first ones, the count and the exact size).
     """
-    gap = bounded_gap(matrix, role, supported, local=local, limit=limit)
+    gap = bounded_gap(matrix, role, limit=limit)
     if gap.truncated:
         msg = f"role {role.name}: the gap has {gap.count()}; raise the limit or use bounded_gap"
         raise TooManyRegions(msg)
     return gap.region
 
 
-def bounded_gap(
-    matrix: Matrix,
-    role: Role,
-    supported: Mapping[str, Region | None] | None = None,
-    *,
-    local: bool | None = None,
-    limit: int = MAX_REGIONS,
-) -> Gap:
-    """Where no candidate of ``role`` is supported, within ``limit`` merged boxes (see :class:`Gap`).
+def bounded_gap(matrix: Matrix, role: Role, *, limit: int = MAX_REGIONS) -> Gap:
+    """Where no candidate of ``role`` is supported, within ``limit`` boxes (see :class:`Gap`).
 
-    From the candidates' supported regions when each is known (``supported``, or computed within the
-    limit); else from their rules directly, with the first-supported-candidate label.
+    The work is bounded too: the gap's cells and boxes are counted on its decision diagram, and only
+    the boxes returned are listed.
     """
     space = matrix.space
-    names = dict.fromkeys([*role.candidates, *(c for o in role.orders for c in o.candidates)])
-    kernels = [matrix.kernels[c] for c in names if c in matrix.kernels]
-    compiled = [KernelBoxes.of(k, space) for k in kernels]
-    if local is None:
-        local = mostly_disjoint([b for c in compiled for b in c.boxes])
-    known: dict[str, Region | None] = {}
-    for kernel, boxes in zip(kernels, compiled, strict=True):
-        if supported is not None and kernel.name in supported:
-            known[kernel.name] = supported[kernel.name]
-        else:
-            known[kernel.name] = _bounded_supported(space, boxes, local=local, limit=limit)
-    by_name = {k.name: c for k, c in zip(kernels, compiled, strict=True)}
-    orders = _orders(matrix, role, space)
-    if len(orders) == 1 and orders[0][1] is None:
-        present = [c for c in orders[0][0] if c in by_name]
-        return _gap_within(space, [by_name[c] for c in present], [known[c] for c in present],
-                           None, local, limit)
-    shown: list[Box] = []
-    cells = 0
-    counted: int | None = 0
-    for candidates, root in orders:
-        part = _gap_within(space, [by_name[c] for c in candidates if c in by_name],
-                           [known[c] for c in candidates if c in by_name], root, local, limit)
-        shown.extend(part.region.boxes[: max(0, limit - len(shown))])
-        cells += part.cells
-        counted = None if counted is None or part.total is None else counted + part.total
-    if role.orders:  # where no order applies, no candidate is tried
-        rest = Region.full(space) - Region(space, [b for o in role.orders for b in o.area],
-                                           disjoint=True)
+    compiled = {name: KernelBoxes.of(matrix.kernels[name], space) for name in _role_kernels(matrix, role)}
+    diagram = _diagram_for(space, compiled.values())
+    supported = {name: _supported(diagram, boxes) for name, boxes in compiled.items()}
+    node, negated, _never = _gap_and_shadowed(diagram, matrix, role, supported)
+    return _bounded(diagram, node, limit, negated=negated)
+
+
+def _bounded(diagram: Diagram, node: int, limit: int, *, negated: bool = False) -> Gap:
+    """The region of ``node`` (its complement when ``negated``) within ``limit`` boxes."""
+    space = diagram.space
+    boxes = diagram.count_boxes(node, negated=negated)
+    cells = diagram.cells(node, negated=negated)
+    if boxes <= limit:
+        region = Region(space, diagram.boxes(node, negated=negated), disjoint=True).merged()
+        return Gap(region, len(region.boxes), cells, limit, boxes)
+    shown = diagram.boxes(node, limit, negated=negated)
+    return Gap(Region(space, shown, disjoint=True), None, cells, limit, boxes)
+
+
+def _role_findings(
+    matrix: Matrix, role: Role, diagram: Diagram, supported: Mapping[str, int], *, limit: int
+) -> Iterator[Finding]:
+    node, negated, never = _gap_and_shadowed(diagram, matrix, role, supported)
+    gap = _bounded(diagram, node, limit, negated=negated)
+    shadowed = [(c, areas(Region(matrix.space, diagram.boxes(supported[c], limit), disjoint=True)))
+                for c in never]
+    return _role_report(matrix, role, gap, shadowed)
+
+
+def _role_report(
+    matrix: Matrix, role: Role, gap: Gap, shadowed: list[tuple[str, tuple[Area, ...]]]
+) -> Iterator[Finding]:
+    """C108 for the gap and C109 for each candidate never selected (with where it is supported)."""
+    space = matrix.space
+    if gap.region:
+        found = tuple(Area(space, box) for box in gap.region.boxes)
+        share = gap.cells / space.cells(space.full_box())
+        yield _finding(
+            "C108",
+            f"role {role.name}: no candidate is supported in {gap.count()} "
+            f"({share:.1%} of the universe), e.g. {found[0].description}",
+            locations=(role.location,), kernels=tuple(role.candidates),
+            witness=Witness.at(space, found[0].witness, role=role.name), regions=found,
+        )
+    for candidate, found in shadowed:
+        kernel = matrix.kernels[candidate]
+        yield _finding(
+            "C109",
+            f"role {role.name}: candidate {candidate} is never selected: earlier candidates "
+            f"cover everywhere it is supported",
+            locations=(role.location, kernel.location), kernels=(candidate,),
+            witness=Witness.at(space, found[0].witness, role=role.name), regions=found,
+        )
+
+
+# --------------------------------------------------------------------------------------------------
+# Roles of decision-table-shaped matrices: the partition, split like the table
+
+
+def _table_role_findings(
+    matrix: Matrix, role: Role, compiled: Mapping[str, KernelBoxes], supported: Mapping[str, Region],
+    *, limit: int,
+) -> Iterator[Finding]:
+    space = matrix.space
+    if role.orders:
+        shown: list[Box] = []
+        cells = 0
+        counted: int | None = 0
+        applied: list[Box] = []
+        for order in role.orders:
+            present = [c for c in order.candidates if c in compiled]
+            for root in order.area:
+                part = _gap_within(space, [compiled[c] for c in present], [supported[c] for c in present],
+                                   root, limit)
+                shown.extend(part.region.boxes[: max(0, limit - len(shown))])
+                cells += part.cells
+                counted = None if counted is None or part.total is None else counted + part.total
+            applied.extend(order.area)
+        rest = Region.full(space) - Region(space, applied, disjoint=True)
         shown.extend(rest.boxes[: max(0, limit - len(shown))])
         cells += rest.cells()
         counted = None if counted is None else counted + len(rest.boxes)
-    region = Region(space, shown, disjoint=True).merged()
-    # Several pieces (a query-dependent order): past the bound, the merged count is not known.
-    total = len(region.boxes) if counted is not None and counted <= limit else None
-    return Gap(region, total, cells, limit)
+        region = Region(space, shown, disjoint=True).merged()
+        total = len(region.boxes) if counted is not None and counted <= limit else None
+        gap = Gap(region, total, cells, limit)
+        winners = role_regions(matrix, role)
+        never = [c for c in role.candidates if c in compiled and supported[c] and c not in winners]
+    else:
+        present = [c for c in role.candidates if c in compiled]
+        gap = _gap_within(space, [compiled[c] for c in present], [supported[c] for c in present],
+                          None, limit)
+        never = []
+        earlier: list[Box] = []
+        for candidate in present:
+            own = supported[candidate]
+            if own and earlier and all(uncovered(space, box, earlier) is None for box in own.boxes):
+                never.append(candidate)
+            earlier.extend(own.boxes)
+    return _role_report(matrix, role, gap, [(c, areas(supported[c])) for c in never])
 
 
 def _gap_within(
-    space: Space,
-    compiled: list[KernelBoxes],
-    regions: list[Region | None],
-    root: Box | None,
-    local: bool,
-    limit: int,
+    space: Space, compiled: list[KernelBoxes], regions: list[Region], root: Box | None, limit: int
 ) -> Gap:
-    """Where none of the candidates is supported within ``root``, bounded (see :func:`bounded_gap`)."""
+    """Where none of the candidates is supported within ``root``, bounded (see :class:`Gap`)."""
     label: Callable[[int], bool]
     relevant: Callable[[int, int], int]
     boxes_of: list[Box] = []
-    merged = [None if r is None else r.merged() for r in regions]
-    # The smaller input wins: the candidates' supported boxes (when known), or their rules' boxes.
-    if all(r is not None for r in merged) and sum(len(r.boxes) for r in merged if r is not None) <= sum(
-        len(c.boxes) for c in compiled
-    ):
+    merged = [r.merged() for r in regions]
+    # The smaller input wins: the candidates' supported boxes, or their rules' boxes.
+    if sum(len(r.boxes) for r in merged) <= sum(len(c.boxes) for c in compiled):
         for region in merged:
-            boxes_of.extend(region.boxes)  # type: ignore[union-attr]
+            boxes_of.extend(region.boxes)
 
         def label(live: int) -> bool:
             return bool(live)
@@ -727,58 +803,15 @@ def _gap_within(
             return keep
 
     try:
-        found = partition(space, boxes_of, label, relevant=relevant, local=local, root=root,
+        found = partition(space, boxes_of, label, relevant=relevant, local=True, root=root,
                           limit=limit, watch=False)
     except PartitionLimit:
-        first, _ = find(space, boxes_of, label, want=False, limit=limit, root=root,
-                        relevant=relevant)
+        first, _ = find(space, boxes_of, label, want=False, limit=limit, root=root, relevant=relevant)
         cells = measure(space, boxes_of, label, root=root, relevant=relevant).get(False, 0)
         return Gap(Region(space, first, disjoint=True).merged(), None, cells, limit)
     whole = Region(space, found.get(False, []), disjoint=True).merged()
     total = len(whole.boxes)
     if total <= limit:
-        return Gap(whole, total, whole.cells(), limit)
+        return Gap(whole, total, whole.cells(), limit, total)
     shown = Region(space, whole.boxes[:limit], disjoint=True).merged()
-    return Gap(shown, total, whole.cells(), limit)
-
-
-def _role_findings(
-    matrix: Matrix, role: Role, supported: Mapping[str, Region | None], *, local: bool, limit: int
-) -> Iterator[Finding]:
-    space = matrix.space
-    gap = bounded_gap(matrix, role, supported, local=local, limit=limit)
-    if gap.region:
-        found = areas(gap.region)
-        share = gap.cells / space.cells(space.full_box())
-        yield _finding(
-            "C108",
-            f"role {role.name}: no candidate is supported in {gap.count()} "
-            f"({share:.1%} of the universe), e.g. {found[0].description}",
-            locations=(role.location,), kernels=tuple(role.candidates),
-            witness=Witness.at(space, found[0].witness, role=role.name), regions=found,
-        )
-    winners = role_regions(matrix, role) if role.orders else None
-    earlier: list[Box] = []
-    for candidate in role.candidates:
-        kernel = matrix.kernels.get(candidate)
-        if kernel is None:
-            continue
-        own = supported[candidate]
-        if own is None:
-            earlier = []  # too large to list: later candidates are not compared (a bound, not a claim)
-            continue
-        if winners is not None:  # a query-dependent order: never selected = wins nowhere
-            never = bool(own) and candidate not in winners
-        else:
-            never = bool(own) and bool(earlier) and all(
-                uncovered(space, box, earlier) is None for box in own.boxes)
-        if never:
-            found = areas(own)
-            yield _finding(
-                "C109",
-                f"role {role.name}: candidate {candidate} is never selected: earlier candidates "
-                f"cover everywhere it is supported",
-                locations=(role.location, kernel.location), kernels=(candidate,),
-                witness=Witness.at(space, found[0].witness, role=role.name), regions=found,
-            )
-        earlier.extend(own.boxes)
+    return Gap(shown, total, whole.cells(), limit, total)

@@ -5,7 +5,8 @@ change is a list of merged regions with a witness query.
 
 Both matrices are placed in one space: every axis of either, with the union of their values (a value
 one side does not declare is still answered by that side's rules, through their ranges). Nothing is
-compared cell by cell: one region partition per kernel and per role.
+compared cell by cell: every supported and selected region is a decision diagram in one store shared
+by both sides, so a kernel whose rules did not change costs one comparison of two node ids.
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ from capmatrix.analysis._boxes import (
     Area,
     KernelBoxes,
     areas,
-    reduce_kernel,
     subtract_all,
     supported_region,
     with_values,
 )
+from capmatrix.analysis._diagram import EMPTY, FULL, Diagram, axis_order
 from capmatrix.model import _StrEnum
-from capmatrix.regions import Region, Space
+from capmatrix.regions import Region, Space, bits
 
 if TYPE_CHECKING:
     from capmatrix.matrix import Matrix
@@ -186,6 +187,189 @@ def union_space(old: Matrix, new: Matrix) -> tuple[Space, tuple[str, ...]]:
     return Space(tuple(axes)), tuple(notes)
 
 
+class _Sides:
+    """Both matrices' supported regions as nodes of one diagram over the union space."""
+
+    def __init__(self, space: Space, old: Matrix, new: Matrix) -> None:
+        self.space = space
+        self.compiled = [
+            {name: KernelBoxes.of(kernel, space) for name, kernel in matrix.kernels.items()}
+            for matrix in (old, new)
+        ]
+        self.diagram = Diagram(space, axis_order(
+            space, (b for side in self.compiled for c in side.values() for b in c.boxes)))
+        self._supported: list[dict[str, int]] = [{}, {}]
+
+    def supported(self, side: int, name: str) -> int:
+        """The node of where kernel ``name`` is supported on ``side`` (0 old, 1 new; EMPTY if absent)."""
+        memo = self._supported[side]
+        found = memo.get(name)
+        if found is None:
+            compiled = self.compiled[side].get(name)
+            found = memo[name] = EMPTY if compiled is None else self._node(compiled)
+        return found
+
+    def _node(self, compiled: KernelBoxes) -> int:
+        diagram, boxes = self.diagram, compiled.boxes
+        granted = diagram.union(diagram.box(boxes[i]) for i in bits(compiled.grants))
+        if granted == EMPTY:
+            return EMPTY
+        return diagram.minus(
+            granted, diagram.union(diagram.box(boxes[i]) for i in bits(compiled.exclusions)))
+
+    def region(self, node: int) -> tuple[Area, ...]:
+        """The merged areas of a node's region."""
+        return areas(Region(self.space, self.diagram.boxes(node), disjoint=True))
+
+
+def _kernel_diff(sides: _Sides, name: str, old: Kernel | None, new: Kernel | None) -> KernelDiff:
+    before, after = sides.supported(0, name), sides.supported(1, name)
+    diagram = sides.diagram
+    gained = sides.region(diagram.minus(after, before))
+    lost = sides.region(diagram.minus(before, after))
+    presence = "both" if old and new else ("added" if new else "removed")
+    return KernelDiff(
+        kernel=name, change=Change.of(bool(gained), bool(lost)), presence=presence,
+        gained=gained, lost=lost,
+    )
+
+
+def _area_box(space: Space, matrix: Matrix, box: tuple[int, ...]) -> Box:
+    """An order's area box (over ``matrix``'s space) over the diff's ``space``.
+
+    A value the matrix does not know is inside only where the box leaves its axis whole.
+    """
+    own = {axis.name: (axis, mask) for axis, mask in zip(matrix.space.axes, box, strict=True)}
+    out = []
+    for axis in space.axes:
+        found = own.get(axis.name)
+        if found is None or found[1] == found[0].full_mask:
+            out.append(axis.full_mask)
+            continue
+        mine, mask = found
+        out.append(sum(1 << i for i, v in enumerate(axis.values)
+                       if (j := mine.index(v)) is not None and mask >> j & 1))
+    return tuple(out)
+
+
+_Layers = list[tuple[tuple[str, ...], int]]
+
+
+def _layers(sides: _Sides, matrix: Matrix, role: Role | None) -> _Layers:
+    """Each candidate list of ``role`` with the node of where it applies (none for an absent role).
+
+    The first order whose area holds a cell decides; where none does, no candidate is tried.
+    """
+    diagram = sides.diagram
+    if role is None:
+        return [((), FULL)]
+    if not role.orders:
+        return [(role.candidates, FULL)]
+    layers: _Layers = []
+    applied = EMPTY
+    for order in role.orders:
+        area = diagram.union(diagram.box(_area_box(sides.space, matrix, b)) for b in order.area)
+        area = diagram.minus(area, applied)
+        applied = diagram.join(applied, area)
+        layers.append((order.candidates, area))
+    layers.append(((), diagram.minus(FULL, applied)))
+    return layers
+
+
+def _winners(sides: _Sides, side: int, layers: _Layers, within: int) -> dict[str | None, int]:
+    """Per candidate (None: no candidate), the node of where it is selected on ``side``, in ``within``."""
+    diagram = sides.diagram
+    out: dict[str | None, int] = {}
+    for candidates, area in layers:
+        inside = diagram.meet(area, within)
+        taken = EMPTY
+        for candidate in candidates:
+            own = diagram.meet(sides.supported(side, candidate), inside)
+            won = diagram.minus(own, taken)
+            if won != EMPTY:
+                out[candidate] = diagram.join(out.get(candidate, EMPTY), won)
+            taken = diagram.join(taken, own)
+        rest = diagram.minus(inside, taken)
+        if rest != EMPTY:
+            out[None] = diagram.join(out.get(None, EMPTY), rest)
+    return out
+
+
+def _role_diff(sides: _Sides, name: str, old: Matrix, new: Matrix) -> RoleDiff:
+    diagram = sides.diagram
+    layers = [_layers(sides, old, old.roles.get(name)), _layers(sides, new, new.roles.get(name))]
+    # With the same candidate lists in the same areas, the selection can move only where some
+    # candidate's support moved: the rest of the universe is left out before anything is built.
+    within = FULL
+    if layers[0] == layers[1]:
+        moved_support = []
+        for candidate in dict.fromkeys(c for candidates, _area in layers[0] for c in candidates):
+            then, today = sides.supported(0, candidate), sides.supported(1, candidate)
+            moved_support += [diagram.minus(then, today), diagram.minus(today, then)]
+        within = diagram.union(moved_support)
+    before = _winners(sides, 0, layers[0], within)
+    after = _winners(sides, 1, layers[1], within)
+    shifts = []
+    gained = lost = False
+    # Only the cells a side-0 winner loses can move: each shift is such a part met with a new winner.
+    left = {was: diagram.minus(node, after.get(was, EMPTY)) for was, node in before.items()}
+    pairs = sorted(((was, now) for was in before for now in after
+                    if was != now and left[was] != EMPTY),
+                   key=lambda pair: (str(pair[0]), str(pair[1])))
+    for was, now in pairs:
+        if not diagram.intersects(left[was], after[now]):
+            continue
+        moved = diagram.meet(left[was], after[now])
+        gained = gained or was is None
+        lost = lost or now is None
+        shifts.append(RoleShift(old=was, new=now, areas=sides.region(moved)))
+    in_old, in_new = name in old.roles, name in new.roles
+    presence = "both" if in_old and in_new else ("added" if in_new else "removed")
+    return RoleDiff(
+        role=name, coverage=Change.of(gained, lost), presence=presence, shifts=tuple(shifts)
+    )
+
+
+def diff(
+    old: Matrix,
+    new: Matrix,
+    *,
+    old_label: str = "old",
+    new_label: str = "new",
+    local: bool | None = None,
+) -> MatrixDiff:
+    """Compare ``old`` with ``new``: every kernel and role of either.
+
+    ``local`` picks the method: True for decision-table-shaped rules (the partition, split like the
+    table), False for overlapping rules (decision diagrams in one axis order); None decides from
+    how much the rule boxes of both matrices overlap. Both give the same cells; regions are listed
+    in the canonical form of ``docs/analysis.md``, so the same two matrices always give the same
+    areas.
+    """
+    space, notes = union_space(old, new)
+    sides = _Sides(space, old, new)
+    if local is None:
+        local = mostly_disjoint([b for side in sides.compiled for c in side.values() for b in c.boxes])
+    kernel_names = list(old.kernels) + [k for k in new.kernels if k not in old.kernels]
+    role_names = list(old.roles) + [r for r in new.roles if r not in old.roles]
+    if local:
+        kernels = tuple(
+            _table_kernel_diff(space, k, old.kernels.get(k), new.kernels.get(k)) for k in kernel_names
+        )
+        roles = tuple(_table_role_diff(space, r, old, new) for r in role_names)
+    else:
+        kernels = tuple(
+            _kernel_diff(sides, k, old.kernels.get(k), new.kernels.get(k)) for k in kernel_names
+        )
+        roles = tuple(_role_diff(sides, r, old, new) for r in role_names)
+    return MatrixDiff(old=old_label, new=new_label, kernels=kernels, roles=roles, axes=notes)
+
+
+# --------------------------------------------------------------------------------------------------
+# Decision-table-shaped rules: the partition, split like the table (a fixed-order decision diagram of
+# a table can be far larger than the table)
+
+
 class _Pool:
     """Rule boxes of both matrices; a rule box equal in both (same kernel and effect) is shared."""
 
@@ -231,74 +415,27 @@ class _Pool:
         return self.sides[0] ^ self.sides[1]
 
 
-def _supported(space: Space, kernel: Kernel | None) -> list[Box]:
+def _table_supported(space: Space, kernel: Kernel | None) -> list[Box]:
     if kernel is None:
         return []
     return list(supported_region(space, KernelBoxes.of(kernel, space), local=True).boxes)
 
 
-def _kernel_diff(
-    space: Space, name: str, old: Kernel | None, new: Kernel | None, local: bool | None
-) -> KernelDiff:
-    pool = _Pool(space)
-    og, oe = pool.add(0, old) if old is not None else (0, 0)
-    ng, ne = pool.add(1, new) if new is not None else (0, 0)
-    changed = pool.changed
+def _table_kernel_diff(space: Space, name: str, old: Kernel | None, new: Kernel | None) -> KernelDiff:
+    """Decision-table-shaped rules: subtract the supported regions pair by pair."""
     presence = "both" if old and new else ("added" if new else "removed")
-    if _local(pool.boxes) if local is None else local:
-        # Decision-table-shaped rules: subtract the supported regions pair by pair.
-        before, after = _supported(space, old), _supported(space, new)
-        gained = areas(Region(space, subtract_all(space, after, before), disjoint=True))
-        lost = areas(Region(space, subtract_all(space, before, after), disjoint=True))
-        return KernelDiff(
-            kernel=name, change=Change.of(bool(gained), bool(lost)), presence=presence,
-            gained=gained, lost=lost,
-        )
-
-    def label(live: int) -> tuple[bool, bool]:
-        return (bool(live & og) and not live & oe, bool(live & ng) and not live & ne)
-
-    def relevant(live: int, covering: int) -> int:
-        # With no one-sided box live, both sides see the same rules: no change below (only the
-        # changed labels are read, so "unchanged" may be answered as (False, False)).
-        if not live & changed:
-            return 0
-        return reduce_kernel(live, covering, og, oe)[0] | reduce_kernel(live, covering, ng, ne)[0]
-
-    found = partition(space, pool.boxes, label, relevant=relevant, local=False)
-    gained = areas(Region(space, found.get((False, True), []), disjoint=True))
-    lost = areas(Region(space, found.get((True, False), []), disjoint=True))
+    before, after = _table_supported(space, old), _table_supported(space, new)
+    gained = areas(Region(space, subtract_all(space, after, before), disjoint=True))
+    lost = areas(Region(space, subtract_all(space, before, after), disjoint=True))
     return KernelDiff(
         kernel=name, change=Change.of(bool(gained), bool(lost)), presence=presence,
         gained=gained, lost=lost,
     )
 
 
-def _local(boxes: list[Box]) -> bool:
-    return mostly_disjoint(boxes)
-
-
 #: One candidate list of a role on one side: the pool bits of the area where it applies (None:
 #: everywhere, a role without orders) and (candidate, grants, exclusions) per candidate.
 _Order = tuple[int | None, list[tuple[str, int, int]]]
-
-
-def _area_box(space: Space, matrix: Matrix, box: tuple[int, ...]) -> Box:
-    """An order's area box (over ``matrix``'s space) over the diff's ``space``.
-
-    A value the matrix does not know is inside only where the box leaves its axis whole.
-    """
-    own = {axis.name: (axis, mask) for axis, mask in zip(matrix.space.axes, box, strict=True)}
-    out = []
-    for axis in space.axes:
-        found = own.get(axis.name)
-        if found is None or found[1] == found[0].full_mask:
-            out.append(axis.full_mask)
-            continue
-        mine, mask = found
-        out.append(sum(1 << i for i, v in enumerate(axis.values)
-                       if (j := mine.index(v)) is not None and mask >> j & 1))
-    return tuple(out)
 
 
 def _winner_parts(matrix: Matrix, role: Role | None, pool: _Pool, side: int) -> list[_Order]:
@@ -321,9 +458,7 @@ def _winner_parts(matrix: Matrix, role: Role | None, pool: _Pool, side: int) -> 
              parts(o.candidates)) for j, o in enumerate(role.orders)]
 
 
-def _role_diff(
-    space: Space, name: str, old: Matrix, new: Matrix, local: bool | None
-) -> RoleDiff:
+def _table_role_diff(space: Space, name: str, old: Matrix, new: Matrix) -> RoleDiff:
     pool = _Pool(space)
     sides = [
         _winner_parts(old, old.roles.get(name), pool, 0),
@@ -383,8 +518,7 @@ def _role_diff(
                 keep |= live & ge
         return keep
 
-    table = _local(pool.boxes) if local is None else local
-    found = partition(space, pool.boxes, label, relevant=relevant, local=table)
+    found = partition(space, pool.boxes, label, relevant=relevant, local=True)
     shifts = []
     gained = lost = False
     for (was, now), found_boxes in sorted(found.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
@@ -407,28 +541,3 @@ def _union(parts: list[tuple[str, int, int]]) -> int:
     for _c, g, e in parts:
         out |= g | e
     return out
-
-
-def diff(
-    old: Matrix,
-    new: Matrix,
-    *,
-    old_label: str = "old",
-    new_label: str = "new",
-    local: bool | None = None,
-) -> MatrixDiff:
-    """Compare ``old`` with ``new``: every kernel and role of either.
-
-    ``local`` forces the method for decision-table-shaped rules (True: kernels by subtracting
-    supported regions pair by pair, roles by a partition that picks its split axis per node) or for
-    overlapping rules (False: one partition per kernel and role in one global axis order); None
-    picks per kernel and role from how much their rule boxes overlap. Both give the same regions.
-    """
-    space, notes = union_space(old, new)
-    kernel_names = list(old.kernels) + [k for k in new.kernels if k not in old.kernels]
-    kernels = tuple(
-        _kernel_diff(space, k, old.kernels.get(k), new.kernels.get(k), local) for k in kernel_names
-    )
-    role_names = list(old.roles) + [r for r in new.roles if r not in old.roles]
-    roles = tuple(_role_diff(space, r, old, new, local) for r in role_names)
-    return MatrixDiff(old=old_label, new=new_label, kernels=kernels, roles=roles, axes=notes)

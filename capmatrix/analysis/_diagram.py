@@ -1,0 +1,362 @@
+"""Regions as reduced ordered decision diagrams: exact set algebra whose cost follows structure, not cells.
+
+A diagram node tests one axis (the axes in one fixed order, a *level* each) and has one child per
+value of that axis; two terminals stand for "nowhere" (0) and "everywhere" (1). Nodes are hash-consed
+(an equal node is never built twice) and reduced (a node whose children are all equal is that child),
+so a region has exactly one diagram for a given axis order: two regions are equal iff their node ids
+are, and emptiness is ``node == 0``. Union, intersection and difference are memoised walks over two
+diagrams; the number of cells and of boxes is read in one pass over the nodes.
+
+The *canonical boxes* of a region are the paths of its diagram from the root to terminal 1: at each
+node, the values whose children are the same node share one box mask; an axis the path skips is
+whole. They are disjoint, determined by the cells and the axis order alone (not by the rules that
+produced the region, nor by the order in which they were combined), and listed in a fixed order (at
+each node, by the lowest value of each mask). ``docs/analysis.md`` documents the form.
+
+The axis order is the analysis's choice (:func:`axis_order`): axes constrained by more rule boxes
+first, ties in declared order. A good order keeps diagrams small; any order gives the same cells.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from capmatrix.regions import Box, Space
+
+__all__ = ["EMPTY", "FULL", "Diagram", "axis_order"]
+
+#: The terminal node of the empty region.
+EMPTY = 0
+#: The terminal node of the whole universe.
+FULL = 1
+
+
+def axis_order(space: Space, boxes: Iterable[Box]) -> tuple[int, ...]:
+    """Axis positions, the axes that more of ``boxes`` constrain first (ties: declared order)."""
+    full = space.full_box()
+    counts = [0] * len(full)
+    for box in boxes:
+        for a, (mask, whole) in enumerate(zip(box, full, strict=True)):
+            if mask != whole:
+                counts[a] += 1
+    return tuple(sorted(range(len(full)), key=lambda a: (-counts[a], a)))
+
+
+class Diagram:
+    """A store of decision-diagram nodes over ``space``, in the axis order ``order`` (positions).
+
+    Nodes are ints; :data:`EMPTY` and :data:`FULL` are the terminals. Every node built by one store
+    can be combined with every other of the same store; the store only grows.
+    """
+
+    __slots__ = ("_and", "_apart", "_cell_memo", "_kids", "_level", "_minus", "_or", "_paths", "_skip",
+                 "_unique", "_within", "axes", "full", "sizes", "space", "width")
+
+    def __init__(self, space: Space, order: Sequence[int] | None = None) -> None:
+        self.space = space
+        self.width = len(space.axes)
+        #: Level -> axis position.
+        self.axes: tuple[int, ...] = tuple(range(self.width)) if order is None else tuple(order)
+        if sorted(self.axes) != list(range(self.width)):
+            msg = f"order {self.axes} is not a permutation of the {self.width} axes"
+            raise ValueError(msg)
+        #: Level -> number of values of its axis.
+        self.sizes = tuple(len(space.axes[a].values) for a in self.axes)
+        self.full = tuple(space.axes[a].full_mask for a in self.axes)
+        # Node -> level (terminals: past the last level) and its children (one per value).
+        self._level: list[int] = [self.width, self.width]
+        self._kids: list[tuple[int, ...]] = [(), ()]
+        self._unique: list[dict[tuple[int, ...], int]] = [{} for _ in self.axes]
+        self._or: dict[tuple[int, int], int] = {}
+        self._and: dict[tuple[int, int], int] = {}
+        self._minus: dict[tuple[int, int], int] = {}
+        self._within: set[tuple[int, int]] = set()
+        self._apart: set[tuple[int, int]] = set()
+        self._cell_memo: dict[int, int] = {}
+        self._paths: tuple[dict[int, int], dict[int, int]] = ({EMPTY: 0, FULL: 1}, {EMPTY: 1, FULL: 0})
+        # _skip[l][m]: cells of the levels from l up to (not including) m.
+        self._skip = [[1] * (self.width + 1) for _ in range(self.width + 1)]
+        for low in range(self.width + 1):
+            for high in range(low + 1, self.width + 1):
+                self._skip[low][high] = self._skip[low][high - 1] * self.sizes[high - 1]
+
+    def __len__(self) -> int:
+        """Nodes built so far, terminals included."""
+        return len(self._level)
+
+    def _node(self, level: int, kids: tuple[int, ...]) -> int:
+        first = kids[0]
+        for kid in kids:
+            if kid != first:
+                break
+        else:
+            return first
+        table = self._unique[level]
+        found = table.get(kids)
+        if found is None:
+            found = table[kids] = len(self._level)
+            self._level.append(level)
+            self._kids.append(kids)
+        return found
+
+    # ----------------------------------------------------------------------------------------------
+    # building
+
+    def box(self, box: Box) -> int:
+        """The node of one box (masks in the space's axis order)."""
+        node = FULL
+        for level in range(self.width - 1, -1, -1):
+            mask = box[self.axes[level]]
+            if mask == self.full[level]:
+                continue
+            if not mask:
+                return EMPTY
+            node = self._node(level, tuple(node if mask >> v & 1 else EMPTY
+                                           for v in range(self.sizes[level])))
+        return node
+
+    def union(self, nodes: Iterable[int]) -> int:
+        """The union of ``nodes``, combined pairwise in a balanced tree (small intermediate results)."""
+        layer = [n for n in nodes if n != EMPTY]
+        if not layer:
+            return EMPTY
+        while len(layer) > 1:
+            paired = [self.join(layer[i], layer[i + 1]) for i in range(0, len(layer) - 1, 2)]
+            if len(layer) % 2:
+                paired.append(layer[-1])
+            layer = paired
+        return layer[0]
+
+    def join(self, a: int, b: int) -> int:
+        """The union of two regions."""
+        if FULL in (a, b):
+            return FULL
+        if a in (EMPTY, b):
+            return b
+        if b == EMPTY:
+            return a
+        if a > b:
+            a, b = b, a
+        found = self._or.get((a, b))
+        if found is not None:
+            return found
+        return self._join(a, b)
+
+    def _join(self, a: int, b: int) -> int:
+        memo = self._or
+        level, kids_a, kids_b = self._align(a, b)
+        out: list[int] = []
+        add = out.append
+        for x, y in zip(kids_a, kids_b, strict=True):
+            if y in (x, EMPTY):
+                add(x)
+            elif x == EMPTY:
+                add(y)
+            elif FULL in (x, y):
+                add(FULL)
+            else:
+                key = (x, y) if x < y else (y, x)
+                found = memo.get(key)
+                add(self._join(*key) if found is None else found)
+        found = memo[(a, b)] = self._node(level, tuple(out))
+        return found
+
+    def meet(self, a: int, b: int) -> int:
+        """The intersection of two regions."""
+        if EMPTY in (a, b):
+            return EMPTY
+        if a in (FULL, b):
+            return b
+        if b == FULL:
+            return a
+        if a > b:
+            a, b = b, a
+        key = (a, b)
+        found = self._and.get(key)
+        if found is not None:
+            return found
+        level, kids_a, kids_b = self._align(a, b)
+        meet = self.meet
+        found = self._and[key] = self._node(level, tuple(map(meet, kids_a, kids_b)))
+        return found
+
+    def minus(self, a: int, b: int) -> int:
+        """The cells of ``a`` not in ``b``."""
+        if a == EMPTY or b in (FULL, a):
+            return EMPTY
+        if b == EMPTY:
+            return a
+        key = (a, b)
+        found = self._minus.get(key)
+        if found is not None:
+            return found
+        level, kids_a, kids_b = self._align(a, b)
+        minus = self.minus
+        found = self._minus[key] = self._node(level, tuple(map(minus, kids_a, kids_b)))
+        return found
+
+    def _align(self, a: int, b: int) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+        la, lb = self._level[a], self._level[b]
+        if la == lb:
+            return la, self._kids[a], self._kids[b]
+        if la < lb:
+            return la, self._kids[a], (b,) * self.sizes[la]
+        return lb, (a,) * self.sizes[lb], self._kids[b]
+
+    # ----------------------------------------------------------------------------------------------
+    # reading
+
+    def cells(self, node: int, *, negated: bool = False) -> int:
+        """How many cells the region holds (exact); ``negated``: the cells it does not hold."""
+        total = 1
+        for size in self.sizes:
+            total *= size
+        if node in (EMPTY, FULL):
+            held = total if node == FULL else 0
+        else:
+            held = self._cells_below(node) * self._skip[0][self._level[node]]
+        return total - held if negated else held
+
+    def _cells_below(self, node: int) -> int:
+        """Cells of ``node`` over the levels from its own down (memoised in the store)."""
+        memo, levels, kids, skip = self._cell_memo, self._level, self._kids, self._skip
+        found = memo.get(node)
+        if found is not None:
+            return found
+        row = skip[levels[node] + 1]
+        total = 0
+        for kid in kids[node]:
+            if kid == FULL:
+                total += row[self.width]
+            elif kid != EMPTY:
+                total += (memo.get(kid) or self._cells_below(kid)) * row[levels[kid]]
+        memo[node] = total
+        return total
+
+    def count_boxes(self, node: int, *, negated: bool = False) -> int:
+        """How many canonical boxes the region (or, ``negated``, its complement) has, exactly.
+
+        Counted on the diagram, without listing them.
+        """
+        kids = self._kids
+        memo = self._paths[negated]
+
+        def paths(n: int) -> int:
+            found = memo.get(n)
+            if found is None:
+                found = memo[n] = sum(paths(k) for k in dict.fromkeys(kids[n]))
+            return found
+
+        return paths(node)
+
+    def boxes(self, node: int, limit: int | None = None, *, negated: bool = False) -> list[Box]:
+        """The canonical boxes of the region (``negated``: of its complement) in their fixed order.
+
+        Only the first ``limit`` if given. The work is bounded by the boxes returned (times the
+        number of axes): a truncated listing of a huge region costs no more than its first boxes.
+        """
+        out: list[Box] = []
+        inside, outside = (EMPTY, FULL) if negated else (FULL, EMPTY)
+        if node == outside or (limit is not None and limit <= 0):
+            return out
+        axes, levels, kids = self.axes, self._level, self._kids
+        masks: list[int] = [*self.full]  # per level, the mask of the current path
+        full = self.full
+
+        def emit() -> None:
+            flat = [0] * self.width
+            for level, axis in enumerate(axes):
+                flat[axis] = masks[level]
+            out.append(tuple(flat))
+
+        def walk(n: int) -> bool:
+            """Append ``n``'s paths (the current prefix fixed); False once ``limit`` is reached."""
+            if n == inside:
+                emit()
+                return limit is None or len(out) < limit
+            level = levels[n]
+            by_kid: dict[int, int] = {}
+            for v, kid in enumerate(kids[n]):
+                if kid != outside:
+                    by_kid[kid] = by_kid.get(kid, 0) | 1 << v
+            going = True
+            for kid, mask in by_kid.items():  # first-seen order: by the lowest value of each mask
+                masks[level] = mask
+                going = walk(kid)
+                if not going:
+                    break
+            masks[level] = full[level]
+            return going
+
+        walk(node)
+        return out
+
+    def within(self, a: int, b: int) -> bool:
+        """Whether every cell of ``a`` is in ``b`` (stops at the first cell that is not)."""
+        if a == EMPTY or b in (FULL, a):
+            return True
+        if b == EMPTY or a == FULL:
+            return False
+        key = (a, b)
+        if key in self._within:
+            return True
+        found = self._minus.get(key)
+        if found is not None:
+            return found == EMPTY
+        _level, kids_a, kids_b = self._align(a, b)
+        if all(map(self.within, kids_a, kids_b)):
+            self._within.add(key)
+            return True
+        return False
+
+    def intersects(self, a: int, b: int) -> bool:
+        """Whether the regions share a cell (stops at the first shared cell; builds nothing)."""
+        if EMPTY in (a, b):
+            return False
+        if a in (FULL, b) or b == FULL:
+            return True
+        if a > b:
+            a, b = b, a
+        key = (a, b)
+        if key in self._apart:
+            return False
+        found = self._and.get(key)
+        if found is not None:
+            return found != EMPTY
+        _level, kids_a, kids_b = self._align(a, b)
+        if any(map(self.intersects, kids_a, kids_b)):
+            return True
+        self._apart.add(key)
+        return False
+
+    def contains(self, node: int, box: Box) -> bool:
+        """Whether the region holds every cell of ``box``."""
+        return self.within(self.box(box), node)
+
+    def meets(self, node: int, box: Box) -> bool:
+        """Whether the region holds some cell of ``box`` (a walk inside the box; nothing is built)."""
+        masks = [box[a] for a in self.axes]
+        if EMPTY in masks:
+            return False
+        levels, kids = self._level, self._kids
+        barren: set[int] = set()
+
+        def walk(n: int) -> bool:
+            if n == FULL:
+                return True
+            if n == EMPTY or n in barren:
+                return False
+            row = kids[n]
+            mask = masks[levels[n]]
+            while mask:
+                low = mask & -mask
+                if walk(row[low.bit_length() - 1]):
+                    return True
+                mask ^= low
+            barren.add(n)
+            return False
+
+        return walk(node)
