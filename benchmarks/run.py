@@ -774,7 +774,11 @@ def section_analysis(quick: bool) -> Section:
         "4.7e11; seven grade kernels, one role). One run each in a fresh process, killed after "
         f"{ANALYSIS_TIMEOUT:.0f} s. Baseline: Calvanese et al. (IS 2018, Tables 2-3; 2.2 GHz i5, one core) "
         "took 195,868 ms for overlaps and 704,510 ms for missing rules on 15 columns x 1,514 rules, and "
-        "117 ms to 320 s across their tables.",
+        "117 ms to 320 s across their tables. Then the same analyses end to end on `boxes` matrices written "
+        "as YAML (`capmatrix check DIR`, `capmatrix diff OLD NEW`, and the role gaps after `load(DIR)` in a "
+        "fresh interpreter, as no command prints them alone): CPU time of the child (user + system), "
+        "with its wall time and peak RSS (`ru_maxrss` of the child) beside; and `capmatrix check` and "
+        "`capmatrix render` of the shipped matrix (CPU min and median of 5 runs).",
     )
     jobs = [("boxes", n) for n in ((100, 1000) if quick else (100, 1000, 10000))] + [("dmn", 1500)]
     analyses = [("check", "capmatrix.analysis", "check"),
@@ -816,7 +820,97 @@ def section_analysis(quick: bool) -> Section:
                 "; ".join(x for x in (growth, ", ".join(f"{k} {v}" for k, v in extra.items())) if x),
             ))
             prev = secs if shape == "boxes" else prev
+    _cli_analysis_rows(sec, quick)
     return sec
+
+
+#: Figures of the analyses before the decision diagrams (docs/benchmarks.md at 8a2e76b), in memory.
+BEFORE_ANALYSIS = {
+    "check": "43.41 s (in memory)", "role-gap": "42.42 s (in memory)", "diff": "61.43 s (in memory)",
+}
+
+_GAPS_CHILD = """
+import sys
+from capmatrix import load
+from capmatrix.analysis import bounded_gap
+m = load(sys.argv[1])
+for role in m.roles.values():
+    bounded_gap(m, role)
+"""
+
+
+def spawn_bounded(argv: list[str], timeout: float, ok: tuple[int, ...] = (0, 1)) -> Spawned | None:
+    """:func:`spawn` killed after ``timeout`` seconds (None then)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.perf_counter() - start > timeout:
+            proc.kill()
+            os.wait4(proc.pid, 0)
+            proc.returncode = -9
+            return None
+        time.sleep(0.02)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode not in ok:
+        msg = f"{' '.join(argv)} exited {proc.returncode}"
+        raise RuntimeError(msg)
+    return Spawned(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024)
+
+
+def _cli_analysis_rows(sec: Section, quick: bool) -> None:
+    """`capmatrix check`, role gaps, `capmatrix diff` end to end on YAML; shipped matrix check, render."""
+    cli = Path(sys.executable).with_name("capmatrix")
+    argv = [str(cli)] if cli.exists() else [sys.executable, "-m", "capmatrix"]
+    sizes = (100, 1_000) if quick else (100, 1_000, 10_000)
+
+    def command(what: str, old: str, new: str) -> list[str]:
+        if what == "check":
+            return [*argv, "check", old]
+        if what == "diff":
+            return [*argv, "diff", old, new]
+        return [sys.executable, "-c", _GAPS_CHILD, old]
+
+    labels = {"check": "`capmatrix check DIR`",
+              "role-gap": "role gaps (`load(DIR)`, `bounded_gap` of every role)",
+              "diff": "`capmatrix diff OLD NEW` (5 % of the rules changed)"}
+    with tempfile.TemporaryDirectory(prefix="capmatrix-bench-cli-") as tmp:
+        dirs = {}
+        for n in sizes:
+            syn = synth.boxes_matrix(n)
+            changed = synth.mutate(syn, 0.05)
+            dirs[n] = (str(syn.write(Path(tmp) / f"old{n}")), str(changed.write(Path(tmp) / f"new{n}")))
+        for what, name in labels.items():
+            prev: float | None = None
+            for n in sizes:
+                big = n == 10_000
+                label = f"{name}, boxes {n:,} rules, YAML through the loader"
+                target = "<= 10 s, <= 2 GB" if big else ""
+                done = spawn_bounded(command(what, *dirs[n]), ANALYSIS_TIMEOUT)
+                if done is None:
+                    sec.rows.append(Row(label, f"> {ANALYSIS_TIMEOUT:.0f} s (killed)",
+                                        BEFORE_ANALYSIS[what] if big else "", target=target,
+                                        met=False if big else None))
+                    prev = None
+                    continue
+                growth = f"x{done.cpu / prev:.1f} vs 10x fewer rules (target <= x12); " if prev else ""
+                met = (done.cpu <= 10.0 and done.peak_rss <= 2 * 1024**3) if big else None
+                sec.rows.append(Row(
+                    label, f"{fmt_time(done.cpu)} CPU", BEFORE_ANALYSIS[what] if big else "",
+                    target=target, met=met,
+                    note=f"{growth}wall {fmt_time(done.wall)}; peak RSS {fmt_bytes(done.peak_rss)}",
+                ))
+                prev = done.cpu
+    for name, args, limit in (("check", ["check"], 2.0), ("render", ["render", "--out-dir"], 3.0)):
+        with tempfile.TemporaryDirectory(prefix="capmatrix-bench-render-") as out:
+            full = [*argv, *args, out] if name == "render" else [*argv, *args]
+            wall, cpu, peak = spawn_many(full, 3 if quick else 5, ok=(0,))
+        sec.rows.append(Row(f"`capmatrix {args[0]}`, shipped matrix", fmt_timing(cpu),
+                            target=f"<= {limit:.0f} s", met=cpu.median <= limit,
+                            note=_wall_note(wall, peak)))
 
 
 # --------------------------------------------------------------------------------------------------
