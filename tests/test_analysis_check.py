@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import shlex
 import shutil
+import subprocess
 import sys
 from itertools import product
 from pathlib import Path
@@ -554,3 +556,28 @@ def test_table_route_finds_what_the_diagram_route_finds(matrix: capmatrix.Matrix
         with patch("capmatrix.analysis._check.mostly_disjoint", return_value=False):
             by_diagram = sorted(map(_finding_cells, check(m)), key=repr)
         assert by_table == by_diagram
+
+
+def test_check_and_diff_are_the_same_in_every_process(tmp_path: Path) -> None:
+    """Two interpreters with different string hashing print byte-identical findings and diffs."""
+    root = str(Path(__file__).resolve().parent.parent)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from benchmarks import synth
+
+    base = synth.boxes_matrix(150)
+    old = base.write(tmp_path / "old")
+    new = synth.mutate(base, 0.1).write(tmp_path / "new")
+    outputs = []
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        runs = [
+            subprocess.run([sys.executable, "-m", "capmatrix", *args], capture_output=True, text=True,
+                           env=env, check=False, cwd=root)
+            for args in (["check", str(old), "--json"], ["diff", str(old), str(new), "--json"])
+        ]
+        assert [r.returncode for r in runs] == [1, 0]
+        outputs.append([r.stdout for r in runs])
+    assert outputs[0] == outputs[1]
+    assert '"C108"' in outputs[0][0]
+    assert '"shifts"' in outputs[0][1]

@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 from itertools import product
 from pathlib import Path
@@ -442,3 +443,41 @@ def test_role_orders_in_diff(tmp_path: Path) -> None:
     for shift in role.shifts:  # only where the SM >= 100 order applies, never for MLA
         assert all(set(area.values["sm"]) <= {100, 120} and area.values["mla"] == (False,)
                    for area in shift.areas)
+
+
+def test_a_large_change_lists_its_first_boxes_and_counts_them_all() -> None:
+    """Past ``max_regions`` a gain, loss or move shows its first canonical boxes and their exact count."""
+    root = str(Path(__file__).resolve().parent.parent)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from benchmarks import synth
+
+    base = synth.boxes_matrix(200)
+    old, new = base.build(), synth.mutate(base, 0.2).build()
+    whole = diff(old, new, local=False, max_regions=10**9)
+    bounded = diff(old, new, local=False, max_regions=3)
+    assert whole.as_dict()["roles"] != bounded.as_dict()["roles"]  # something was cut
+    cut = 0
+    pairs = []
+    for k_whole, k_part in zip(whole.kernels, bounded.kernels, strict=True):
+        pairs += [(k_whole.gained, k_whole.gained_total, k_part.gained, k_part.gained_total),
+                  (k_whole.lost, k_whole.lost_total, k_part.lost, k_part.lost_total)]
+    for r_whole, r_part in zip(whole.roles, bounded.roles, strict=True):
+        pairs += [(x.areas, x.total, y.areas, y.total)
+                  for x, y in zip(r_whole.shifts, r_part.shifts, strict=True)]
+    space = union_space(old, new)[0]
+    for full, full_total, part, part_total in pairs:
+        assert full_total == len(full)  # listed whole: the merged regions
+        region = Region(space, [a.box for a in full], disjoint=True)
+        assert all(Region(space, [a.box], disjoint=True) <= region for a in part)  # inside the change
+        if part_total <= 3:
+            assert part == full
+            continue
+        cut += 1
+        assert len(part) == 3
+        assert part_total >= len(full)  # canonical boxes: at least as many as merged regions
+        assert all(any(x & y == 0 for x, y in zip(a.box, b.box, strict=True))
+                   for i, a in enumerate(part) for b in part[i + 1:])  # disjoint
+    assert cut
+    text = render_diff_text(bounded)
+    assert "more boxes (the first 3 in --json)" in text

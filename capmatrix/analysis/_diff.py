@@ -23,6 +23,7 @@ from capmatrix.analysis._boxes import (
     supported_region,
     with_values,
 )
+from capmatrix.analysis._check import MAX_REGIONS
 from capmatrix.analysis._diagram import EMPTY, FULL, Diagram, axis_order
 from capmatrix.model import _StrEnum
 from capmatrix.regions import Region, Space, bits
@@ -72,6 +73,10 @@ class KernelDiff:
     presence: str
     gained: tuple[Area, ...]
     lost: tuple[Area, ...]
+    #: How many regions the whole gain (loss) has: ``len(gained)`` when all are listed; past the
+    #: bound, the exact number of canonical boxes, of which ``gained`` holds the first ones.
+    gained_total: int = 0
+    lost_total: int = 0
 
     def as_dict(self) -> dict[str, object]:
         """JSON-ready form."""
@@ -81,6 +86,8 @@ class KernelDiff:
             "presence": self.presence,
             "gained": [a.as_dict() for a in self.gained],
             "lost": [a.as_dict() for a in self.lost],
+            "gained_total": self.gained_total,
+            "lost_total": self.lost_total,
         }
 
 
@@ -91,10 +98,13 @@ class RoleShift:
     old: str | None
     new: str | None
     areas: tuple[Area, ...]
+    #: How many regions the whole move has (see :attr:`KernelDiff.gained_total`).
+    total: int = 0
 
     def as_dict(self) -> dict[str, object]:
         """JSON-ready form."""
-        return {"from": self.old, "to": self.new, "regions": [a.as_dict() for a in self.areas]}
+        return {"from": self.old, "to": self.new, "regions": [a.as_dict() for a in self.areas],
+                "total": self.total}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -190,8 +200,9 @@ def union_space(old: Matrix, new: Matrix) -> tuple[Space, tuple[str, ...]]:
 class _Sides:
     """Both matrices' supported regions as nodes of one diagram over the union space."""
 
-    def __init__(self, space: Space, old: Matrix, new: Matrix) -> None:
+    def __init__(self, space: Space, old: Matrix, new: Matrix, limit: int) -> None:
         self.space = space
+        self.limit = limit
         self.compiled = [
             {name: KernelBoxes.of(kernel, space) for name, kernel in matrix.kernels.items()}
             for matrix in (old, new)
@@ -217,20 +228,28 @@ class _Sides:
         return diagram.minus(
             granted, diagram.union(diagram.box(boxes[i]) for i in bits(compiled.exclusions)))
 
-    def region(self, node: int) -> tuple[Area, ...]:
-        """The merged areas of a node's region."""
-        return areas(Region(self.space, self.diagram.boxes(node), disjoint=True))
+    def region(self, node: int) -> tuple[tuple[Area, ...], int]:
+        """A node's region within the bound, and how many regions it has.
+
+        All of it merged (and their number), or past the bound its first canonical boxes (and the
+        exact number of its canonical boxes).
+        """
+        count = self.diagram.count_boxes(node)
+        if count <= self.limit:
+            found = areas(Region(self.space, self.diagram.boxes(node), disjoint=True))
+            return found, len(found)
+        return tuple(Area(self.space, b) for b in self.diagram.boxes(node, self.limit)), count
 
 
 def _kernel_diff(sides: _Sides, name: str, old: Kernel | None, new: Kernel | None) -> KernelDiff:
     before, after = sides.supported(0, name), sides.supported(1, name)
     diagram = sides.diagram
-    gained = sides.region(diagram.minus(after, before))
-    lost = sides.region(diagram.minus(before, after))
+    gained, gained_total = sides.region(diagram.minus(after, before))
+    lost, lost_total = sides.region(diagram.minus(before, after))
     presence = "both" if old and new else ("added" if new else "removed")
     return KernelDiff(
         kernel=name, change=Change.of(bool(gained), bool(lost)), presence=presence,
-        gained=gained, lost=lost,
+        gained=gained, lost=lost, gained_total=gained_total, lost_total=lost_total,
     )
 
 
@@ -322,7 +341,8 @@ def _role_diff(sides: _Sides, name: str, old: Matrix, new: Matrix) -> RoleDiff:
         moved = diagram.meet(left[was], after[now])
         gained = gained or was is None
         lost = lost or now is None
-        shifts.append(RoleShift(old=was, new=now, areas=sides.region(moved)))
+        found, total = sides.region(moved)
+        shifts.append(RoleShift(old=was, new=now, areas=found, total=total))
     in_old, in_new = name in old.roles, name in new.roles
     presence = "both" if in_old and in_new else ("added" if in_new else "removed")
     return RoleDiff(
@@ -337,8 +357,12 @@ def diff(
     old_label: str = "old",
     new_label: str = "new",
     local: bool | None = None,
+    max_regions: int = MAX_REGIONS,
 ) -> MatrixDiff:
     """Compare ``old`` with ``new``: every kernel and role of either.
+
+    Each gain, loss or move lists at most ``max_regions`` regions; past that, its first canonical
+    boxes and their exact number (``*_total``).
 
     ``local`` picks the method: True for decision-table-shaped rules (the partition, split like the
     table), False for overlapping rules (decision diagrams in one axis order); None decides from
@@ -347,16 +371,17 @@ def diff(
     areas.
     """
     space, notes = union_space(old, new)
-    sides = _Sides(space, old, new)
+    sides = _Sides(space, old, new, max_regions)
     if local is None:
         local = mostly_disjoint([b for side in sides.compiled for c in side.values() for b in c.boxes])
     kernel_names = list(old.kernels) + [k for k in new.kernels if k not in old.kernels]
     role_names = list(old.roles) + [r for r in new.roles if r not in old.roles]
     if local:
         kernels = tuple(
-            _table_kernel_diff(space, k, old.kernels.get(k), new.kernels.get(k)) for k in kernel_names
+            _table_kernel_diff(space, k, old.kernels.get(k), new.kernels.get(k), max_regions)
+            for k in kernel_names
         )
-        roles = tuple(_table_role_diff(space, r, old, new) for r in role_names)
+        roles = tuple(_table_role_diff(space, r, old, new, max_regions) for r in role_names)
     else:
         kernels = tuple(
             _kernel_diff(sides, k, old.kernels.get(k), new.kernels.get(k)) for k in kernel_names
@@ -421,15 +446,22 @@ def _table_supported(space: Space, kernel: Kernel | None) -> list[Box]:
     return list(supported_region(space, KernelBoxes.of(kernel, space), local=True).boxes)
 
 
-def _table_kernel_diff(space: Space, name: str, old: Kernel | None, new: Kernel | None) -> KernelDiff:
+def _first(found: tuple[Area, ...], limit: int) -> tuple[tuple[Area, ...], int]:
+    return found[:limit], len(found)
+
+
+def _table_kernel_diff(
+    space: Space, name: str, old: Kernel | None, new: Kernel | None, limit: int
+) -> KernelDiff:
     """Decision-table-shaped rules: subtract the supported regions pair by pair."""
     presence = "both" if old and new else ("added" if new else "removed")
     before, after = _table_supported(space, old), _table_supported(space, new)
-    gained = areas(Region(space, subtract_all(space, after, before), disjoint=True))
-    lost = areas(Region(space, subtract_all(space, before, after), disjoint=True))
+    gained, gained_total = _first(areas(Region(space, subtract_all(space, after, before), disjoint=True)),
+                                  limit)
+    lost, lost_total = _first(areas(Region(space, subtract_all(space, before, after), disjoint=True)), limit)
     return KernelDiff(
         kernel=name, change=Change.of(bool(gained), bool(lost)), presence=presence,
-        gained=gained, lost=lost,
+        gained=gained, lost=lost, gained_total=gained_total, lost_total=lost_total,
     )
 
 
@@ -458,7 +490,7 @@ def _winner_parts(matrix: Matrix, role: Role | None, pool: _Pool, side: int) -> 
              parts(o.candidates)) for j, o in enumerate(role.orders)]
 
 
-def _table_role_diff(space: Space, name: str, old: Matrix, new: Matrix) -> RoleDiff:
+def _table_role_diff(space: Space, name: str, old: Matrix, new: Matrix, limit: int) -> RoleDiff:
     pool = _Pool(space)
     sides = [
         _winner_parts(old, old.roles.get(name), pool, 0),
@@ -526,9 +558,8 @@ def _table_role_diff(space: Space, name: str, old: Matrix, new: Matrix) -> RoleD
             continue
         gained = gained or was is None
         lost = lost or now is None
-        shifts.append(
-            RoleShift(old=was, new=now, areas=areas(Region(space, found_boxes, disjoint=True)))
-        )
+        shown, total = _first(areas(Region(space, found_boxes, disjoint=True)), limit)
+        shifts.append(RoleShift(old=was, new=now, areas=shown, total=total))
     in_old, in_new = name in old.roles, name in new.roles
     presence = "both" if in_old and in_new else ("added" if in_new else "removed")
     return RoleDiff(

@@ -172,15 +172,23 @@ def _open_matrix(spec: str | None, stack: ExitStack, err: TextIO) -> tuple[Matri
     return load(root), spec
 
 
+def _more(areas: Sequence[Area], total: int) -> str:
+    """``12 more (--json)``, or ``4,095 more boxes (the first 1,000 in --json)`` past the bound."""
+    shown = min(len(areas), SHOWN_REGIONS)
+    if total > len(areas):
+        return f"{total - shown:,} more boxes (the first {len(areas):,} in --json)"
+    return f"{len(areas) - shown} more (--json)"
+
+
 def _area_lines(
-    areas: Sequence[Area], kind: str, name: str, matrix: str | None, indent: str, mark: str
+    areas: Sequence[Area], total: int, kind: str, name: str, matrix: str | None, indent: str, mark: str
 ) -> list[str]:
     lines = []
     for area in areas[:SHOWN_REGIONS]:
         lines.append(f"{indent}{mark} {area.description}")
         lines.append(f"{indent}    witness: {_query_command(kind, name, area, matrix)}")
-    if len(areas) > SHOWN_REGIONS:
-        lines.append(f"{indent}... and {len(areas) - SHOWN_REGIONS} more (--json)")
+    if max(total, len(areas)) > min(len(areas), SHOWN_REGIONS):
+        lines.append(f"{indent}... and {_more(areas, total)}")
     return lines
 
 
@@ -195,8 +203,8 @@ def render_diff_text(result: MatrixDiff, matrix: str | None = None) -> str:
             continue
         extra = "" if k.presence == "both" else f" (kernel {k.presence})"
         lines.append(f"kernel {k.kernel}: {k.change}{extra}")
-        lines.extend(_area_lines(k.gained, "kernel", k.kernel, matrix, "  ", "+ gained:"))
-        lines.extend(_area_lines(k.lost, "kernel", k.kernel, matrix, "  ", "- lost:"))
+        lines.extend(_area_lines(k.gained, k.gained_total, "kernel", k.kernel, matrix, "  ", "+ gained:"))
+        lines.extend(_area_lines(k.lost, k.lost_total, "kernel", k.kernel, matrix, "  ", "- lost:"))
     for r in result.roles:
         if not r.changed:
             same_r += 1
@@ -204,18 +212,18 @@ def render_diff_text(result: MatrixDiff, matrix: str | None = None) -> str:
         lines.append(f"role {r.role}: selection changes (coverage {r.coverage})")
         for shift in r.shifts:
             lines.append(f"  {shift.old or 'none'} -> {shift.new or 'none'}:")
-            lines.extend(_area_lines(shift.areas, "role", r.role, matrix, "    ", "*"))
+            lines.extend(_area_lines(shift.areas, shift.total, "role", r.role, matrix, "    ", "*"))
     lines.append(f"unchanged: {same_k} kernels, {same_r} roles")
     return "\n".join(lines)
 
 
-def _md_areas(areas: Sequence[Area], kind: str, name: str) -> list[str]:
+def _md_areas(areas: Sequence[Area], total: int, kind: str, name: str) -> list[str]:
     lines = []
     for area in areas[:SHOWN_REGIONS]:
         lines.append(f"- `{area.description}`  ")
         lines.append(f"  witness: `{_query_command(kind, name, area, None)}`")
-    if len(areas) > SHOWN_REGIONS:
-        lines.append(f"- ... and {len(areas) - SHOWN_REGIONS} more regions (`capmatrix diff --json`)")
+    if max(total, len(areas)) > min(len(areas), SHOWN_REGIONS):
+        lines.append(f"- ... and {_more(areas, total).replace('--json', '`capmatrix diff --json`')}")
     return lines
 
 
@@ -234,16 +242,18 @@ def render_diff_markdown(result: MatrixDiff) -> str:
         for k in changed:
             extra = "" if k.presence == "both" else f" ({k.presence})"
             lines.append(
-                f"| `{k.kernel}` | **{k.change}**{extra} | {len(k.gained) or '-'} | "
-                f"{len(k.lost) or '-'} |"
+                f"| `{k.kernel}` | **{k.change}**{extra} | {k.gained_total or '-'} | "
+                f"{k.lost_total or '-'} |"
             )
         lines.append("")
     for k in changed:
         lines.append(f"#### `{k.kernel}`: {k.change}")
         if k.gained:
-            lines += ["", "**Gained** (now supported):", *_md_areas(k.gained, "kernel", k.kernel)]
+            gained = _md_areas(k.gained, k.gained_total, "kernel", k.kernel)
+            lines += ["", "**Gained** (now supported):", *gained]
         if k.lost:
-            lines += ["", "**Lost** (no longer supported):", *_md_areas(k.lost, "kernel", k.kernel)]
+            lost = _md_areas(k.lost, k.lost_total, "kernel", k.kernel)
+            lines += ["", "**Lost** (no longer supported):", *lost]
         lines.append("")
     for r in result.roles:
         if not r.changed:
@@ -251,7 +261,7 @@ def render_diff_markdown(result: MatrixDiff) -> str:
         lines.append(f"#### role `{r.role}`: selection changes (coverage {r.coverage})")
         for shift in r.shifts:
             lines += ["", f"`{shift.old or 'none'}` → `{shift.new or 'none'}`:"]
-            lines += _md_areas(shift.areas, "role", r.role)
+            lines += _md_areas(shift.areas, shift.total, "role", r.role)
         lines.append("")
     same_k = sum(1 for k in result.kernels if k not in changed)
     same_r = sum(1 for r in result.roles if not r.changed)
@@ -336,10 +346,12 @@ def render_legacy(result: LegacyComparison, matrix: str | None = None) -> str:
         lines.append(f"  within {shown}")
     if result.legacy_only:
         lines.append("legacy True, matrix unsupported:")
-        lines.extend(_area_lines(result.legacy_only, "kernel", result.kernel, matrix, "  ", "*"))
+        only = result.legacy_only
+        lines.extend(_area_lines(only, len(only), "kernel", result.kernel, matrix, "  ", "*"))
     if result.matrix_only:
         lines.append("legacy False, matrix supported:")
-        lines.extend(_area_lines(result.matrix_only, "kernel", result.kernel, matrix, "  ", "*"))
+        only = result.matrix_only
+        lines.extend(_area_lines(only, len(only), "kernel", result.kernel, matrix, "  ", "*"))
     return "\n".join(lines)
 
 
