@@ -47,8 +47,9 @@ MAX_NEAR_MISSES = CLOSEST_GRANTS
 MAX_RESIDUAL_BOXES = 256
 #: Cached resolutions per matrix before the cache is cleared (bounds memory under hostile input).
 CACHE_LIMIT = 1 << 16
-#: A query's effective axis values, where each came from, and its open axes (shared, never mutated).
-_Effective = tuple[dict[str, "AxisValue"], dict[str, "Origin"], list[str]]
+#: A query's effective axis values, where each came from, its open axes and the axes whose value is
+#: outside the known values (shared by the candidates of a selection, never mutated).
+_Effective = tuple[dict[str, "AxisValue"], dict[str, "Origin"], list[str], list[str]]
 #: A decision table's memo entry not yet computed (None is a real answer: "an input is open").
 _UNSEEN = object()
 
@@ -283,6 +284,8 @@ class _CompiledKernel:
     by_value: tuple[tuple[int, ...], ...]
     #: per axis position: rules with no condition on the axis
     unconstrained: tuple[int, ...]
+    #: the axis positions some rule has a condition on, in axis order
+    constrained: tuple[int, ...]
     #: per rule: its box over the known universe
     boxes: tuple[tuple[int, ...], ...]
     #: per rule: ``"<id> (<file>:<line>)"`` and its status, rendered once for the reasons
@@ -336,6 +339,7 @@ def _compile_kernel(kernel: Kernel, axes: tuple[Axis, ...]) -> _CompiledKernel:
         exclusions=exclusions,
         by_value=tuple(tuple(v) for v in by_value),
         unconstrained=tuple(unconstrained),
+        constrained=tuple(ai for ai, free in enumerate(unconstrained) if free != grants | exclusions),
         boxes=tuple(boxes),
         labels=tuple((f"{rule.id} ({rule.location})", str(rule.status)) for rule in rules),
     )
@@ -368,6 +372,12 @@ class Resolver:
         self._positions = {a.name: i for i, a in enumerate(self._axes)}
         # Axis.index by lookup; the type is part of the key as there (True == 1, but not as a value).
         self._value_index = tuple({(type(v), v): i for i, v in enumerate(a.values)} for a in self._axes)
+        # Only an int axis (or a bool axis that lists one value) can be given a value it does not list:
+        # every other value is checked against the list when the query is made or the matrix loaded.
+        self._may_be_outside = tuple(
+            (ai, a) for ai, a in enumerate(self._axes)
+            if a.type is AxisType.INT or (a.type is AxisType.BOOL and len(a.values) < 2)
+        )
         self._kernels = {
             name: _compile_kernel(kernel, self._axes) for name, kernel in matrix.kernels.items()
         }
@@ -429,7 +439,7 @@ class Resolver:
         candidate_query = query.replace(**pinned) if pinned else query
         candidates, decided = role.candidates, True
         # The candidates' queries differ only in the kernel: their effective values are worked out once.
-        effective = self.effective_values(candidate_query)
+        effective = self._effective(candidate_query)
         if role.orders:
             values = self._add_derived(dict(effective[0]))
             key = ("role:" + role_name, tuple(values.get(a) for a in self._order_reads[role_name]))
@@ -474,7 +484,16 @@ class Resolver:
         self._table_memo[key] = value
         return value
 
-    def effective_values(self, query: KernelQuery) -> _Effective:
+    def _effective(self, query: KernelQuery) -> _Effective:
+        values, origins, open_axes = self.effective_values(query)
+        index = self._value_index
+        outside = [a.name for ai, a in self._may_be_outside
+                   if a.name in values and (type(values[a.name]), values[a.name]) not in index[ai]]
+        return values, origins, open_axes, outside
+
+    def effective_values(
+        self, query: KernelQuery
+    ) -> tuple[dict[str, AxisValue], dict[str, Origin], list[str]]:
         """The axis values a query resolves with, where each came from, and the open axes.
 
         :raises InvalidQuery: for an unknown model, axis or value.
@@ -544,23 +563,23 @@ class Resolver:
         compiled = self._kernels.get(query.kernel)
         if compiled is None:
             raise UnknownName("kernel", query.kernel, self._kernels)
-        values, origins, open_axes = self.effective_values(query) if effective is None else effective
-        all_rules = (1 << len(compiled.rules)) - 1
-        candidates = all_rules
+        values, origins, open_axes, outside = self._effective(query) if effective is None else effective
+        candidates = (1 << len(compiled.rules)) - 1
         admits: dict[int, int] = {}
-        outside: list[str] = []
-        for ai, axis in enumerate(self._axes):
-            if axis.name not in values:
+        # Only the axes some rule of the kernel names can narrow the candidates (on the others every
+        # rule admits every value, in the universe or not).
+        for ai in compiled.constrained:
+            name = self._axes[ai].name
+            if name not in values:
                 continue
-            value = values[axis.name]
+            value = values[name]
             vi = self._value_index[ai].get((type(value), value))
             if vi is not None:
                 admit = compiled.by_value[ai][vi]
             else:
-                outside.append(axis.name)
                 admit = compiled.unconstrained[ai]
                 for bit, rule in enumerate(compiled.rules):
-                    cond = rule.conditions.get(axis.name)
+                    cond = rule.conditions.get(name)
                     if cond is not None and cond.contains(value):
                         admit |= 1 << bit
             admits[ai] = admit
