@@ -359,7 +359,7 @@ def first_eval(syn: synth.Synthetic, n_queries: int, repeat: int) -> tuple[Timin
     samples = []
     results: list[Any] = []
     for _ in range(repeat):
-        resolver._cache.clear()  # noqa: SLF001 - every query is new to the resolver
+        resolver.forget()  # every query is new to the resolver
         gc.collect()
         start = time.perf_counter()
         results = [capmatrix.resolve(q, m) for q in queries]
@@ -372,13 +372,13 @@ def first_eval(syn: synth.Synthetic, n_queries: int, repeat: int) -> tuple[Timin
     # first access), to show the cost of the whole answer next to the verdict's.
     full = []
     for _ in range(repeat):
-        resolver._cache.clear()  # noqa: SLF001
+        resolver.forget()
         gc.collect()
         start = time.perf_counter()
         for q in queries:
             _ = capmatrix.resolve(q, m).reasons
         full.append((time.perf_counter() - start) / len(queries))
-    resolver._cache.clear()  # noqa: SLF001
+    resolver.forget()
     stats["with_reasons"] = min(full)
     return Timing(min(samples), statistics.median(samples), len(queries), repeat), stats
 
@@ -391,9 +391,10 @@ def section_first_eval(quick: bool) -> Section:
         "tree with 10 % noise (a cell meets about one rule, as in a real capability table). `boxes`: "
         "random overlapping boxes (1-4 constrained axes, 15 % exclusions) spread over one kernel per 50 "
         "rules (2 to 200 kernels), queries cycling over the kernels. `boxes-1k`: the same boxes all in "
-        "one kernel, the stress case (a cell meets hundreds of rules, and every answer lists each of them "
-        "as a reason). Each sample resolves 1,000 distinct fully specified random queries after clearing "
-        "the resolver's cache; value = mean per query, min of 5 samples (median in parentheses): the "
+        "one kernel, the stress case (a cell meets hundreds of rules, and every exclusion that hits is "
+        "listed). Each sample resolves 1,000 distinct fully specified random queries after "
+        "`Resolver.forget()` (every cached answer, memo and built reason dropped); value = mean per "
+        "query, min of 5 samples (median in parentheses): the "
         "verdict with its values and residual. `Resolution.reasons` is built on first access (an engine "
         "reads the verdict only); *with reasons* repeats the queries and reads the reasons too, the cost "
         "of the whole explained answer. Growth rows compare 10,000 with 100 rules against a logarithmic "

@@ -75,8 +75,7 @@ def _first_selection(cells: list[dict[str, Any]], repeat: int) -> tuple[float, f
     chosen = 0
     for _ in range(repeat):
         vllm._MEMO.clear()  # noqa: SLF001 - every configuration is new: no memo, no resolver cache
-        resolver._cache.clear()  # noqa: SLF001
-        resolver._select_cache.clear()  # noqa: SLF001
+        resolver.forget()
         start = time.perf_counter()
         chosen = _select_all(cells)
         samples.append((time.perf_counter() - start) / len(cells))

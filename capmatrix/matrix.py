@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -72,11 +73,18 @@ class Matrix:
 
     def show_path(self, path: str) -> str:
         """``path`` as ``capabilities/...`` when it lies under :attr:`root`, else as given (POSIX form)."""
-        candidate = Path(path)
-        if not candidate.is_absolute():
-            candidate = Path.cwd() / candidate
-        try:
-            rel = candidate.resolve().relative_to(Path(self.root).resolve())
-        except ValueError:
-            return Path(path).as_posix()
-        return f"{ROOT_LABEL}/{rel.as_posix()}"
+        return _shown(self.root, path, str(Path.cwd()))
+
+
+@functools.lru_cache(maxsize=4096)
+def _shown(root: str, path: str, cwd: str) -> str:
+    # Memoised: a page cites thousands of rules from a few files, and resolving a path is a system call
+    # per component. The working directory is part of the key, as relative paths depend on it.
+    candidate = Path(path)
+    if not candidate.is_absolute():
+        candidate = Path(cwd) / candidate
+    try:
+        rel = candidate.resolve().relative_to(Path(root).resolve())
+    except ValueError:
+        return Path(path).as_posix()
+    return f"{ROOT_LABEL}/{rel.as_posix()}"

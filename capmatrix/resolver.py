@@ -388,6 +388,7 @@ class Resolver:
         self._reads = {name: _read_axes(row.when for row in d.rows) for name, d in matrix.derived.items()}
         self._order_reads = {name: _read_axes(o.when for o in r.orders) for name, r in matrix.roles.items()}
         self._table_memo: dict[tuple[str, tuple[AxisValue | None, ...]], object] = {}
+        self._effective_memo: dict[tuple[object, ...], _Effective] = {}
         self._lock = threading.Lock()
 
     # -- public -------------------------------------------------------------------------------
@@ -427,6 +428,19 @@ class Resolver:
                 self._select_cache.clear()
             self._select_cache[key] = found
         return found
+
+    def forget(self) -> None:
+        """Drop every remembered answer, memo and explanation, as if no query had been asked.
+
+        For measuring first answers; the compiled index stays.
+        """
+        self._cache.clear()
+        self._select_cache.clear()
+        self._table_memo.clear()
+        self._effective_memo.clear()
+        for compiled in self._kernels.values():
+            compiled.reason_cache.clear()
+            compiled.mismatch_cache.clear()
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -485,11 +499,19 @@ class Resolver:
         return value
 
     def _effective(self, query: KernelQuery) -> _Effective:
-        values, origins, open_axes = self.effective_values(query)
-        index = self._value_index
-        outside = [a.name for ai, a in self._may_be_outside
-                   if a.name in values and (type(values[a.name]), values[a.name]) not in index[ai]]
-        return values, origins, open_axes, outside
+        # The same for every kernel: a page or a selection asks one configuration of many kernels.
+        key = (query.model, query._typed[2])  # noqa: SLF001 - the query's identity without its kernel
+        found = self._effective_memo.get(key)
+        if found is None:
+            values, origins, open_axes = self.effective_values(query)
+            index = self._value_index
+            outside = [a.name for ai, a in self._may_be_outside
+                       if a.name in values and (type(values[a.name]), values[a.name]) not in index[ai]]
+            found = (values, origins, open_axes, outside)
+            if len(self._effective_memo) >= CACHE_LIMIT:
+                self._effective_memo.clear()
+            self._effective_memo[key] = found
+        return found
 
     def effective_values(
         self, query: KernelQuery

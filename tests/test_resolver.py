@@ -391,3 +391,27 @@ def test_type_confusion_is_refused_after_normalising(
 ) -> None:
     with pytest.raises(capmatrix.InvalidQuery, match=message):
         resolve(KernelQuery("xqa", **axes), small)
+
+
+def test_forget_drops_every_memo_and_answers_alike() -> None:
+    """Resolver.forget (for measuring first answers): nothing remembered, the same answers after."""
+    matrix = capmatrix.load()
+    resolver = compile_matrix(matrix)
+    query = KernelQuery("xqa", model="deepseek_v3", sm=120, spec_dec="one_model")
+    before = resolver.resolve(query)
+    reasons = before.reasons
+    asked = KernelQuery(sm=90, head_dim=128, dtype="bf16")
+    chosen = resolver.select("vllm_attention", asked)
+    assert resolver._cache
+    assert resolver._select_cache
+    assert resolver._effective_memo
+    assert resolver._table_memo
+    resolver.forget()
+    for memo in (resolver._cache, resolver._select_cache, resolver._effective_memo, resolver._table_memo):
+        assert not memo
+    assert all(not c.reason_cache and not c.mismatch_cache for c in resolver._kernels.values())
+    again = resolver.resolve(query)
+    assert again is not before
+    assert again == before
+    assert again.reasons == reasons
+    assert resolver.select("vllm_attention", asked).kernel == chosen.kernel

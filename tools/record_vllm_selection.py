@@ -484,8 +484,7 @@ def _bench(vllm_src: Path, repeat: int) -> dict[str, Any]:
 
     def forget() -> None:
         capmatrix_vllm._MEMO.clear()  # noqa: SLF001
-        resolver._cache.clear()  # noqa: SLF001
-        resolver._select_cache.clear()  # noqa: SLF001
+        resolver.forget()
 
     def best(fn: Any, number: int) -> float:  # noqa: ANN401 - any callable
         return min(timeit.repeat(fn, number=number, repeat=repeat)) / number
