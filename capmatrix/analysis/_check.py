@@ -562,19 +562,10 @@ def _winners(
     diagram: Diagram, matrix: Matrix, role: Role, supported: Mapping[str, int], *, ordered: bool
 ) -> dict[str | None, int]:
     """Per candidate (None: no candidate), the node of where ``role`` selects it; empty ones left out."""
-    out: dict[str | None, int] = {}
-    for candidates, area in _layers(diagram, role, ordered=ordered):
-        taken = EMPTY
-        for candidate in candidates:
-            own = supported.get(candidate, EMPTY) if candidate in matrix.kernels else EMPTY
-            won = diagram.minus(diagram.meet(own, area), taken)
-            if won != EMPTY:
-                out[candidate] = diagram.join(out.get(candidate, EMPTY), won)
-            taken = diagram.join(taken, own)
-        rest = diagram.minus(area, taken)
-        if rest != EMPTY:
-            out[None] = diagram.join(out.get(None, EMPTY), rest)
-    return out
+    def support(candidate: str) -> int:
+        return supported.get(candidate, EMPTY) if candidate in matrix.kernels else EMPTY
+
+    return diagram.winners(_layers(diagram, role, ordered=ordered), support)
 
 
 def _gap_and_shadowed(

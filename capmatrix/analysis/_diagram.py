@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
 
     from capmatrix.regions import Box, Space
 
@@ -360,3 +360,25 @@ class Diagram:
             return False
 
         return walk(node)
+
+    def winners(
+        self, layers: Iterable[tuple[Sequence[str], int]], support: Callable[[str], int]
+    ) -> dict[str | None, int]:
+        """Where each candidate of a role wins (None: where no candidate is supported); empty ones left out.
+
+        Per layer (candidates, area), a candidate takes the part of its ``support`` in the area that no
+        earlier candidate of the layer took.
+        """
+        out: dict[str | None, int] = {}
+        for candidates, area in layers:
+            taken = EMPTY
+            for candidate in candidates:
+                own = self.meet(support(candidate), area)
+                won = self.minus(own, taken)
+                if won != EMPTY:
+                    out[candidate] = self.join(out.get(candidate, EMPTY), won)
+                taken = self.join(taken, own)
+            rest = self.minus(area, taken)
+            if rest != EMPTY:
+                out[None] = self.join(out.get(None, EMPTY), rest)
+        return out

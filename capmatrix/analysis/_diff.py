@@ -298,20 +298,8 @@ def _layers(sides: _Sides, matrix: Matrix, role: Role | None) -> _Layers:
 def _winners(sides: _Sides, side: int, layers: _Layers, within: int) -> dict[str | None, int]:
     """Per candidate (None: no candidate), the node of where it is selected on ``side``, in ``within``."""
     diagram = sides.diagram
-    out: dict[str | None, int] = {}
-    for candidates, area in layers:
-        inside = diagram.meet(area, within)
-        taken = EMPTY
-        for candidate in candidates:
-            own = diagram.meet(sides.supported(side, candidate), inside)
-            won = diagram.minus(own, taken)
-            if won != EMPTY:
-                out[candidate] = diagram.join(out.get(candidate, EMPTY), won)
-            taken = diagram.join(taken, own)
-        rest = diagram.minus(inside, taken)
-        if rest != EMPTY:
-            out[None] = diagram.join(out.get(None, EMPTY), rest)
-    return out
+    return diagram.winners(((candidates, diagram.meet(area, within)) for candidates, area in layers),
+                           lambda candidate: sides.supported(side, candidate))
 
 
 def _role_diff(sides: _Sides, name: str, old: Matrix, new: Matrix) -> RoleDiff:
