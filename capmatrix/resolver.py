@@ -399,7 +399,8 @@ class Resolver:
         :raises InvalidQuery: for an unknown kernel, model, axis or value, or a value of the wrong type.
         """
         check_query(query)
-        return self._cached_resolve(query, None)
+        found = self._cache.get(query)  # the per-step path: one lookup, no further call
+        return found if found is not None else self._cached_resolve(query, None)
 
     def _cached_resolve(self, query: KernelQuery, effective: _Effective | None) -> Resolution:
         found = self._cache.get(query)
