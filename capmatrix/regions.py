@@ -52,6 +52,16 @@ def bits(value: int, limit: int | None = None) -> list[int]:
     if limit is None and 0 <= value < _TABLE_SIZE:
         return list(_SMALL[value])
     out: list[int] = []
+    if limit is not None and value.bit_length() > _PEEL_WIDTH:
+        # The lowest few set bits of a wide bit set usually lie in its low words: read a low window
+        # that holds ``limit`` of them (growing it 16-fold while it does not) instead of the whole.
+        width = _PEEL_WIDTH
+        while width < value.bit_length():
+            low = value & ((1 << width) - 1)
+            if low.bit_count() >= limit:
+                value = low
+                break
+            width <<= 4
     if value.bit_length() <= _PEEL_WIDTH and (
         (limit is not None and limit <= _PEEL_BITS) or value.bit_count() <= _PEEL_BITS
     ):

@@ -9,14 +9,16 @@ process-wide default matrix lives in :mod:`capmatrix._default`).
 from __future__ import annotations
 
 import threading
+from bisect import bisect_left
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import TYPE_CHECKING, cast
 
 from capmatrix._partition import PartitionLimit, find, partition, reduce_kernel
 from capmatrix.errors import InvalidQuery, UnknownName, did_you_mean
 from capmatrix.model import NONE, AxisType, Effect, _StrEnum, format_value
 from capmatrix.query import ANY, KernelQuery, _short
-from capmatrix.regions import Region, Space, bits, box_of
+from capmatrix.regions import Box, Region, Space, bits, box_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
@@ -47,6 +49,10 @@ MAX_NEAR_MISSES = CLOSEST_GRANTS
 MAX_RESIDUAL_BOXES = 256
 #: Cached resolutions per matrix before the cache is cleared (bounds memory under hostile input).
 CACHE_LIMIT = 1 << 16
+
+#: The binary text of a bit set as selector bytes for ``itertools.compress``: "0" -> 0, "1" -> 1.
+_SELECTOR = bytes.maketrans(b"01", b"\x00\x01")
+
 #: A query's effective axis values, where each came from, its open axes and the axes whose value is
 #: outside the known values (shared by the candidates of a selection, never mutated).
 _Effective = tuple[dict[str, "AxisValue"], dict[str, "Origin"], list[str], list[str]]
@@ -290,9 +296,16 @@ class _CompiledKernel:
     boxes: tuple[tuple[int, ...], ...]
     #: per rule: ``"<id> (<file>:<line>)"`` and its status, rendered once for the reasons
     labels: tuple[tuple[str, str], ...] = ()
-    #: the Reason of each rule that applies (by its bit; a rule is a grant or an exclusion), built on
-    #: first use
+    #: the rule bit of each exclusion, in rule order: exclusion ``k`` of the compact index below
+    exclusion_bits: tuple[int, ...] = ()
+    #: per axis position: per known-value index, the exclusions admitting that value, as a bitset over
+    #: ``exclusion_bits`` (bit ``k`` is exclusion ``k``): the hits of an answer are read from it
+    exclusion_by_value: tuple[tuple[int, ...], ...] = ()
+    #: the Reason of each grant that applies (by its bit), built on first use
     reason_cache: dict[int, Reason] = field(default_factory=dict, compare=False)
+    #: the Reason of exclusion ``k``, for listing the hits in one C-level pass: all built together
+    #: when the kernel first lists its exclusions (together, they also lie together in memory)
+    exclusion_reasons: list[Reason] = field(default_factory=list, compare=False)
     #: why a grant misses a value: by (rule bit, axis position, value index), built on first use
     mismatch_cache: dict[tuple[int, int, int], Reason] = field(default_factory=dict, compare=False)
 
@@ -311,14 +324,16 @@ def _compile_kernel(kernel: Kernel, axes: tuple[Axis, ...]) -> _CompiledKernel:
     # Per axis: the rules (a bitset) of each distinct mask; an axis has few distinct masks, so the
     # bitsets per value are ORs of a handful of groups instead of one update per rule and value.
     groups: list[dict[int, int]] = [{} for _ in axes]
+    exclusion_bits: list[int] = []
     boxes = []
     for bit, rule in enumerate(rules):
         flag = 1 << bit
+        box = box_of(rule, space)
         if rule.effect is Effect.GRANT:
             grants |= flag
         else:
             exclusions |= flag
-        box = box_of(rule, space)
+            exclusion_bits.append(bit)
         conditions = rule.conditions
         for ai, mask in enumerate(box):
             if names[ai] not in conditions:
@@ -326,23 +341,51 @@ def _compile_kernel(kernel: Kernel, axes: tuple[Axis, ...]) -> _CompiledKernel:
             group = groups[ai]
             group[mask] = group.get(mask, 0) | flag
         boxes.append(box)
+    constrained = tuple(ai for ai, free in enumerate(unconstrained) if free != grants | exclusions)
+    return _CompiledKernel(
+        kernel=kernel,
+        rules=rules,
+        grants=grants,
+        exclusions=exclusions,
+        by_value=_by_value(groups, axes),
+        unconstrained=tuple(unconstrained),
+        constrained=constrained,
+        boxes=tuple(boxes),
+        labels=tuple((f"{rule.id} ({rule.location})", str(rule.status)) for rule in rules),
+        exclusion_bits=tuple(exclusion_bits),
+        exclusion_by_value=_exclusion_index(boxes, exclusion_bits, constrained, axes),
+    )
+
+
+def _by_value(groups: list[dict[int, int]], axes: tuple[Axis, ...]) -> tuple[tuple[int, ...], ...]:
+    """Per axis, per value index: the OR of the rule bitsets of every mask (group) admitting it."""
     by_value: list[list[int]] = [[0] * len(a.values) for a in axes]
     for ai, group in enumerate(groups):
         row = by_value[ai]
         for mask, flags in group.items():
             for vi in bits(mask):
                 row[vi] |= flags
-    return _CompiledKernel(
-        kernel=kernel,
-        rules=rules,
-        grants=grants,
-        exclusions=exclusions,
-        by_value=tuple(tuple(v) for v in by_value),
-        unconstrained=tuple(unconstrained),
-        constrained=tuple(ai for ai, free in enumerate(unconstrained) if free != grants | exclusions),
-        boxes=tuple(boxes),
-        labels=tuple((f"{rule.id} ({rule.location})", str(rule.status)) for rule in rules),
-    )
+    return tuple(tuple(v) for v in by_value)
+
+
+def _exclusion_index(
+    boxes: list[Box], exclusion_bits: list[int], constrained: tuple[int, ...], axes: tuple[Axis, ...]
+) -> tuple[tuple[int, ...], ...]:
+    """``_CompiledKernel.exclusion_by_value``: only the constrained axes have rows (no other narrows)."""
+    if not exclusion_bits:
+        return ()
+    rows: list[tuple[int, ...]] = [()] * len(axes)
+    for ai in constrained:
+        group: dict[int, int] = {}
+        for k, bit in enumerate(exclusion_bits):
+            mask = boxes[bit][ai]
+            group[mask] = group.get(mask, 0) | 1 << k
+        row = [0] * len(axes[ai].values)
+        for mask, flags in group.items():
+            for vi in bits(mask):
+                row[vi] |= flags
+        rows[ai] = tuple(row)
+    return tuple(rows)
 
 
 def check_query(query: object) -> None:
@@ -442,6 +485,7 @@ class Resolver:
         for compiled in self._kernels.values():
             compiled.reason_cache.clear()
             compiled.mismatch_cache.clear()
+            compiled.exclusion_reasons.clear()
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -724,18 +768,8 @@ class Resolver:
             granted.append(found)
         if verdict is not Verdict.UNSUPPORTED:
             reasons.extend(granted)
-        if verdict is not Verdict.SUPPORTED:
-            # Every exclusion that hits is listed: on a dense layout hundreds, so the common case
-            # (all seen before) is one comprehension, and only a first sight builds a Reason.
-            hit = bits(exclusions)
-            known = list(map(cache.get, hit))
-            if not all(known):  # a Reason is always true: this finds the None of a first sight
-                for i, b in enumerate(hit):
-                    if known[i] is None:
-                        known[i] = cache[b] = self._rule_reason(
-                            compiled.rules[b], ReasonKind.EXCLUDE, "excludes", compiled.labels[b]
-                        )
-            reasons.extend(cast("list[Reason]", known))
+        if verdict is not Verdict.SUPPORTED and exclusions:
+            reasons.extend(self._hit_exclusions(compiled, values, admits, exclusions))
         if verdict is Verdict.UNSUPPORTED:
             reasons.extend(granted)
         listed = len(applying)
@@ -784,6 +818,31 @@ class Resolver:
                        message=f"{name}={format_value(values[name])} from {where}")
             )
         return reasons
+
+    def _hit_exclusions(
+        self, compiled: _CompiledKernel, values: dict[str, AxisValue], admits: dict[int, int], exclusions: int
+    ) -> list[Reason]:
+        """The Reason of every exclusion in ``exclusions`` (those that hit), in rule order.
+
+        Every hit is listed, on a dense layout hundreds: they are picked out of the kernel's exclusions
+        by ``compress`` over one selector byte per exclusion, in C, rather than one by one.
+        """
+        table = compiled.exclusion_reasons
+        if not table:  # two threads may both build it; the lists are equal
+            table[:] = [
+                self._rule_reason(compiled.rules[b], ReasonKind.EXCLUDE, "excludes", compiled.labels[b])
+                for b in compiled.exclusion_bits
+            ]
+        hits = (1 << len(table)) - 1
+        for ai in admits:  # the same axes that narrowed ``exclusions``, over the compact index
+            value = values[self._axes[ai].name]
+            vi = self._value_index[ai].get((type(value), value))
+            if vi is None:  # outside the universe: the hits are the bits of ``exclusions``
+                ordinals = compiled.exclusion_bits
+                return [table[bisect_left(ordinals, b)] for b in bits(exclusions)]
+            hits &= compiled.exclusion_by_value[ai][vi]
+        selector = format(hits, f"0{len(table)}b").encode().translate(_SELECTOR)[::-1]
+        return list(compress(table, selector))
 
     def _mismatch(self, compiled: _CompiledKernel, bit: int, ai: int, values: dict[str, AxisValue],
                   shown: dict[int, str]) -> Reason:

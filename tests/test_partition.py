@@ -34,6 +34,15 @@ def test_bits_lists_the_set_bits_lowest_first(value: int) -> None:
     assert bits(value) == [i for i in range(value.bit_length()) if value >> i & 1]
 
 
+@given(st.sets(st.integers(min_value=0, max_value=20_000), max_size=60),
+       st.integers(min_value=0, max_value=40))
+def test_bits_of_a_wide_set_lists_the_lowest_limit(positions: set[int], limit: int) -> None:
+    # Wide sets take other paths (the binary text; a low window when a limit is given).
+    value = sum(1 << p for p in positions)
+    assert bits(value) == sorted(positions)
+    assert bits(value, limit) == sorted(positions)[:limit]
+
+
 def test_bits_returns_a_fresh_list() -> None:
     first = bits(0b1011)
     first.append(99)

@@ -341,6 +341,40 @@ def test_explanation_lists_every_exclusion_and_the_closest_grants() -> None:
         assert not [x for x in wide if x.kind == "more"] or r.verdict is Verdict.UNSUPPORTED
 
 
+def test_exclusions_that_hit_are_listed_in_rule_order_for_any_value() -> None:
+    """Every exclusion that hits, in rule order: first sight and remembered alike, with a value
+    outside an int axis's universe and with an axis left open."""
+    root = str(Path(__file__).resolve().parent.parent)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from benchmarks import synth
+
+    syn = synth.boxes_matrix(600, n_kernels=1)
+    m = syn.build()
+    kernel = m.kernels["k000"]
+    resolver = compile_matrix(m)
+    cells: list[dict[str, Any]] = []
+    for i, drawn in enumerate(synth.random_cells(syn.axes, 60, seed=5)):
+        cell: dict[str, Any] = dict(drawn)
+        if i % 3 == 1:
+            cell["x3"] = 8 if i % 2 else 40  # not a value of x3 (16, 32, ...)
+        elif i % 3 == 2:
+            del cell["x1"]  # x1 open
+        cells.append(cell)
+    seen = 0
+    for _ in range(2):  # the second pass answers from the Reasons built by the first
+        resolver.forget()
+        for cell in cells:
+            r = resolver.resolve(KernelQuery("k000", **cell))
+            applying = [x for x in kernel.rules
+                        if all(c.contains(cell[a]) for a, c in x.conditions.items() if a in cell)]
+            expected = [x.id for x in applying if x.effect == "exclude"]
+            listed = [x.rule_id for x in r.reasons if x.kind == "exclude"]
+            assert listed == ([] if r.verdict is Verdict.SUPPORTED else expected)
+            seen += len(listed)
+    assert seen > 100  # the layout is dense: many exclusions were listed
+
+
 # --------------------------------------------------------------------------------------------------
 # Python-side value types: a disguised value answers as the plain one, or is refused, never silently
 
