@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import synth, vllm_select  # noqa: E402
+from benchmarks import profiles, synth, vllm_select  # noqa: E402
 from benchmarks.timing import Timing, per_call  # noqa: E402
 from capmatrix.resolver import CLOSEST_GRANTS  # noqa: E402
 
@@ -59,6 +59,10 @@ class Row:
     target: str = ""
     met: bool | None = None
     note: str = ""
+    #: the value over the target's limit (1.7 = 70 % over), for a target not met
+    over: float | None = None
+    #: the workload (``benchmarks.profiles.WORKLOADS``) profiled when the target is not met
+    profile: str = ""
 
 
 @dataclass(slots=True)
@@ -69,6 +73,8 @@ class Section:
     intro: str
     rows: list[Row] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: markdown after the table and notes (the profiles' tables)
+    body: list[str] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -432,6 +438,8 @@ def section_first_eval(quick: bool) -> Section:
                     "<= 100 µs" if big else "", stats["with_reasons"] <= 100e-6 if big else None,
                     f"{stats['reasons']:.1f} reasons per answer: every exclusion that hits, the "
                     f"{CLOSEST_GRANTS} closest grants, a count of the rest, value origins",
+                    over=stats["with_reasons"] / 100e-6,
+                    profile="explain-boxes-1k" if shape == "boxes-1k" else "",
                 ))
             prev = timing.best
             first = first if first is not None else timing.best
@@ -629,7 +637,8 @@ def section_startup(quick: bool) -> Section:
                 f"load + validate + compile, shipped matrix (first in process, {label})", fmt_timing(cold_c),
                 BEFORE["load"] if res is shipped else "",
                 ratio(cold_c.median, shipped["cold_cpu"].median) if res is cached else "",
-                target="<= 40 ms", met=cold_c.median <= 0.040,
+                target="<= 40 ms", met=cold_c.median <= 0.040, over=cold_c.median / 0.040,
+                profile="load-shipped" if res is shipped else "",
                 note=f"wall {fmt_timing(res['cold'])}; peak traced {fmt_bytes(res['traced_peak'])}, peak RSS "
                 f"{fmt_bytes(res['peak_rss'])}; modules it loads of yaml, jsonschema, torch: "
                 f"{', '.join(res['modules']) or 'none'}",
@@ -648,6 +657,7 @@ def section_startup(quick: bool) -> Section:
                 fmt_timing(end_c), BEFORE["cli"] if where is None else "",
                 ratio(end_c.median, cold.median) if cold is not None else "",
                 target="<= 120 ms", met=end_c.median <= 0.120, note=_wall_note(end_w, end_rss),
+                over=end_c.median / 0.120, profile="cli-query" if where is None else "",
             ))
             cold = end_c
     return sec
@@ -695,6 +705,7 @@ def section_large_load(quick: bool) -> Section:
                 fmt_timing(c), BEFORE["large"] if big and r is res else "",
                 ratio(c.median, cold_c.median) if r is hit else "",
                 target="<= 1 s" if big else "", met=(c.median <= 1.0) if big else None,
+                over=c.median / 1.0, profile="load-10k" if big and r is res else "",
                 note=f"wall {fmt_timing(r['cold'])}; peak traced {fmt_bytes(r['traced_peak'])}, peak RSS "
                 f"{fmt_bytes(r['peak_rss'])}{growth if r is res else ''}",
             ))
@@ -819,11 +830,21 @@ def section_analysis(quick: bool) -> Section:
                 label, fmt_time(secs), baseline, rat, target,
                 None if limit is None else secs <= limit,
                 "; ".join(x for x in (growth, ", ".join(f"{k} {v}" for k, v in extra.items())) if x),
+                over=None if limit is None else secs / limit,
+                profile=_ANALYSIS_PROFILES.get((what, shape, n), ""),
             ))
             prev = secs if shape == "boxes" else prev
     _cli_analysis_rows(sec, quick)
     return sec
 
+
+#: The workload profiled for an analysis row that misses its target, by (analysis, layout, rules).
+_ANALYSIS_PROFILES = {
+    ("diff", "boxes", 10_000): "diff-boxes-10k",
+    ("diff", "dmn", 1_500): "diff-dmn",
+    ("check", "boxes", 10_000): "check-boxes-10k",
+    ("diff", "cli", 10_000): "diff-cli-10k",
+}
 
 #: Figures of the analyses before the decision diagrams (docs/benchmarks.md at 8a2e76b), in memory.
 BEFORE_ANALYSIS = {
@@ -901,7 +922,8 @@ def _cli_analysis_rows(sec: Section, quick: bool) -> None:
                 met = (done.cpu <= 10.0 and done.peak_rss <= 2 * 1024**3) if big else None
                 sec.rows.append(Row(
                     label, f"{fmt_time(done.cpu)} CPU", BEFORE_ANALYSIS[what] if big else "",
-                    target=target, met=met,
+                    target=target, met=met, over=done.cpu / 10.0,
+                    profile=_ANALYSIS_PROFILES.get((what, "cli", n), ""),
                     note=f"{growth}wall {fmt_time(done.wall)}; peak RSS {fmt_bytes(done.peak_rss)}",
                 ))
                 prev = done.cpu
@@ -1014,18 +1036,60 @@ def render(env: dict[str, str], sections: list[Section], elapsed: float, *, quic
     lines += ["", f"**Targets: {len(total) - len(missed)} of {len(total)} met.**"]
     if missed:
         lines.append(
-            "Not met: " + "; ".join(f"{r.name} ({r.value}, target {r.target})" for r in missed) + "."
+            "Not met: " + "; ".join(
+                f"{r.name} ({r.value}, target {r.target}"
+                + (f", x{r.over:.2f} the limit" if r.over else "") + ")" for r in missed
+            ) + "."
         )
     for sec in sections:
-        lines += ["", f"## {sec.title}", "", sec.intro, "",
-                  "| measurement | value | baseline | ratio | target | met | notes |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += ["", f"## {sec.title}", "", sec.intro]
+        if sec.rows:
+            lines += ["", "| measurement | value | baseline | ratio | target | met | notes |",
+                      "|---|---|---|---|---|---|---|"]
         for r in sec.rows:
             met = "" if r.met is None else ("met" if r.met else "**not met**")
             cells = (r.name, r.value, r.baseline, r.ratio, r.target, met, r.note)
             lines.append("| " + " | ".join(cells) + " |")
         lines += [""] + [f"- {n}" for n in sec.notes] if sec.notes else []
+        lines += ["", *sec.body] if sec.body else []
     return "\n".join(lines).rstrip() + "\n"
+
+
+def section_profiles(sections: list[Section]) -> Section:
+    """Where the time goes, for each target not met: its workload profiled in a fresh process."""
+    sec = Section(
+        "Where the time goes (targets not met)",
+        "Each target that this run did not meet, by how much, and the profile of its workload: one run "
+        "under cProfile in a fresh interpreter (`benchmarks/profiles.py`; imports included where the "
+        "measurement includes them). Time is charged to the Python function that spends it, together "
+        "with the C functions it calls directly (`str.split`, libyaml's event reader, `exec` of a "
+        "module ...), and summed by stage (the package or capmatrix module of the function). cProfile "
+        "slows Python calls several-fold, so read the shares, not the seconds.",
+    )
+    missed = [r for s in sections for r in s.rows if r.met is False]
+    if not missed:
+        sec.notes.append("Every target was met: nothing to profile.")
+        return sec
+    by_workload: dict[str, list[Row]] = {}
+    for r in missed:
+        by_workload.setdefault(r.profile, []).append(r)
+    for key, rows in by_workload.items():
+        heading = "; ".join(
+            f"{r.name}: {r.value}, target {r.target}" + (f" (x{r.over:.2f} the limit)" if r.over else "")
+            for r in rows
+        )
+        sec.body += [f"### {heading}", ""]
+        if not key:
+            sec.body += ["No workload is defined for this row: not profiled.", ""]
+            continue
+        try:
+            summary = profiles.profile(key)
+        except (RuntimeError, subprocess.TimeoutExpired) as exc:
+            sec.body += [f"Profiling `{key}` failed: {str(exc).splitlines()[-1][:200]}", ""]
+            continue
+        title = f"Workload: {profiles.WORKLOADS[key].title}; {summary['total']:.2f} s under the profiler."
+        sec.body += [title, "", *profiles.tables(summary), ""]
+    return sec
 
 
 SECTIONS = {
@@ -1045,6 +1109,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="report path (default: docs/benchmarks.md); '-' prints it")
     parser.add_argument("--quick", action="store_true", help="smaller sizes and fewer samples (smoke run)")
     parser.add_argument("--only", action="append", choices=sorted(SECTIONS), help="run only these sections")
+    parser.add_argument("--no-profiles", action="store_true",
+                        help="skip profiling the workloads of the targets not met")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     env = environment()
@@ -1056,6 +1122,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[bench] {name} ...", file=sys.stderr, flush=True)
         sections.append(fn(args.quick))
         print(f"[bench] {name} done in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+    if not args.no_profiles:
+        print("[bench] profiles of the targets not met ...", file=sys.stderr, flush=True)
+        sections.append(section_profiles(sections))
     text = render(env, sections, time.perf_counter() - start, quick=args.quick)
     if args.out == "-":
         sys.stdout.write(text)

@@ -1,0 +1,241 @@
+"""Where the time goes: the profile of each workload behind a target that a run did not meet.
+
+Each workload runs once under cProfile in a fresh interpreter (imports included where the measurement
+includes them). Time is reported by *stage* (the module a function belongs to) and by function, each
+charged with its own time plus that of the C functions it calls directly (``str.split``, ``bin``,
+libyaml's event reader ...): cProfile books those separately, but they are the caller's work.
+
+This module imports only the standard library, so that a profiled child imports capmatrix inside the
+profile.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pstats
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import cProfile
+
+ROOT = Path(__file__).resolve().parent.parent
+_STDLIB = sysconfig.get_paths()["stdlib"]
+#: Rows listed per table: the stages and functions past these are summed into one "other" line.
+TOP_STAGES = 8
+TOP_FUNCTIONS = 10
+
+Func = tuple[str, int, str]
+
+
+def stage_of(func: Func) -> str:
+    """The stage a profiled function belongs to: its package or capmatrix module."""
+    path, _, name = func
+    if path == "~":
+        return "C functions called from the profiler"
+    if path.startswith("<frozen importlib"):
+        return "import machinery (finding, reading and initialising modules)"
+    if path.startswith("<"):
+        return "generated code (dataclass __init__, ...)"
+    resolved = os.path.realpath(path)
+    root = str(ROOT) + os.sep
+    if resolved.startswith(root):
+        module = resolved[len(root):].removesuffix(".py").replace(os.sep, ".").removesuffix(".__init__")
+        if name == "<module>":
+            return f"module bodies at import ({module.split('.')[0]})"
+        return module
+    parts = Path(resolved).parts
+    if "site-packages" in parts:
+        package = parts[parts.index("site-packages") + 1].removesuffix(".py")
+        if package.startswith("_yaml"):
+            package = "yaml"
+        return "PyYAML (Python side)" if package == "yaml" else package
+    if resolved.startswith(_STDLIB):
+        return "stdlib " + Path(resolved).stem
+    return Path(resolved).stem
+
+
+def summarise(profile: cProfile.Profile) -> dict[str, Any]:
+    """Per stage and per function: seconds of own time plus that of the C functions each calls."""
+    stats: dict[Func, tuple[int, int, float, float, dict[Func, tuple[int, int, float, float]]]]
+    stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    own: dict[Func, float] = {}
+    calls: dict[Func, int] = {}
+    for func, (_, nc, tt, _, callers) in stats.items():
+        calls[func] = nc
+        if func[0] == "~" and callers:  # a C function: its time is its callers' (as each spent it)
+            for caller, (_, _, ctt, _) in callers.items():
+                own[caller] = own.get(caller, 0.0) + ctt
+        else:
+            own[func] = own.get(func, 0.0) + tt
+    stages: dict[str, float] = {}
+    for func, seconds in own.items():
+        stage = stage_of(func)
+        stages[stage] = stages.get(stage, 0.0) + seconds
+    top = sorted(own.items(), key=lambda kv: -kv[1])[:TOP_FUNCTIONS]
+    return {
+        "total": sum(own.values()),
+        "stages": sorted(stages.items(), key=lambda kv: -kv[1]),
+        "functions": [
+            {"where": f"{_short(func[0])}:{func[1]}", "name": func[2], "stage": stage_of(func),
+             "seconds": seconds, "calls": calls.get(func, 0)}
+            for func, seconds in top
+        ],
+    }
+
+
+def _short(path: str) -> str:
+    resolved = os.path.realpath(path)
+    root = str(ROOT) + os.sep
+    if resolved.startswith(root):
+        return resolved[len(root):]
+    parts = Path(resolved).parts
+    if "site-packages" in parts:
+        return "/".join(parts[parts.index("site-packages") + 1:])
+    if resolved.startswith(_STDLIB):
+        return "stdlib/" + Path(resolved).name
+    return path
+
+
+_CHILD = """
+import cProfile, json, sys
+sys.path.insert(0, {root!r})
+from benchmarks.profiles import summarise
+{setup}
+_profile = cProfile.Profile()
+_profile.enable()
+{stmt}
+_profile.disable()
+print(json.dumps(summarise(_profile)))
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """What a measurement runs: ``setup`` (not profiled) then ``stmt`` (profiled), in a fresh process.
+
+    ``yaml`` names synthetic matrices the workload reads from disk (``boxes:N`` and ``boxes:N:changed``),
+    written to a temporary directory and passed as ``paths``; ``nocache`` turns the compiled-matrix
+    cache off, as the *no cache* rows do.
+    """
+
+    title: str
+    setup: str
+    stmt: str
+    yaml: tuple[str, ...] = ()
+    nocache: bool = True
+
+
+#: The workloads the report can profile, by the key a target row names.
+WORKLOADS: dict[str, Workload] = {
+    "load-shipped": Workload(
+        "`from capmatrix import load; load()` of the shipped matrix, no cache (imports included)",
+        "", "from capmatrix import load\nload()",
+    ),
+    "cli-query": Workload(
+        "`capmatrix query xqa --sm 120 --model llama --spec-dec one_model`, no cache (imports included)",
+        "import contextlib, io",
+        "from capmatrix.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['query', 'xqa', '--sm', '120', '--model', 'llama', '--spec-dec', 'one_model'])",
+    ),
+    "load-10k": Workload(
+        "`load(DIR)` of the 10,000-rule `boxes` matrix written as YAML, no cache (imports included)",
+        "", "from capmatrix import load\nload(paths[0])", yaml=("boxes:10000",),
+    ),
+    "explain-boxes-1k": Workload(
+        "1,000 first explained answers (`resolve(q).reasons`) on `boxes-1k`, 10,000 rules",
+        "import capmatrix\nfrom benchmarks import synth\nfrom capmatrix._default import _resolver\n"
+        "syn = synth.boxes_matrix(10000, n_kernels=1)\nm = syn.build()\n"
+        "qs = [capmatrix.KernelQuery('k000', **c) for c in synth.random_cells(syn.axes, 1000, seed=7)]\n"
+        "_resolver(m).forget()",
+        "for q in qs:\n    capmatrix.resolve(q, m).reasons",
+    ),
+    "diff-boxes-10k": Workload(
+        "`diff` of the 10,000-rule `boxes` matrix against a copy with 5 % of the rules changed (in memory)",
+        "from benchmarks import synth\nfrom capmatrix.analysis import diff\nsyn = synth.boxes_matrix(10000)\n"
+        "old, new = syn.build(), synth.mutate(syn, 0.05).build()",
+        "diff(old, new)",
+    ),
+    "diff-cli-10k": Workload(
+        "`capmatrix diff OLD NEW` on the 10,000-rule `boxes` matrices written as YAML",
+        "import contextlib, io",
+        "from capmatrix.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['diff', paths[0], paths[1]])",
+        yaml=("boxes:10000", "boxes:10000:changed"),
+    ),
+    "diff-dmn": Workload(
+        "`diff` of the 1,500-rule DMN-like table against a copy with 5 % of the rules changed",
+        "from benchmarks import synth\nfrom capmatrix.analysis import diff\nsyn = synth.dmn_matrix(1500)\n"
+        "old, new = syn.build(), synth.mutate(syn, 0.05).build()",
+        "diff(old, new)",
+    ),
+    "check-boxes-10k": Workload(
+        "`check` of the 10,000-rule `boxes` matrix (in memory)",
+        "from benchmarks import synth\nfrom capmatrix.analysis import check\n"
+        "m = synth.boxes_matrix(10000).build()",
+        "check(m)",
+    ),
+    "vllm-first": Workload(
+        "1,000 first selections (`select_backend`) of configurations vLLM serves, every memo cleared",
+        "from benchmarks import vllm_select\nfrom capmatrix._default import _resolver\n"
+        "from capmatrix.engine import vllm\ncells = vllm_select._cells(1000, servable=True)\n"
+        "vllm._MEMO.clear()\n_resolver(None).forget()",
+        "vllm_select._select_all(cells)",
+    ),
+}
+
+
+def _write_yaml(specs: tuple[str, ...], where: Path) -> list[str]:
+    sys.path.insert(0, str(ROOT))
+    from benchmarks import synth  # noqa: PLC0415
+
+    paths = []
+    for spec in specs:
+        _, size, *changed = spec.split(":")
+        syn = synth.boxes_matrix(int(size))
+        if changed:
+            syn = synth.mutate(syn, 0.05)
+        paths.append(str(syn.write(where / spec.replace(":", "-"))))
+    return paths
+
+
+def profile(key: str, *, timeout: float = 600.0) -> dict[str, Any]:
+    """Run workload ``key`` under cProfile in a fresh interpreter and summarise it."""
+    work = WORKLOADS[key]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if work.nocache:
+        env["CAPMATRIX_CACHE"] = "off"
+    with tempfile.TemporaryDirectory(prefix="capmatrix-bench-profile-") as tmp:
+        paths = _write_yaml(work.yaml, Path(tmp))
+        setup = f"paths = {paths!r}\n{work.setup}"
+        code = _CHILD.format(root=str(ROOT), setup=setup, stmt=work.stmt)
+        done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                              check=False, timeout=timeout, env=env)
+    if done.returncode != 0:
+        msg = f"profile {key} failed ({done.returncode}): {done.stderr[-3000:]}"
+        raise RuntimeError(msg)
+    found: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return found
+
+
+def tables(summary: dict[str, Any]) -> list[str]:
+    """The stage and function tables of one profile, as markdown lines."""
+    total = summary["total"] or 1.0
+    lines = ["| stage | share | seconds |", "|---|---|---|"]
+    stages = summary["stages"]
+    for name, seconds in stages[:TOP_STAGES]:
+        lines.append(f"| {name} | {seconds / total:.0%} | {seconds:.3f} |")
+    rest = sum(seconds for _, seconds in stages[TOP_STAGES:])
+    if rest:
+        lines.append(f"| other ({len(stages) - TOP_STAGES} stages) | {rest / total:.0%} | {rest:.3f} |")
+    lines += ["", "| function | where | stage | share | seconds | calls |", "|---|---|---|---|---|---|"]
+    for f in summary["functions"]:
+        lines.append(f"| `{f['name']}` | {f['where']} | {f['stage']} | {f['seconds'] / total:.0%} | "
+                     f"{f['seconds']:.3f} | {f['calls']:,} |")
+    return lines
