@@ -84,16 +84,32 @@ def bits(value: int, limit: int | None = None) -> list[int]:
     return out
 
 
-def box_of(rule: Rule, space: Space) -> Box:
+def box_of(rule: Rule, space: Space, masks: dict[int, int] | None = None) -> Box:
     """The box of ``rule`` over ``space``: per axis, the known values its condition admits.
 
-    Axes the rule does not name are whole.
+    Axes the rule does not name are whole. ``masks`` remembers each condition's mask by the
+    condition's identity (the loader builds equal conditions once and shares them, so the rules of a
+    large matrix repeat a few hundred conditions); give one dict per space, and only while the rules
+    are alive.
     """
     conditions = rule.conditions
-    return tuple(
-        (1 << len(axis.values)) - 1 if (cond := conditions.get(axis.name)) is None else cond.mask(axis.values)
-        for axis in space.axes
-    )
+    if masks is None:
+        return tuple(
+            (1 << len(axis.values)) - 1 if (cond := conditions.get(axis.name)) is None
+            else cond.mask(axis.values)
+            for axis in space.axes
+        )
+    box = []
+    for axis in space.axes:
+        cond = conditions.get(axis.name)
+        if cond is None:
+            box.append((1 << len(axis.values)) - 1)
+            continue
+        mask = masks.get(id(cond))
+        if mask is None:
+            mask = masks[id(cond)] = cond.mask(axis.values)
+        box.append(mask)
+    return tuple(box)
 
 
 @dataclass(frozen=True, slots=True)

@@ -315,7 +315,7 @@ def _read_axes(whens: Iterable[Boxes]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(name for when in whens for box in when for name in box))
 
 
-def _compile_kernel(kernel: Kernel, axes: tuple[Axis, ...]) -> _CompiledKernel:
+def _compile_kernel(kernel: Kernel, axes: tuple[Axis, ...], masks: dict[int, int]) -> _CompiledKernel:
     rules = kernel.rules
     space = Space(axes)
     names = [a.name for a in axes]
@@ -328,7 +328,7 @@ def _compile_kernel(kernel: Kernel, axes: tuple[Axis, ...]) -> _CompiledKernel:
     boxes = []
     for bit, rule in enumerate(rules):
         flag = 1 << bit
-        box = box_of(rule, space)
+        box = box_of(rule, space, masks)
         if rule.effect is Effect.GRANT:
             grants |= flag
         else:
@@ -421,8 +421,9 @@ class Resolver:
             (ai, a) for ai, a in enumerate(self._axes)
             if a.type is AxisType.INT or (a.type is AxisType.BOOL and len(a.values) < 2)
         )
+        masks: dict[int, int] = {}  # shared conditions' masks, for this compilation only
         self._kernels = {
-            name: _compile_kernel(kernel, self._axes) for name, kernel in matrix.kernels.items()
+            name: _compile_kernel(kernel, self._axes, masks) for name, kernel in matrix.kernels.items()
         }
         self._cache: dict[KernelQuery, Resolution] = {}
         self._select_cache: dict[tuple[str, KernelQuery], Selection] = {}

@@ -7,8 +7,9 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
+import capmatrix
 from capmatrix.model import Axis, AxisType
-from capmatrix.regions import Region, Space, subtract
+from capmatrix.regions import Region, Space, box_of, subtract
 
 SPACE = Space(
     (
@@ -67,3 +68,16 @@ def test_describe_and_witness() -> None:
     assert str(Region(SPACE)) == "nowhere"
     assert str(Region.full(SPACE)) == "everywhere"
     assert region.as_dicts() == [{"sm": [120, 121], "att": ["mha", "gqa", "mla"], "sd": [True]}]
+
+
+def test_box_of_with_remembered_masks_equals_box_of() -> None:
+    """Masks remembered by condition (shared between rules by the loader) give the same boxes."""
+    m = capmatrix.load()
+    space = Space(tuple(m.axes.values()))
+    masks: dict[int, int] = {}
+    rules = [r for k in m.kernels.values() for r in k.rules]
+    for rule in rules + rules:  # the second pass answers from the memo
+        assert box_of(rule, space, masks) == box_of(rule, space)
+    conditions = {id(c) for r in rules for c in r.conditions.values()}
+    assert set(masks) == conditions
+    assert len(conditions) < sum(len(r.conditions) for r in rules)  # the loader shares equal ones
