@@ -57,6 +57,10 @@ _TYPES: dict[str, Check] = {
 }
 
 
+#: One value of each type whose answer to every type test depends on the type alone.
+_SAMPLES: dict[type, Any] = {str: "", int: 0, bool: False, dict: {}, list: [], type(None): None}
+
+
 def _always(_x: Any) -> bool:  # noqa: ANN401
     return True
 
@@ -140,7 +144,17 @@ class _Compiler:
         if len(names) == 1:
             return _TYPES[names[0]]
         tests = tuple(_TYPES[n] for n in names)
-        return lambda x: any(t(x) for t in tests)
+        # The answer for a value of each plain YAML type, by its exact type (a float depends on its
+        # value, a subclass on its bases: those are asked of the tests).
+        known = {kind: any(t(sample) for t in tests) for kind, sample in _SAMPLES.items()}
+
+        def check(x: Any) -> bool:  # noqa: ANN401
+            found = known.get(type(x))
+            if found is not None:
+                return found
+            return any(t(x) for t in tests)
+
+        return check
 
     def _enum(self, values: Any) -> Check:  # noqa: ANN401
         if not isinstance(values, list) or not all(isinstance(v, str) for v in values):

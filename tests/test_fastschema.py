@@ -7,7 +7,9 @@ them. Errors are then identical with and without the predicate.
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
+import enum
 from pathlib import Path
 from typing import Any
 
@@ -146,3 +148,30 @@ def test_without_a_predicate_jsonschema_decides(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(schema, "_predicate", lambda: None)
     assert schema.is_valid({"axes": {"sm": {"type": "int", "description": "d"}}})
     assert not schema.is_valid({"axes": {}})
+
+
+class _Text(str):
+    __slots__ = ()
+
+
+class _Level(enum.IntEnum):
+    ONE = 1
+
+
+@pytest.mark.parametrize(
+    "types",
+    [["string", "integer", "boolean"], ["integer", "null"], ["number", "string"], ["array", "object"],
+     ["boolean", "null"], ["integer", "number"]],
+)
+def test_a_list_of_types_means_what_jsonschema_means(types: list[str]) -> None:
+    """Answered by the value's exact type where that decides, else by each type's test."""
+    import jsonschema
+
+    draft = "https://json-schema.org/draft/2020-12/schema"
+    spec = {"type": types}
+    valid = jsonschema.Draft202012Validator({"$schema": draft, **spec}).is_valid
+    check = compile_schema({"$defs": {"s": spec}, "$ref": "#/$defs/s"})
+    instances: list[Any] = [1, 0, 1.0, 1.5, True, False, "s", "", None, [], [1], {}, {"a": 1},
+                            _Text("t"), _Level.ONE, collections.OrderedDict(a=1), b"x", dt.date(2024, 1, 1)]
+    for instance in instances:
+        assert check(instance) is valid(instance), (types, instance)
