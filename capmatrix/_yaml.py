@@ -539,6 +539,7 @@ def _fast_events(parser: Any, path: str, depth: int) -> tuple[Any, SourceMap] | 
             mark = event.start_mark
             pos = (mark.line + 1, mark.column + 1)
         node_path: JsonPath = ()
+        lazy = False
         container = None
         if stack:
             frame = stack[-1]
@@ -557,17 +558,21 @@ def _fast_events(parser: Any, path: str, depth: int) -> tuple[Any, SourceMap] | 
                     if key in container or control(key) is not None:
                         return None
                     frame[2] = key
-                    key_path = (*frame[1], key)
-                    if len(key_path) <= depth:
-                        keys[key_path] = pos
-                    if log is not None:
-                        log.append((1, key_path, pos))
+                    if log is not None or len(frame[1]) < depth:  # else nothing records its path
+                        key_path = (*frame[1], key)
+                        if len(key_path) <= depth:
+                            keys[key_path] = pos
+                        if log is not None:
+                            log.append((1, key_path, pos))
                     continue
                 frame[2] = None
             else:
                 key = len(container)
-            node_path = (*frame[1], key)
-        if len(node_path) <= depth:
+            if kind is scalar_event and log is None and len(frame[1]) >= depth:
+                lazy = True  # a deep scalar: its path is built only if a flag records it
+            else:
+                node_path = (*frame[1], key)
+        if not lazy and len(node_path) <= depth:
             values[node_path] = pos
         if log is not None:
             log.append((0, node_path, pos))
@@ -602,7 +607,7 @@ def _fast_events(parser: Any, path: str, depth: int) -> tuple[Any, SourceMap] | 
                     elif isinstance(value, float):
                         flag = 3
                     if flag:
-                        tables[flag].add(node_path)
+                        tables[flag].add((*frame[1], key) if lazy else node_path)
                         if log is not None:
                             log.append((flag, node_path, None))
             else:

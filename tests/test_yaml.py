@@ -173,3 +173,20 @@ def test_an_outline_read_keeps_the_shallow_positions_only() -> None:
             assert shallow.items() <= got.items() <= every.items()
         kept, total = kept + len(outline.values), total + len(full.values)
     assert kept < total / 2  # a rule's conditions lie deeper
+
+
+def test_an_outline_read_keeps_every_deep_flag() -> None:
+    """Below the outline's depth no position is kept, but a YAML 1.1 word or a float is still
+    recorded at its full path (the loader warns of both there)."""
+    text = (
+        "kernels:\n  k:\n    rules:\n      - id: r\n        grant: {sm: [90, 1.10], fp8: yes, x: [on, 2]}\n"
+        "      - id: s\n        exclude:\n          head: [1.5]\n          deep: {a: [[no, 3.0]]}\n"
+    )
+    data, full = _yaml.read_text(text, "doc.yaml")
+    outlined, outline = _yaml.read_text(text, "doc.yaml", outline=True)
+    assert outlined == data
+    assert outline.yaml11_bools == full.yaml11_bools
+    assert outline.floats == full.floats
+    assert ("kernels", "k", "rules", 0, "grant", "sm", 1) in outline.floats
+    assert ("kernels", "k", "rules", 1, "exclude", "deep", "a", 0, 0) in outline.yaml11_bools
+    assert all(len(p) <= _yaml.OUTLINE_DEPTH for p in outline.values)
