@@ -181,6 +181,20 @@ WORKLOADS: dict[str, Workload] = {
         "m = synth.boxes_matrix(10000).build()",
         "check(m)",
     ),
+    "check-cli-10k": Workload(
+        "`capmatrix check DIR` on the 10,000-rule `boxes` matrix written as YAML",
+        "import contextlib, io",
+        "from capmatrix.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['check', paths[0]])",
+        yaml=("boxes:10000",),
+    ),
+    "gaps-cli-10k": Workload(
+        "`load(DIR)` and `bounded_gap` of every role, 10,000-rule `boxes` matrix written as YAML",
+        "",
+        "from capmatrix import load\nfrom capmatrix.analysis import bounded_gap\nm = load(paths[0])\n"
+        "for role in m.roles.values():\n    bounded_gap(m, role)",
+        yaml=("boxes:10000",),
+    ),
     "vllm-first": Workload(
         "1,000 first selections (`select_backend`) of configurations vLLM serves, every memo cleared",
         "from benchmarks import vllm_select\nfrom capmatrix._default import _resolver\n"

@@ -844,6 +844,8 @@ _ANALYSIS_PROFILES = {
     ("diff", "dmn", 1_500): "diff-dmn",
     ("check", "boxes", 10_000): "check-boxes-10k",
     ("diff", "cli", 10_000): "diff-cli-10k",
+    ("check", "cli", 10_000): "check-cli-10k",
+    ("role-gap", "cli", 10_000): "gaps-cli-10k",
 }
 
 #: Figures of the analyses before the decision diagrams (docs/benchmarks.md at 8a2e76b), in memory.
@@ -926,6 +928,13 @@ def _cli_analysis_rows(sec: Section, quick: bool) -> None:
                     profile=_ANALYSIS_PROFILES.get((what, "cli", n), ""),
                     note=f"{growth}wall {fmt_time(done.wall)}; peak RSS {fmt_bytes(done.peak_rss)}",
                 ))
+                if big and prev:
+                    grew = done.cpu / prev
+                    sec.rows.append(Row(
+                        f"{name}: growth, 1,000 -> 10,000 rules (CPU)", f"x{grew:.1f}", "1,000 rules",
+                        target="<= x12", met=grew <= 12.0, over=grew / 12.0,
+                        profile=_ANALYSIS_PROFILES.get((what, "cli", n), ""),
+                    ))
                 prev = done.cpu
     for name, args, limit in (("check", ["check"], 2.0), ("render", ["render", "--out-dir"], 3.0)):
         with tempfile.TemporaryDirectory(prefix="capmatrix-bench-render-") as out:
