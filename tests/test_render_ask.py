@@ -25,7 +25,7 @@ from test_render_html import CHROMIUM, TOOL
 
 import capmatrix
 from capmatrix import KernelQuery, Verdict
-from capmatrix.render import build, render_markdown
+from capmatrix.render import build, render_html, render_markdown
 from capmatrix.render._build import COMMON_MODELS, COMMON_SETTINGS
 from capmatrix.resolver import ReasonKind
 
@@ -208,8 +208,10 @@ _HARNESS = """
 """
 
 
-def _run_harness(questions: list[dict[str, Any]], tmp_path: Path) -> list[dict[str, Any]]:
-    text = PAGE.read_text(encoding="utf-8")
+def _run_harness(
+    questions: list[dict[str, Any]], tmp_path: Path, page_text: str | None = None
+) -> list[dict[str, Any]]:
+    text = PAGE.read_text(encoding="utf-8") if page_text is None else page_text
     payload = json.dumps(questions).replace("</", "<\\/")
     extra = f'<script type="application/json" id="harness-questions">{payload}</script>{_HARNESS}'
     page = tmp_path / "harness.html"
@@ -524,3 +526,66 @@ def test_no_common_table_without_its_roles(small: capmatrix.Matrix) -> None:
     doc = build(small)
     assert doc.common is None
     assert "## Common configurations" not in render_markdown(doc)
+
+
+_WIDE_AXES = """
+axes:
+  sm:
+    type: int
+    description: compute capability
+    values: [90]
+  n:
+    type: int
+    description: an axis with more values than a 32-bit mask has bits
+    values: [{values}]
+  m:
+    type: enum
+    description: a small axis
+    values: [a, b]
+"""
+_WIDE_KERNELS = """
+kernels:
+  k:
+    description: grants the high values of n, and every n with m=b but the highest
+    rules:
+      - id: k.high
+        grant: {{n: ">={grant_from}"}}
+        reason: r
+        source: s
+        status: untested
+      - id: k.b
+        grant: {{m: b}}
+        reason: r
+        source: s
+        status: untested
+      - id: k.top
+        exclude: {{n: ">={top}", m: b}}
+        reason: r
+        source: s
+        status: untested
+"""
+
+
+@browser
+def test_evaluator_handles_an_axis_wider_than_32_bits(write_matrix: Any, tmp_path: Path) -> None:
+    """Masks over an axis of 40 values: the values past bit 31 answer as the resolver does."""
+    values = list(range(1, 41))
+    wide = capmatrix.load(write_matrix({
+        "axes.yaml": _WIDE_AXES.format(values=", ".join(map(str, values))),
+        "kernels/k.yaml": _WIDE_KERNELS.format(grant_from=35, top=33),
+    }, base=False))
+    questions: list[dict[str, Any]] = [{"op": "resolve", "kernel": "k", "given": {}, "model": None}]
+    questions += [{"op": "resolve", "kernel": "k", "given": {"m": m}, "model": None} for m in ("a", "b")]
+    questions += [{"op": "resolve", "kernel": "k", "given": {"n": n, "m": m}, "model": None}
+                  for n in values for m in ("a", "b")]
+    questions += [{"op": "resolve", "kernel": "k", "given": {"n": n}, "model": None} for n in values]
+    answers = _run_harness(questions, tmp_path, render_html(build(wide)))
+    verdicts = []
+    for q, got in zip(questions, answers, strict=True):
+        assert "crash" not in got, (q, got)
+        expected = _python(wide, q)
+        assert got["verdict"] == expected["verdict"], q
+        verdicts.append(got["verdict"])
+    # n open: with m=a only values past bit 31 are granted; with m=b those are excluded.
+    assert verdicts[:3] == ["depends"] * 3
+    assert {"supported", "unsupported", "depends"} <= set(verdicts)

@@ -101,13 +101,14 @@
 
   // ---- boxes over the open axes -------------------------------------------------------------
 
-  function fullMask(axis) { return Math.pow(2, universe(axis).length) - 1; }
+  // Masks are BigInts: an axis may list more values than a 32-bit number has bits.
+  function fullMask(axis) { return (BigInt(1) << BigInt(universe(axis).length)) - BigInt(1); }
 
   function ruleMask(kernel, index, rule, axis) {
     var key = kernel + '\u0000' + index + '\u0000' + axis;
     if (!(key in maskCache)) {
-      var m = 0;
-      universe(axis).forEach(function (v, j) { if (admits(rule, axis, v)) { m += Math.pow(2, j); } });
+      var m = BigInt(0);
+      universe(axis).forEach(function (v, j) { if (admits(rule, axis, v)) { m |= BigInt(1) << BigInt(j); } });
       maskCache[key] = m;
     }
     return maskCache[key];
@@ -118,10 +119,10 @@
     var out = [];
     boxes.forEach(function (box) {
       var rest = box.slice();
-      for (var i = 0; i < box.length; i++) { if ((rest[i] & cut[i]) === 0) { out.push(box); return; } }
+      for (var i = 0; i < box.length; i++) { if ((rest[i] & cut[i]) === BigInt(0)) { out.push(box); return; } }
       for (var a = 0; a < box.length; a++) {
         var outside = rest[a] & ~cut[a];
-        if (outside) { var piece = rest.slice(); piece[a] = outside; out.push(piece); }
+        if (outside !== BigInt(0)) { var piece = rest.slice(); piece[a] = outside; out.push(piece); }
         rest[a] = rest[a] & cut[a];
       }
     });
@@ -132,7 +133,7 @@
     var parts = [];
     open.forEach(function (axis, i) {
       if (box[i] === fullMask(axis)) { return; }
-      var vs = universe(axis).filter(function (v, j) { return (box[i] >> j) & 1; });
+      var vs = universe(axis).filter(function (v, j) { return ((box[i] >> BigInt(j)) & BigInt(1)) === BigInt(1); });
       parts.push(axis + (vs.length === 1 ? '=' + vs[0] : ' in [' + vs.join(', ') + ']'));
     });
     return parts.join(', ') || 'always';
@@ -148,7 +149,7 @@
       var applies = Object.keys(rule.box).every(function (a) { return !(a in vals) || admits(rule, a, vals[a]); });
       if (!applies) { return; }
       var box = open.map(function (a) { return a in rule.box ? ruleMask(kernel, index, rule, a) : fullMask(a); });
-      if (box.some(function (m) { return m === 0; })) { return; }
+      if (box.some(function (m) { return m === BigInt(0); })) { return; }
       if (rule.effect === 'grant') { grants.push(rule); gBoxes.push(box); } else { excludes.push(rule); eBoxes.push(box); }
     });
     var region = [];
