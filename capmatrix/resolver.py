@@ -359,13 +359,16 @@ def _compile_kernel(kernel: Kernel, axes: tuple[Axis, ...], masks: dict[int, int
 
 def _by_value(groups: list[dict[int, int]], axes: tuple[Axis, ...]) -> tuple[tuple[int, ...], ...]:
     """Per axis, per value index: the OR of the rule bitsets of every mask (group) admitting it."""
-    by_value: list[list[int]] = [[0] * len(a.values) for a in axes]
-    for ai, group in enumerate(groups):
-        row = by_value[ai]
-        for mask, flags in group.items():
-            for vi in bits(mask):
-                row[vi] |= flags
-    return tuple(tuple(v) for v in by_value)
+    return tuple(_value_row(group, len(axis.values)) for group, axis in zip(groups, axes, strict=True))
+
+
+def _value_row(group: dict[int, int], size: int) -> tuple[int, ...]:
+    """Per value index of one axis: the OR of the bitsets of the masks in ``group`` admitting it."""
+    row = [0] * size
+    for mask, flags in group.items():
+        for vi in bits(mask):
+            row[vi] |= flags
+    return tuple(row)
 
 
 def _exclusion_index(
@@ -380,11 +383,7 @@ def _exclusion_index(
         for k, bit in enumerate(exclusion_bits):
             mask = boxes[bit][ai]
             group[mask] = group.get(mask, 0) | 1 << k
-        row = [0] * len(axes[ai].values)
-        for mask, flags in group.items():
-            for vi in bits(mask):
-                row[vi] |= flags
-        rows[ai] = tuple(row)
+        rows[ai] = _value_row(group, len(axes[ai].values))
     return tuple(rows)
 
 
