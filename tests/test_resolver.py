@@ -307,15 +307,20 @@ def test_depends_residual_equals_brute_force(n: int, values: int) -> None:
         assert fresh.residual.boxes == r.residual.boxes  # deterministic
 
 
-def test_explanation_lists_every_exclusion_and_the_closest_grants() -> None:
-    """One kernel of 400 overlapping rules: reasons stay bounded, exclusions all listed, rest counted."""
+def _dense_kernel(rules: int) -> tuple[Any, Any, capmatrix.Matrix]:
+    """The benchmarks' synth module, and its ``boxes`` layout of ``rules`` rules in one kernel, built."""
     root = str(Path(__file__).resolve().parent.parent)
     if root not in sys.path:
         sys.path.insert(0, root)
     from benchmarks import synth
 
-    syn = synth.boxes_matrix(400, n_kernels=1)
-    m = syn.build()
+    syn = synth.boxes_matrix(rules, n_kernels=1)
+    return synth, syn, syn.build()
+
+
+def test_explanation_lists_every_exclusion_and_the_closest_grants() -> None:
+    """One kernel of 400 overlapping rules: reasons stay bounded, exclusions all listed, rest counted."""
+    synth, syn, m = _dense_kernel(400)
     kernel = m.kernels["k000"]
     for cell in synth.random_cells(syn.axes, 40, seed=3):
         r = resolve(KernelQuery("k000", **cast("dict[str, Any]", cell)), m)
@@ -344,13 +349,7 @@ def test_explanation_lists_every_exclusion_and_the_closest_grants() -> None:
 def test_exclusions_that_hit_are_listed_in_rule_order_for_any_value() -> None:
     """Every exclusion that hits, in rule order: first sight and remembered alike, with a value
     outside an int axis's universe and with an axis left open."""
-    root = str(Path(__file__).resolve().parent.parent)
-    if root not in sys.path:
-        sys.path.insert(0, root)
-    from benchmarks import synth
-
-    syn = synth.boxes_matrix(600, n_kernels=1)
-    m = syn.build()
+    synth, syn, m = _dense_kernel(600)
     kernel = m.kernels["k000"]
     resolver = compile_matrix(m)
     cells: list[dict[str, Any]] = []
