@@ -84,6 +84,22 @@ def bits(value: int, limit: int | None = None) -> list[int]:
     return out
 
 
+def _merge(boxes: set[Box], width: int) -> set[Box]:
+    """Merge disjoint boxes that differ on one axis only, axis by axis, until no pair merges."""
+    changed = True
+    while changed:
+        changed = False
+        for axis in range(width):
+            groups: dict[Box, int] = {}
+            for box in boxes:
+                key = box[:axis] + box[axis + 1 :]
+                if key in groups:
+                    changed = True
+                groups[key] = groups.get(key, 0) | box[axis]
+            boxes = {(*key[:axis], mask, *key[axis:]) for key, mask in groups.items()}
+    return boxes
+
+
 def box_of(rule: Rule, space: Space, masks: dict[int, int] | None = None) -> Box:
     """The box of ``rule`` over ``space``: per axis, the known values its condition admits.
 
@@ -250,18 +266,19 @@ class Region:
             # A merged region is a fixed point: no two of its boxes merge and they are in order.
             return self
         boxes = set(self._boxes)
-        width = len(self.space.axes)
-        changed = True
-        while changed:
-            changed = False
-            for axis in range(width):
-                groups: dict[Box, int] = {}
-                for box in boxes:
-                    key = box[:axis] + box[axis + 1 :]
-                    if key in groups:
-                        changed = True
-                    groups[key] = groups.get(key, 0) | box[axis]
-                boxes = {(*key[:axis], mask, *key[axis:]) for key, mask in groups.items()}
+        if len(boxes) > 1:
+            # Only the axes where the boxes differ can merge (on an axis where all agree, two boxes
+            # equal elsewhere are one box): merge the boxes' projections on those, then put back the
+            # common masks. Most axes of a wide space are whole in every box.
+            first = next(iter(boxes))
+            varying = [i for i in range(len(first)) if any(b[i] != first[i] for b in boxes)]
+            merged = _merge({tuple(b[i] for i in varying) for b in boxes}, len(varying))
+            template = list(first)
+            boxes = set()
+            for part in merged:
+                for i, mask in zip(varying, part, strict=True):
+                    template[i] = mask
+                boxes.add(tuple(template))
         ordered = sorted(boxes, key=lambda b: ([-m.bit_count() for m in b], b))
         out = Region(self.space, ordered, disjoint=True)
         out._merged = True

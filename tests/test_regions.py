@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import capmatrix
 from capmatrix.model import Axis, AxisType
-from capmatrix.regions import Region, Space, box_of, subtract
+from capmatrix.regions import Region, Space, _merge, box_of, subtract
 
 SPACE = Space(
     (
@@ -81,3 +81,22 @@ def test_box_of_with_remembered_masks_equals_box_of() -> None:
     conditions = {id(c) for r in rules for c in r.conditions.values()}
     assert set(masks) == conditions
     assert len(conditions) < sum(len(r.conditions) for r in rules)  # the loader shares equal ones
+
+
+WIDE = Space((*SPACE.axes, *(Axis(name=f"w{i}", type=AxisType.BOOL, values=(False, True), description="w")
+                              for i in range(4))))
+wide_boxes = st.tuples(*(st.integers(min_value=1, max_value=m) for m in WIDE.full_box()))
+
+
+def _merged_over_every_axis(region: Region) -> list[tuple[int, ...]]:
+    """The merge over every axis of the space, the axes where all boxes agree included (the oracle)."""
+    boxes = _merge(set(region.boxes), len(region.space.axes))
+    return sorted(boxes, key=lambda b: ([-m.bit_count() for m in b], b))
+
+
+@given(st.lists(wide_boxes, max_size=6), st.integers(min_value=0, max_value=3))
+def test_merging_only_the_varying_axes_changes_nothing(boxes: list[tuple[int, ...]], pin: int) -> None:
+    # Pin some axes to one mask in every box, as a wide space's unnamed axes are.
+    pinned = [tuple(b[:3] + (1,) * pin + b[3 + pin:]) for b in boxes]
+    region = Region(WIDE, pinned)
+    assert list(region.merged().boxes) == _merged_over_every_axis(region)
