@@ -12,19 +12,20 @@ import threading
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from itertools import compress
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from capmatrix._partition import PartitionLimit, find, partition, reduce_kernel
+from capmatrix._tables import NO_ROW, Table
 from capmatrix.errors import InvalidQuery, UnknownName, did_you_mean
 from capmatrix.model import NONE, AxisType, Effect, _StrEnum, format_value
 from capmatrix.query import ANY, KernelQuery, _short
 from capmatrix.regions import Box, Region, Space, bits, box_of
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Callable, Mapping
 
     from capmatrix.matrix import Matrix
-    from capmatrix.model import Axis, AxisValue, Boxes, Kernel, Rule
+    from capmatrix.model import Axis, AxisValue, Kernel, Rule
 
 __all__ = [
     "Origin",
@@ -56,8 +57,6 @@ _SELECTOR = bytes.maketrans(b"01", b"\x00\x01")
 #: A query's effective axis values, where each came from, its open axes and the axes whose value is
 #: outside the known values (shared by the candidates of a selection, never mutated).
 _Effective = tuple[dict[str, "AxisValue"], dict[str, "Origin"], list[str], list[str]]
-#: A decision table's memo entry not yet computed (None is a real answer: "an input is open").
-_UNSEEN = object()
 
 
 class Verdict(_StrEnum):
@@ -310,11 +309,6 @@ class _CompiledKernel:
     mismatch_cache: dict[tuple[int, int, int], Reason] = field(default_factory=dict, compare=False)
 
 
-def _read_axes(whens: Iterable[Boxes]) -> tuple[str, ...]:
-    """The axes a decision table's ``when`` boxes read, in first-seen order."""
-    return tuple(dict.fromkeys(name for when in whens for box in when for name in box))
-
-
 def _compile_kernel(kernel: Kernel, axes: tuple[Axis, ...], masks: dict[int, int]) -> _CompiledKernel:
     rules = kernel.rules
     space = Space(axes)
@@ -426,11 +420,11 @@ class Resolver:
         }
         self._cache: dict[KernelQuery, Resolution] = {}
         self._select_cache: dict[tuple[str, KernelQuery], Selection] = {}
-        # Decision tables (derived axes, role orders) answer by lookup once seen: each is keyed by the
-        # values of the axes its ``when`` boxes read, so a new query that differs elsewhere hits.
-        self._reads = {name: _read_axes(row.when for row in d.rows) for name, d in matrix.derived.items()}
-        self._order_reads = {name: _read_axes(o.when for o in r.orders) for name, r in matrix.roles.items()}
-        self._table_memo: dict[tuple[str, tuple[AxisValue | None, ...]], object] = {}
+        # Decision tables (derived axes, role orders), compiled to bit sets on first use: a lookup is
+        # then an AND per axis read. A role's order comes with the derived axes it needs.
+        self._readable = {**matrix.axes, **{name: d.axis for name, d in matrix.derived.items()}}
+        self._derived_tables: dict[str, Table] = {}
+        self._order_tables: dict[str, tuple[Table, tuple[str, ...]]] = {}
         self._effective_memo: dict[tuple[object, ...], _Effective] = {}
         self._lock = threading.Lock()
 
@@ -480,8 +474,9 @@ class Resolver:
         """
         self._cache.clear()
         self._select_cache.clear()
-        self._table_memo.clear()
         self._effective_memo.clear()
+        self._derived_tables.clear()
+        self._order_tables.clear()
         for compiled in self._kernels.values():
             compiled.reason_cache.clear()
             compiled.mismatch_cache.clear()
@@ -500,12 +495,13 @@ class Resolver:
         # The candidates' queries differ only in the kernel: their effective values are worked out once.
         effective = self._effective(candidate_query)
         if role.orders:
-            values = self._add_derived(dict(effective[0]))
-            key = ("role:" + role_name, tuple(values.get(a) for a in self._order_reads[role_name]))
-            found = self._table_memo.get(key)
-            if found is None:
-                found = self._remember(key, role.order_for(values))
-            candidates, decided = cast("tuple[tuple[str, ...], bool]", found)
+            values = effective[0]
+            table, needed = self._order_table(role_name)
+            if needed:
+                values = self._add_derived(dict(values), needed)
+            row = table.row(values)  # as role.order_for(values) answers
+            candidates = () if row is None or row == NO_ROW else role.orders[row].candidates
+            decided = row is not None
         trace = []
         for candidate in candidates:
             resolution = self._cached_resolve(candidate_query.with_kernel(candidate), effective)
@@ -527,21 +523,41 @@ class Resolver:
         """
         return self._add_derived(self.effective_values(query)[0])
 
-    def _add_derived(self, values: dict[str, AxisValue]) -> dict[str, AxisValue]:
-        for name, derived in self.matrix.derived.items():
-            key = (name, tuple(values.get(a) for a in self._reads[name]))
-            value = self._table_memo.get(key, _UNSEEN)
-            if value is _UNSEEN:
-                value = self._remember(key, derived.value(values))
-            if value is not None:
-                values[name] = cast("AxisValue", value)
+    def _add_derived(
+        self, values: dict[str, AxisValue], only: tuple[str, ...] | None = None
+    ) -> dict[str, AxisValue]:
+        """Add the derived axes (``only`` these, default all) that ``values`` decide."""
+        derived = self.matrix.derived
+        for name in derived if only is None else only:
+            row = self._derived_table(name).row(values)  # as DerivedAxis.value(values) answers
+            if row is not None and row != NO_ROW:
+                values[name] = derived[name].rows[row].value
         return values
 
-    def _remember(self, key: tuple[str, tuple[AxisValue | None, ...]], value: object) -> object:
-        if len(self._table_memo) >= CACHE_LIMIT:
-            self._table_memo.clear()
-        self._table_memo[key] = value
-        return value
+    def _derived_table(self, name: str) -> Table:
+        table = self._derived_tables.get(name)
+        if table is None:
+            rows = self.matrix.derived[name].rows
+            table = self._derived_tables[name] = Table([row.when for row in rows], self._readable)
+        return table
+
+    def _order_table(self, role_name: str) -> tuple[Table, tuple[str, ...]]:
+        """The compiled orders of a role, and the derived axes (in declaration order) they need.
+
+        Those the orders read, and those their tables read (a table reads derived axes declared
+        before it).
+        """
+        found = self._order_tables.get(role_name)
+        if found is None:
+            table = Table([o.when for o in self.matrix.roles[role_name].orders], self._readable)
+            wanted = set(table.reads)
+            needed = []
+            for name in reversed(list(self.matrix.derived)):
+                if name in wanted:
+                    needed.append(name)
+                    wanted.update(self._derived_table(name).reads)
+            found = self._order_tables[role_name] = (table, tuple(reversed(needed)))
+        return found
 
     def _effective(self, query: KernelQuery) -> _Effective:
         # The same for every kernel: a page or a selection asks one configuration of many kernels.

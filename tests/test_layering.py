@@ -22,6 +22,7 @@ CORE: dict[str, int] = {
     "capmatrix.query": 2,
     "capmatrix.regions": 2,
     "capmatrix._partition": 3,
+    "capmatrix._tables": 3,
     "capmatrix.matrix": 3,
     "capmatrix._yaml": 4,
     "capmatrix._fastschema": 4,

@@ -438,9 +438,8 @@ def test_forget_drops_every_memo_and_answers_alike() -> None:
     assert resolver._cache
     assert resolver._select_cache
     assert resolver._effective_memo
-    assert resolver._table_memo
     resolver.forget()
-    for memo in (resolver._cache, resolver._select_cache, resolver._effective_memo, resolver._table_memo):
+    for memo in (resolver._cache, resolver._select_cache, resolver._effective_memo):
         assert not memo
     assert all(not c.reason_cache and not c.mismatch_cache for c in resolver._kernels.values())
     again = resolver.resolve(query)

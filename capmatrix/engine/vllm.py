@@ -78,7 +78,9 @@ def _query(
     }
     if block_size is not None:
         axes["block_size"] = block_size
-    return KernelQuery().replace(**{**axes, **(extra or {})})
+    if not extra:  # the common case: one query built, no copy
+        return KernelQuery(None, **axes)  # type: ignore[arg-type] # axes never holds kernel or model
+    return KernelQuery().replace(**{**axes, **extra})
 
 
 def select_backend(
