@@ -44,18 +44,18 @@ def stage_of(func: Func) -> str:
     if path.startswith("<"):
         return "generated code (dataclass __init__, ...)"
     resolved = os.path.realpath(path)
+    parts = Path(resolved).parts
+    if "site-packages" in parts:  # first: a virtual environment may lie inside the checkout
+        package = parts[parts.index("site-packages") + 1].removesuffix(".py")
+        if package.startswith("_yaml"):
+            package = "yaml"
+        return "PyYAML (Python side)" if package == "yaml" else package
     root = str(ROOT) + os.sep
     if resolved.startswith(root):
         module = resolved[len(root):].removesuffix(".py").replace(os.sep, ".").removesuffix(".__init__")
         if name == "<module>":
             return f"module bodies at import ({module.split('.')[0]})"
         return module
-    parts = Path(resolved).parts
-    if "site-packages" in parts:
-        package = parts[parts.index("site-packages") + 1].removesuffix(".py")
-        if package.startswith("_yaml"):
-            package = "yaml"
-        return "PyYAML (Python side)" if package == "yaml" else package
     if resolved.startswith(_STDLIB):
         return "stdlib " + Path(resolved).stem
     return Path(resolved).stem
@@ -92,12 +92,12 @@ def summarise(profile: cProfile.Profile) -> dict[str, Any]:
 
 def _short(path: str) -> str:
     resolved = os.path.realpath(path)
+    parts = Path(resolved).parts
+    if "site-packages" in parts:  # first: a virtual environment may lie inside the checkout
+        return "/".join(parts[parts.index("site-packages") + 1:])
     root = str(ROOT) + os.sep
     if resolved.startswith(root):
         return resolved[len(root):]
-    parts = Path(resolved).parts
-    if "site-packages" in parts:
-        return "/".join(parts[parts.index("site-packages") + 1:])
     if resolved.startswith(_STDLIB):
         return "stdlib/" + Path(resolved).name
     return path
