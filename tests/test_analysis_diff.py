@@ -6,6 +6,7 @@ import dataclasses
 import io
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from capmatrix.cli import run
 from capmatrix.cli._analysis import render_diff_markdown, render_diff_text
 from capmatrix.cli._git import RevisionError, _unsafe, extract_revision
 from capmatrix.loader import default_path
+from capmatrix.model import Condition, Location, Role, RoleOrder
 from capmatrix.regions import Region
 
 if TYPE_CHECKING:
@@ -481,3 +483,89 @@ def test_a_large_change_lists_its_first_boxes_and_counts_them_all() -> None:
     assert cut
     text = render_diff_text(bounded)
     assert "more boxes (the first 3 in --json)" in text
+
+
+def _random_role(rnd: random.Random, name: str, kernels: list[str]) -> Role:
+    """A role over ``kernels`` (some maybe absent from a side): one list, or orders on axis ``a1``."""
+    here = Location(path="roles.yaml", line=1)
+
+    def some() -> tuple[str, ...]:
+        return tuple(rnd.sample(kernels, rnd.randint(0, len(kernels))))
+
+    if rnd.random() < 0.4:
+        return Role(name=name, description="r", candidates=some(), location=here)
+    values = ("v0", "v1", "v2")  # a1 of SMALL
+    orders, taken = [], 0
+    for _ in range(rnd.randint(1, 3)):
+        chosen = frozenset(rnd.sample(values, rnd.randint(1, 2)))
+        if rnd.random() < 0.25:
+            when: tuple[dict[str, Condition], ...] = ()
+            mask = 0b111
+        else:
+            when = ({"a1": Condition(axis="a1", text=str(sorted(chosen)), values=chosen)},)
+            mask = sum(1 << values.index(v) for v in chosen)
+        area = ((0b1111, mask & ~taken, 0b111, 0b11),) if mask & ~taken else ()
+        taken |= mask
+        orders.append(RoleOrder(when=when, candidates=some(), text="o", location=here, area=area))
+        if not when:
+            break
+    return Role(name=name, description="r", location=here, orders=tuple(orders),
+                candidates=tuple(dict.fromkeys(c for o in orders for c in o.candidates)))
+
+
+def _selected(matrix: capmatrix.Matrix, role: Role | None, cell: dict[str, AxisValue]) -> str | None:
+    if role is None:
+        return None
+    candidates, decided = role.order_for(cell)
+    assert decided
+    return next((k for k in candidates if k in matrix.kernels and supported_at(matrix.kernels[k], cell)),
+                None)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 10**9), st.sampled_from([None, True, False]))
+def test_role_moves_with_changed_lists_and_unchanged_candidates_equal_brute_force(
+    seed: int, local: bool | None
+) -> None:
+    """Roles whose candidate lists or orders change (reordered, added, dropped candidates; kernels
+    absent from one side), and roles whose candidates are partly or wholly unchanged: every move
+    against the winner of each side cell by cell."""
+    rnd = random.Random(seed)  # noqa: S311 - test data, not secrets
+    old = random_matrix(seed, sizes=SMALL, rules=15, per_kernel=3, role_size=5)
+    donor = random_matrix(seed + 1, sizes=SMALL, rules=15, per_kernel=3, role_size=5)
+    kernels = dict(old.kernels)
+    for name in sorted(kernels):
+        roll = rnd.random()
+        if roll < 0.4:
+            continue  # unchanged: the same rules on both sides
+        if roll < 0.6:
+            del kernels[name]
+        elif roll < 0.8:
+            rules = list(kernels[name].rules)
+            i = rnd.randrange(len(rules))
+            rules[i] = dataclasses.replace(rules[i], conditions=rnd.choice(donor.rules).conditions)
+            kernels[name] = dataclasses.replace(kernels[name], rules=tuple(rules))
+        else:
+            kernels[name] = dataclasses.replace(donor.kernels[name], name=name)
+    if rnd.random() < 0.5:
+        kernels["extra"] = dataclasses.replace(donor.kernels["k0"], name="extra")
+    names = [*old.kernels, "extra"]
+    old_roles = {f"r{i}": _random_role(rnd, f"r{i}", names) for i in range(3)}
+    new_roles = {name: role if rnd.random() < 0.4 else _random_role(rnd, name, names)
+                 for name, role in old_roles.items() if rnd.random() < 0.9}
+    old = dataclasses.replace(old, roles=old_roles)
+    new = dataclasses.replace(old, kernels=kernels, roles=new_roles)
+    result = diff(old, new, local=local)
+    assert [r.role for r in result.roles] == list(old_roles)
+    for rd in result.roles:
+        expected: dict[tuple[str | None, str | None], set[tuple[object, ...]]] = {}
+        for c in cells(old):
+            pair = (_selected(old, old.roles.get(rd.role), c), _selected(new, new.roles.get(rd.role), c))
+            if pair[0] != pair[1]:
+                expected.setdefault(pair, set()).add(tuple(c.values()))
+        got = {
+            (s.old, s.new): {x for area in s.areas for x in product(*area.values.values())}
+            for s in rd.shifts
+        }
+        assert got == expected
+        assert [(s.old, s.new) for s in rd.shifts] == sorted(got, key=lambda p: (str(p[0]), str(p[1])))

@@ -12,6 +12,7 @@ by both sides, so a kernel whose rules did not change costs one comparison of tw
 from __future__ import annotations
 
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 from typing import TYPE_CHECKING
 
 from capmatrix._partition import mostly_disjoint, partition
@@ -295,41 +296,95 @@ def _layers(sides: _Sides, matrix: Matrix, role: Role | None) -> _Layers:
     return layers
 
 
-def _winners(sides: _Sides, side: int, layers: _Layers, within: int) -> dict[str | None, int]:
-    """Per candidate (None: no candidate), the node of where it is selected on ``side``, in ``within``."""
+def _selection(sides: _Sides, side: int, layers: _Layers) -> list[tuple[str | None, int]]:
+    """A role's selection on ``side``: (label, node) entries, the first entry holding a cell decides.
+
+    Per layer, each candidate where the layer applies and the candidate is supported, then the
+    layer's area with no candidate (None); the layers' areas are disjoint and cover the universe.
+    """
     diagram = sides.diagram
-    return diagram.winners(((candidates, diagram.meet(area, within)) for candidates, area in layers),
-                           lambda candidate: sides.supported(side, candidate))
+    out: list[tuple[str | None, int]] = []
+    for candidates, area in layers:
+        out.extend((c, diagram.meet(area, sides.supported(side, c))) for c in candidates)
+        out.append((None, area))
+    return out
+
+
+#: Both sides' selections entry by entry: (label, node before, node after).
+_Aligned = list[tuple[str | None, int, int]]
+
+
+def _aligned(before: list[tuple[str | None, int]], after: list[tuple[str | None, int]]) -> _Aligned:
+    """Both selections as one list of entries, an entry a side lacks holding nowhere on that side.
+
+    Equal labels are paired along their longest common run (all of them when the candidate lists
+    did not change); inserting entries that hold nowhere leaves each side's answer as it was.
+    """
+    labels = [[label for label, _node in entries] for entries in (before, after)]
+    if labels[0] == labels[1]:
+        return [(label, a, b) for (label, a), (_label, b) in zip(before, after, strict=True)]
+    out: _Aligned = []
+    i = j = 0
+    for block in SequenceMatcher(None, labels[0], labels[1], autojunk=False).get_matching_blocks():
+        out += [(label, node, EMPTY) for label, node in before[i:block.a]]
+        out += [(label, EMPTY, node) for label, node in after[j:block.b]]
+        out += [(label, a, b) for (label, a), (_label, b)
+                in zip(before[block.a:block.a + block.size], after[block.b:block.b + block.size],
+                       strict=True)]
+        i, j = block.a + block.size, block.b + block.size
+    return out
+
+
+def _moves(diagram: Diagram, entries: _Aligned) -> dict[tuple[str | None, str | None], int]:
+    """Per pair (selected before, selected after) of different labels, the node of where it occurs.
+
+    A cell changes hands only at the first entry whose node differs between the sides there, and
+    only if no earlier entry holds it (on either side, as they agree on it): where entry ``k``
+    held it before and not after, the new answer is the first later entry holding it after, and
+    the other way round. So each entry that changed is followed from its own change alone, never
+    from the whole selection: the work follows what changed, not the size of the role.
+    """
+    moved: dict[tuple[str | None, str | None], int] = {}
+
+    def add(pair: tuple[str | None, str | None], node: int) -> None:
+        if pair[0] != pair[1]:
+            moved[pair] = diagram.join(moved.get(pair, EMPTY), node)
+
+    def follow(part: int, label: str | None, rest: _Aligned, side: int, *, lost: bool) -> None:
+        # Each side's entries cover the universe (every layer ends with its area, labelled None),
+        # so the later entries of the other side take all of ``part``.
+        for other, *nodes in rest:
+            if part == EMPTY:
+                return
+            there = diagram.meet(part, nodes[side])
+            if there != EMPTY:
+                add((label, other) if lost else (other, label), there)
+                part = diagram.minus(part, there)
+
+    for k, (label, was, now) in enumerate(entries):
+        if was == now:
+            continue
+        lost, gained = diagram.minus(was, now), diagram.minus(now, was)
+        for _label, a, b in entries[:k]:
+            for node in (a, b) if a != b else (a,):
+                lost, gained = diagram.minus(lost, node), diagram.minus(gained, node)
+            if lost == gained == EMPTY:
+                break
+        follow(lost, label, entries[k + 1:], 1, lost=True)
+        follow(gained, label, entries[k + 1:], 0, lost=False)
+    return moved
 
 
 def _role_diff(sides: _Sides, name: str, old: Matrix, new: Matrix) -> RoleDiff:
-    diagram = sides.diagram
     layers = [_layers(sides, old, old.roles.get(name)), _layers(sides, new, new.roles.get(name))]
-    # With the same candidate lists in the same areas, the selection can move only where some
-    # candidate's support moved: the rest of the universe is left out before anything is built.
-    within = FULL
-    if layers[0] == layers[1]:
-        moved_support = []
-        for candidate in dict.fromkeys(c for candidates, _area in layers[0] for c in candidates):
-            then, today = sides.supported(0, candidate), sides.supported(1, candidate)
-            moved_support += [diagram.minus(then, today), diagram.minus(today, then)]
-        within = diagram.union(moved_support)
-    before = _winners(sides, 0, layers[0], within)
-    after = _winners(sides, 1, layers[1], within)
+    moved = _moves(sides.diagram, _aligned(_selection(sides, 0, layers[0]),
+                                           _selection(sides, 1, layers[1])))
     shifts = []
     gained = lost = False
-    # Only the cells a side-0 winner loses can move: each shift is such a part met with a new winner.
-    left = {was: diagram.minus(node, after.get(was, EMPTY)) for was, node in before.items()}
-    pairs = sorted(((was, now) for was in before for now in after
-                    if was != now and left[was] != EMPTY),
-                   key=lambda pair: (str(pair[0]), str(pair[1])))
-    for was, now in pairs:
-        if not diagram.intersects(left[was], after[now]):
-            continue
-        moved = diagram.meet(left[was], after[now])
+    for (was, now), node in sorted(moved.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
         gained = gained or was is None
         lost = lost or now is None
-        found, total = sides.region(moved)
+        found, total = sides.region(node)
         shifts.append(RoleShift(old=was, new=now, areas=found, total=total))
     in_old, in_new = name in old.roles, name in new.roles
     presence = "both" if in_old and in_new else ("added" if in_new else "removed")
