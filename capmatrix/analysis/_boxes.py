@@ -43,15 +43,15 @@ class KernelBoxes:
     exclusions: int
 
     @classmethod
-    def of(cls, kernel: Kernel, space: Space) -> KernelBoxes:
-        """Compile ``kernel``'s rules over ``space``."""
+    def of(cls, kernel: Kernel, space: Space, masks: dict[int, int] | None = None) -> KernelBoxes:
+        """Compile ``kernel``'s rules over ``space`` (``masks``: as for :func:`box_of`)."""
         grants = exclusions = 0
         for i, rule in enumerate(kernel.rules):
             if rule.effect is Effect.GRANT:
                 grants |= 1 << i
             else:
                 exclusions |= 1 << i
-        boxes = tuple(box_of(r, space) for r in kernel.rules)
+        boxes = tuple(box_of(r, space, masks) for r in kernel.rules)
         return cls(kernel, boxes, grants, exclusions)
 
 

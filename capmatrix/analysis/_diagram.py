@@ -89,10 +89,7 @@ class Diagram:
 
     def _node(self, level: int, kids: tuple[int, ...]) -> int:
         first = kids[0]
-        for kid in kids:
-            if kid != first:
-                break
-        else:
+        if kids.count(first) == len(kids):
             return first
         table = self._unique[level]
         found = table.get(kids)
@@ -174,13 +171,28 @@ class Diagram:
             return a
         if a > b:
             a, b = b, a
-        key = (a, b)
-        found = self._and.get(key)
+        found = self._and.get((a, b))
         if found is not None:
             return found
+        return self._meet(a, b)
+
+    def _meet(self, a: int, b: int) -> int:
+        memo = self._and
         level, kids_a, kids_b = self._align(a, b)
-        meet = self.meet
-        found = self._and[key] = self._node(level, tuple(map(meet, kids_a, kids_b)))
+        out: list[int] = []
+        add = out.append
+        for x, y in zip(kids_a, kids_b, strict=True):
+            if EMPTY in (x, y):
+                add(EMPTY)
+            elif x in (FULL, y):
+                add(y)
+            elif y == FULL:
+                add(x)
+            else:
+                key = (x, y) if x < y else (y, x)
+                found = memo.get(key)
+                add(self._meet(*key) if found is None else found)
+        found = memo[(a, b)] = self._node(level, tuple(out))
         return found
 
     def minus(self, a: int, b: int) -> int:
@@ -189,13 +201,25 @@ class Diagram:
             return EMPTY
         if b == EMPTY:
             return a
-        key = (a, b)
-        found = self._minus.get(key)
+        found = self._minus.get((a, b))
         if found is not None:
             return found
+        return self._subtract(a, b)
+
+    def _subtract(self, a: int, b: int) -> int:
+        memo = self._minus
         level, kids_a, kids_b = self._align(a, b)
-        minus = self.minus
-        found = self._minus[key] = self._node(level, tuple(map(minus, kids_a, kids_b)))
+        out: list[int] = []
+        add = out.append
+        for x, y in zip(kids_a, kids_b, strict=True):
+            if x == EMPTY or y in (FULL, x):
+                add(EMPTY)
+            elif y == EMPTY:
+                add(x)
+            else:
+                found = memo.get((x, y))
+                add(self._subtract(x, y) if found is None else found)
+        found = memo[(a, b)] = self._node(level, tuple(out))
         return found
 
     def _align(self, a: int, b: int) -> tuple[int, tuple[int, ...], tuple[int, ...]]:

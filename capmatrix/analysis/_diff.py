@@ -204,8 +204,9 @@ class _Sides:
     def __init__(self, space: Space, old: Matrix, new: Matrix, limit: int) -> None:
         self.space = space
         self.limit = limit
+        masks: dict[int, int] = {}  # both matrices are alive for the whole diff
         self.compiled = [
-            {name: KernelBoxes.of(kernel, space) for name, kernel in matrix.kernels.items()}
+            {name: KernelBoxes.of(kernel, space, masks) for name, kernel in matrix.kernels.items()}
             for matrix in (old, new)
         ]
         self.diagram = Diagram(space, axis_order(
@@ -218,8 +219,20 @@ class _Sides:
         found = memo.get(name)
         if found is None:
             compiled = self.compiled[side].get(name)
-            found = memo[name] = EMPTY if compiled is None else self._node(compiled)
+            if compiled is None:
+                found = EMPTY
+            elif side and self.same(name):
+                found = self.supported(0, name)
+            else:
+                found = self._node(compiled)
+            memo[name] = found
         return found
+
+    def same(self, name: str) -> bool:
+        """Whether kernel ``name`` has the same rule boxes (same order, same effects) on both sides."""
+        a, b = self.compiled[0].get(name), self.compiled[1].get(name)
+        return (a is not None and b is not None and a.boxes == b.boxes and a.grants == b.grants
+                and a.exclusions == b.exclusions)
 
     def _node(self, compiled: KernelBoxes) -> int:
         diagram, boxes = self.diagram, compiled.boxes
@@ -243,6 +256,8 @@ class _Sides:
 
 
 def _kernel_diff(sides: _Sides, name: str, old: Kernel | None, new: Kernel | None) -> KernelDiff:
+    if sides.same(name):  # the same rules answer alike: nothing to build
+        return KernelDiff(kernel=name, change=Change.EQUIVALENT, presence="both", gained=(), lost=())
     before, after = sides.supported(0, name), sides.supported(1, name)
     diagram = sides.diagram
     gained, gained_total = sides.region(diagram.minus(after, before))
@@ -377,8 +392,12 @@ def _moves(diagram: Diagram, entries: _Aligned) -> dict[tuple[str | None, str | 
 
 def _role_diff(sides: _Sides, name: str, old: Matrix, new: Matrix) -> RoleDiff:
     layers = [_layers(sides, old, old.roles.get(name)), _layers(sides, new, new.roles.get(name))]
-    moved = _moves(sides.diagram, _aligned(_selection(sides, 0, layers[0]),
-                                           _selection(sides, 1, layers[1])))
+    if layers[0] == layers[1] and all(sides.same(c) or (c not in old.kernels and c not in new.kernels)
+                                      for candidates, _area in layers[0] for c in candidates):
+        moved = {}  # the same candidates with the same rules in the same areas: nothing moves
+    else:
+        moved = _moves(sides.diagram, _aligned(_selection(sides, 0, layers[0]),
+                                               _selection(sides, 1, layers[1])))
     shifts = []
     gained = lost = False
     for (was, now), node in sorted(moved.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
@@ -421,10 +440,10 @@ def diff(
     role_names = list(old.roles) + [r for r in new.roles if r not in old.roles]
     if local:
         kernels = tuple(
-            _table_kernel_diff(space, k, old.kernels.get(k), new.kernels.get(k), max_regions)
+            _table_kernel_diff(space, k, sides.compiled[0].get(k), sides.compiled[1].get(k), max_regions)
             for k in kernel_names
         )
-        roles = tuple(_table_role_diff(space, r, old, new, max_regions) for r in role_names)
+        roles = tuple(_table_role_diff(sides, r, old, new, max_regions) for r in role_names)
     else:
         kernels = tuple(
             _kernel_diff(sides, k, old.kernels.get(k), new.kernels.get(k)) for k in kernel_names
@@ -447,13 +466,12 @@ class _Pool:
         self.index: dict[tuple[str, bool, Box], int] = {}
         self.sides = [0, 0]
 
-    def add(self, side: int, kernel: Kernel) -> tuple[int, int]:
-        """Bit sets (grants, exclusions) of ``kernel``'s rules on ``side`` (0 old, 1 new)."""
-        compiled = KernelBoxes.of(kernel, self.space)
+    def add(self, side: int, compiled: KernelBoxes) -> tuple[int, int]:
+        """Bit sets (grants, exclusions) of a kernel's rules on ``side`` (0 old, 1 new)."""
         grants = exclusions = 0
         for i, box in enumerate(compiled.boxes):
             grant = bool(compiled.grants >> i & 1)
-            key = (kernel.name, grant, box)
+            key = (compiled.kernel.name, grant, box)
             at = self.index.get(key)
             if at is None:
                 at = self.index[key] = len(self.boxes)
@@ -483,10 +501,10 @@ class _Pool:
         return self.sides[0] ^ self.sides[1]
 
 
-def _table_supported(space: Space, kernel: Kernel | None) -> list[Box]:
-    if kernel is None:
+def _table_supported(space: Space, compiled: KernelBoxes | None) -> list[Box]:
+    if compiled is None:
         return []
-    return list(supported_region(space, KernelBoxes.of(kernel, space), local=True).boxes)
+    return list(supported_region(space, compiled, local=True).boxes)
 
 
 def _first(found: tuple[Area, ...], limit: int) -> tuple[tuple[Area, ...], int]:
@@ -494,7 +512,7 @@ def _first(found: tuple[Area, ...], limit: int) -> tuple[tuple[Area, ...], int]:
 
 
 def _table_kernel_diff(
-    space: Space, name: str, old: Kernel | None, new: Kernel | None, limit: int
+    space: Space, name: str, old: KernelBoxes | None, new: KernelBoxes | None, limit: int
 ) -> KernelDiff:
     """Decision-table-shaped rules: subtract the supported regions pair by pair."""
     presence = "both" if old and new else ("added" if new else "removed")
@@ -513,14 +531,16 @@ def _table_kernel_diff(
 _Order = tuple[int | None, list[tuple[str, int, int]]]
 
 
-def _winner_parts(matrix: Matrix, role: Role | None, pool: _Pool, side: int) -> list[_Order]:
+def _winner_parts(
+    matrix: Matrix, compiled: dict[str, KernelBoxes], role: Role | None, pool: _Pool, side: int
+) -> list[_Order]:
     if role is None:
         return []
 
     def parts(candidates: tuple[str, ...]) -> list[tuple[str, int, int]]:
         out: list[tuple[str, int, int]] = []
         for candidate in candidates:
-            kernel = matrix.kernels.get(candidate)
+            kernel = compiled.get(candidate)
             if kernel is None:
                 continue
             grants, exclusions = pool.add(side, kernel)
@@ -533,11 +553,12 @@ def _winner_parts(matrix: Matrix, role: Role | None, pool: _Pool, side: int) -> 
              parts(o.candidates)) for j, o in enumerate(role.orders)]
 
 
-def _table_role_diff(space: Space, name: str, old: Matrix, new: Matrix, limit: int) -> RoleDiff:
+def _table_role_diff(both: _Sides, name: str, old: Matrix, new: Matrix, limit: int) -> RoleDiff:
+    space = both.space
     pool = _Pool(space)
     sides = [
-        _winner_parts(old, old.roles.get(name), pool, 0),
-        _winner_parts(new, new.roles.get(name), pool, 1),
+        _winner_parts(old, both.compiled[0], old.roles.get(name), pool, 0),
+        _winner_parts(new, both.compiled[1], new.roles.get(name), pool, 1),
     ]
 
     def shape(orders: list[_Order]) -> list[tuple[int | None, list[str]]]:
