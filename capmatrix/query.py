@@ -111,8 +111,9 @@ class KernelQuery:
     kernel: str | None
     model: str | None
     _axes: tuple[tuple[str, AxisValue | _Any], ...]
-    #: (kernel, model, ((axis, type, value), ...)): the identity of the query, computed once, so that
-    #: equality (the dict lookup behind every cached answer) compares one tuple.
+    #: (kernel, model, ((axis, value), ...), (type of each value, ...)): the identity of the query,
+    #: computed once, so that equality (the dict lookup behind every cached answer) compares one tuple;
+    #: the types tell ``True`` from ``1``.
     _typed: tuple[object, ...]
     _hash: int
 
@@ -137,7 +138,7 @@ class KernelQuery:
         if fixed:
             axes.update(fixed)
         items = tuple(sorted(axes.items()))
-        typed = (kernel, model, tuple([(k, type(v), v) for k, v in items]))
+        typed = (kernel, model, items, tuple([type(v) for _name, v in items]))
         _set(self, "kernel", kernel)
         _set(self, "model", model)
         _set(self, "_axes", items)
@@ -171,7 +172,8 @@ class KernelQuery:
         if kernel == self.kernel:
             return self
         new = object.__new__(KernelQuery)
-        typed = (kernel, self.model, self._typed[2])
+        identity = self._typed
+        typed = (kernel, identity[1], identity[2], identity[3])
         _set(new, "kernel", kernel)
         _set(new, "model", self.model)
         _set(new, "_axes", self._axes)

@@ -11,14 +11,15 @@ from __future__ import annotations
 import threading
 from bisect import bisect_left
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import compress
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from capmatrix._partition import PartitionLimit, find, partition, reduce_kernel
 from capmatrix._tables import NO_ROW, Table
 from capmatrix.errors import InvalidQuery, UnknownName, did_you_mean
 from capmatrix.model import NONE, AxisType, Effect, _StrEnum, format_value
-from capmatrix.query import ANY, KernelQuery, _short
+from capmatrix.query import ANY, KernelQuery, _Any, _short
 from capmatrix.regions import Box, Region, Space, bits, box_of
 
 if TYPE_CHECKING:
@@ -54,9 +55,18 @@ CACHE_LIMIT = 1 << 16
 #: The binary text of a bit set as selector bytes for ``itertools.compress``: "0" -> 0, "1" -> 1.
 _SELECTOR = bytes.maketrans(b"01", b"\x00\x01")
 
-#: A query's effective axis values, where each came from, its open axes and the axes whose value is
-#: outside the known values (shared by the candidates of a selection, never mutated).
-_Effective = tuple[dict[str, "AxisValue"], dict[str, "Origin"], list[str], list[str]]
+#: A query's effective axis values, where each came from, its open axes, the axes whose value is
+#: outside the known values, and per axis position the index of its value among the known ones (-1:
+#: outside them; None: open). Shared by the candidates of a selection, never mutated.
+_Effective = tuple[dict[str, "AxisValue"], dict[str, "Origin"], list[str], list[str], list["int | None"]]
+#: The same for a model and a set of given axes, without their values (those in place, unchecked),
+#: and per given axis in axis order: its index among the query's items, its position, the axis, the
+#: type its values have when they need no check, its known values by (type, value), and whether a
+#: value may lie outside them.
+_Shape = tuple[
+    dict[str, "AxisValue"], dict[str, "Origin"], list[str], list[str], list["int | None"],
+    tuple[tuple[int, int, "Axis", "type | None", "dict[tuple[type, AxisValue], int]", bool], ...],
+]
 
 
 class Verdict(_StrEnum):
@@ -291,6 +301,8 @@ class _CompiledKernel:
     unconstrained: tuple[int, ...]
     #: the axis positions some rule has a condition on, in axis order
     constrained: tuple[int, ...]
+    #: per constrained axis: its position, name and ``by_value`` row
+    scan: tuple[tuple[int, str, tuple[int, ...]], ...]
     #: per rule: its box over the known universe
     boxes: tuple[tuple[int, ...], ...]
     #: per rule: ``"<id> (<file>:<line>)"`` and its status, rendered once for the reasons
@@ -336,14 +348,16 @@ def _compile_kernel(kernel: Kernel, axes: tuple[Axis, ...], masks: dict[int, int
             group[mask] = group.get(mask, 0) | flag
         boxes.append(box)
     constrained = tuple(ai for ai, free in enumerate(unconstrained) if free != grants | exclusions)
+    by_value = _by_value(groups, axes)
     return _CompiledKernel(
         kernel=kernel,
         rules=rules,
         grants=grants,
         exclusions=exclusions,
-        by_value=_by_value(groups, axes),
+        by_value=by_value,
         unconstrained=tuple(unconstrained),
         constrained=constrained,
+        scan=tuple((ai, names[ai], by_value[ai]) for ai in constrained),
         boxes=tuple(boxes),
         labels=tuple((f"{rule.id} ({rule.location})", str(rule.status)) for rule in rules),
         exclusion_bits=tuple(exclusion_bits),
@@ -414,6 +428,16 @@ class Resolver:
             (ai, a) for ai, a in enumerate(self._axes)
             if a.type is AxisType.INT or (a.type is AxisType.BOOL and len(a.values) < 2)
         )
+        # Per axis, for working out a query's values: its name, the type a given value of it has when
+        # it needs no further check (an int axis takes any int; an enum axis has None: the value is
+        # looked up), its default, its known values by (type, value), and whether a value may lie
+        # outside them.
+        outside_ok = {ai for ai, _a in self._may_be_outside}
+        self._rows = tuple(
+            (a.name, a, {AxisType.BOOL: bool, AxisType.INT: int}.get(a.type), a.default,
+             self._value_index[ai], ai in outside_ok)
+            for ai, a in enumerate(self._axes)
+        )
         masks: dict[int, int] = {}  # shared conditions' masks, for this compilation only
         self._kernels = {
             name: _compile_kernel(kernel, self._axes, masks) for name, kernel in matrix.kernels.items()
@@ -426,6 +450,7 @@ class Resolver:
         self._derived_tables: dict[str, Table] = {}
         self._order_tables: dict[str, tuple[Table, tuple[str, ...]]] = {}
         self._effective_memo: dict[tuple[object, ...], _Effective] = {}
+        self._shapes: dict[tuple[str | None, tuple[str, ...]], _Shape] = {}
         self._lock = threading.Lock()
 
     # -- public -------------------------------------------------------------------------------
@@ -475,6 +500,7 @@ class Resolver:
         self._cache.clear()
         self._select_cache.clear()
         self._effective_memo.clear()
+        self._shapes.clear()
         self._derived_tables.clear()
         self._order_tables.clear()
         for compiled in self._kernels.values():
@@ -561,14 +587,11 @@ class Resolver:
 
     def _effective(self, query: KernelQuery) -> _Effective:
         # The same for every kernel: a page or a selection asks one configuration of many kernels.
-        key = (query.model, query._typed[2])  # noqa: SLF001 - the query's identity without its kernel
+        identity = query._typed  # noqa: SLF001 - the query's identity; the key leaves out its kernel
+        key = (identity[1], identity[2], identity[3])
         found = self._effective_memo.get(key)
         if found is None:
-            values, origins, open_axes = self.effective_values(query)
-            index = self._value_index
-            outside = [a.name for ai, a in self._may_be_outside
-                       if a.name in values and (type(values[a.name]), values[a.name]) not in index[ai]]
-            found = (values, origins, open_axes, outside)
+            found = self._effective_values(query)
             if len(self._effective_memo) >= CACHE_LIMIT:
                 self._effective_memo.clear()
             self._effective_memo[key] = found
@@ -581,44 +604,108 @@ class Resolver:
 
         :raises InvalidQuery: for an unknown model, axis or value.
         """
-        values: dict[str, AxisValue] = {}
-        origins: dict[str, Origin] = {}
+        return self._effective_values(query)[:3]
+
+    def _effective_values(self, query: KernelQuery) -> _Effective:
+        """:meth:`effective_values`, and the axes whose value lies outside the known values.
+
+        What does not depend on the given values (the model's and the defaults, the open axes, where
+        each came from) is worked out once per model and set of given axes: its shape.
+        """
+        items = query._axes  # noqa: SLF001 - the given (axis, value) pairs, sorted by axis name
+        names = tuple([name for name, _value in items])
+        key = (query.model, names)
+        shape = self._shapes.get(key)
+        if shape is None:
+            shape = self._shape(query.model, names, frozenset())
+            if len(self._shapes) >= CACHE_LIMIT:
+                self._shapes.clear()
+            self._shapes[key] = shape
+        found = self._fill(items, shape)
+        if found is None:  # a value is ANY: its axis is open, a shape of its own
+            anys = frozenset(name for name, value in items if value is ANY)
+            found = self._fill(items, self._shape(query.model, names, anys))
+        return cast("_Effective", found)
+
+    def _shape(self, model_name: str | None, names: tuple[str, ...], anys: frozenset[str]) -> _Shape:
+        """The effective values of a query without its given values (``anys`` given as ANY).
+
+        :raises InvalidQuery: for an unknown model or axis, or a derived axis.
+        """
         model_values: Mapping[str, AxisValue] = {}
         from_model = _QUERY
-        if query.model is not None:
-            model = self.matrix.model(query.model)  # a short name or a Hugging Face id
+        if model_name is not None:
+            model = self.matrix.model(model_name)  # a short name or a Hugging Face id
             if model is None:
-                raise UnknownName("model", query.model, self.matrix.models)
+                raise UnknownName("model", model_name, self.matrix.models)
             model_values = model.axes
             from_model = Origin(OriginKind.MODEL, model.name)  # the canonical name, not the hub id
-        explicit = query.axes
-        for name in explicit:
-            if name not in self._positions:
+        positions = self._positions
+        for name in names:
+            if name not in positions:
                 if name in self.matrix.derived:
                     raise InvalidQuery(
                         f"axis {name!r} is derived: its table computes it from other axes; "
                         "give those instead"
                     )
-                raise UnknownName("axis", name, self._positions)
+                raise UnknownName("axis", name, positions)
+        given = {name: i for i, name in enumerate(names) if name not in anys}
+        values: dict[str, AxisValue] = {}
+        origins: dict[str, Origin] = {}
         open_axes = []
-        for axis in self._axes:
-            name = axis.name
-            if name in explicit:
-                value = explicit[name]
-                if value is ANY:
-                    open_axes.append(name)
-                    continue
-                values[name] = self._check_value(axis, value)
+        outside = []
+        checks = []
+        at: list[int | None] = [None] * len(self._rows)
+        for ai, (name, axis, kind, default, index, may_be_outside) in enumerate(self._rows):
+            if name in given:
+                values[name] = cast("AxisValue", None)  # its place: the query's value is put there
                 origins[name] = _QUERY
-            elif name in model_values:
-                values[name] = model_values[name]
+                checks.append((given[name], ai, axis, kind, index, may_be_outside))
+                continue
+            if name in anys:
+                open_axes.append(name)
+                continue
+            if name in model_values:
+                value = model_values[name]
                 origins[name] = from_model
-            elif axis.default is not None:
-                values[name] = axis.default
+            elif default is not None:
+                value = default
                 origins[name] = _DEFAULT
             else:
                 open_axes.append(name)
-        return values, origins, open_axes
+                continue
+            values[name] = value
+            at[ai] = index.get((type(value), value), -1)
+            if may_be_outside and at[ai] == -1:
+                outside.append(name)
+        return values, origins, open_axes, outside, at, tuple(checks)
+
+    def _fill(self, items: tuple[tuple[str, AxisValue | _Any], ...], shape: _Shape) -> _Effective | None:
+        """A query's effective values: its given ``items`` put into ``shape``.
+
+        None for an ANY the shape does not expect.
+
+        :raises InvalidQuery: for a value of the wrong type or not listed by its axis.
+        """
+        base, origins, open_axes, outside, base_at, checks = shape
+        values = base.copy()
+        at = base_at.copy()
+        late = None
+        for i, ai, axis, kind, index, may_be_outside in checks:  # in axis order, as errors are raised
+            name, value = items[i]
+            # The common values need no further check: a bool or int of their axis's type, a listed
+            # string; anything else is checked (and refused, or kept) as the axis says.
+            if type(value) is not kind and (kind is not None or (str, value) not in index):
+                if value is ANY:
+                    return None
+                value = self._check_value(axis, value)
+            values[name] = value  # type: ignore[assignment] # not ANY: that returned above
+            vi = at[ai] = index.get((type(value), value), -1)  # type: ignore[arg-type]
+            if may_be_outside and vi == -1:
+                late = [name] if late is None else [*late, name]
+        if late is not None:  # in axis order, with those of the model or the defaults
+            outside = [name for name in self._positions if name in late or name in outside]
+        return values, origins.copy(), open_axes.copy(), outside.copy(), at
 
     @staticmethod
     def _check_value(axis: Axis, value: AxisValue) -> AxisValue:
@@ -646,20 +733,19 @@ class Resolver:
         compiled = self._kernels.get(query.kernel)
         if compiled is None:
             raise UnknownName("kernel", query.kernel, self._kernels)
-        values, origins, open_axes, outside = self._effective(query) if effective is None else effective
+        values, origins, open_axes, outside, at = self._effective(query) if effective is None else effective
         candidates = (1 << len(compiled.rules)) - 1
         admits: dict[int, int] = {}
         # Only the axes some rule of the kernel names can narrow the candidates (on the others every
         # rule admits every value, in the universe or not).
-        for ai in compiled.constrained:
-            name = self._axes[ai].name
-            if name not in values:
+        for ai, name, row in compiled.scan:
+            vi = at[ai]
+            if vi is None:  # open
                 continue
-            value = values[name]
-            vi = self._value_index[ai].get((type(value), value))
-            if vi is not None:
-                admit = compiled.by_value[ai][vi]
-            else:
+            if vi >= 0:
+                admit = row[vi]
+            else:  # outside the known values: asked of each rule's condition
+                value = values[name]
                 admit = compiled.unconstrained[ai]
                 for bit, rule in enumerate(compiled.rules):
                     cond = rule.conditions.get(name)
@@ -679,16 +765,12 @@ class Resolver:
         else:
             verdict, residual, truncated = self._open(compiled, open_axes, grants, exclusions)
 
-        def explain(closest: int) -> tuple[Reason, ...]:
-            return tuple(self._reasons(compiled, verdict, values, origins, outside, grants,
-                                       exclusions, admits, residual, truncated=truncated,
-                                       closest=closest))
-
         return Resolution(
             query=query,
             kernel=query.kernel,
             verdict=verdict,
-            _explain=explain,
+            _explain=partial(Resolver._explain, self, compiled, verdict, values, origins, outside, grants,
+                             exclusions, admits, residual, truncated),
             values=values,
             origins=origins,
             residual=residual,
@@ -696,9 +778,30 @@ class Resolver:
             outside=tuple(outside),
         )
 
+    def _explain(
+        self,
+        compiled: _CompiledKernel,
+        verdict: Verdict,
+        values: dict[str, AxisValue],
+        origins: dict[str, Origin],
+        outside: list[str],
+        grants: int,
+        exclusions: int,
+        admits: dict[int, int],
+        residual: Region | None,
+        truncated: bool,
+        closest: int,
+    ) -> tuple[Reason, ...]:
+        return tuple(self._reasons(compiled, verdict, values, origins, outside, grants, exclusions,
+                                   admits, residual, truncated=truncated, closest=closest))
+
     def _constrains_open(self, compiled: _CompiledKernel, open_axes: list[str], applying: int) -> bool:
         """Whether a rule of ``applying`` has a condition on one of ``open_axes``."""
-        return any(applying & ~compiled.unconstrained[self._positions[name]] for name in open_axes)
+        unconstrained, positions = compiled.unconstrained, self._positions
+        for name in open_axes:  # noqa: SIM110 - a loop: any() over a generator costs more on few axes
+            if applying & ~unconstrained[positions[name]]:
+                return True
+        return False
 
     def _open(
         self, compiled: _CompiledKernel, open_axes: list[str], grants: int, exclusions: int

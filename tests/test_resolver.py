@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import random
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -438,8 +439,9 @@ def test_forget_drops_every_memo_and_answers_alike() -> None:
     assert resolver._cache
     assert resolver._select_cache
     assert resolver._effective_memo
+    assert resolver._shapes
     resolver.forget()
-    for memo in (resolver._cache, resolver._select_cache, resolver._effective_memo):
+    for memo in (resolver._cache, resolver._select_cache, resolver._effective_memo, resolver._shapes):
         assert not memo
     assert all(not c.reason_cache and not c.mismatch_cache for c in resolver._kernels.values())
     again = resolver.resolve(query)
@@ -447,3 +449,62 @@ def test_forget_drops_every_memo_and_answers_alike() -> None:
     assert again == before
     assert again.reasons == reasons
     assert resolver.select("vllm_attention", asked).kernel == chosen.kernel
+
+
+def _naive_effective(
+    matrix: capmatrix.Matrix, query: KernelQuery
+) -> tuple[dict[str, Any], dict[str, str], list[str], list[str]]:
+    """Effective values axis by axis, as documented: given, else the model's, else the default."""
+    model = matrix.model(query.model) if query.model is not None else None
+    given = dict(query.axes)
+    values: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    open_axes, outside = [], []
+    for name, axis in matrix.axes.items():
+        if name in given and given[name] is ANY:
+            open_axes.append(name)
+            continue
+        if name in given:
+            values[name], origins[name] = given[name], "query"
+        elif model is not None and name in model.axes:
+            values[name], origins[name] = model.axes[name], f"model:{model.name}"
+        elif axis.default is not None:
+            values[name], origins[name] = axis.default, "default"
+        else:
+            open_axes.append(name)
+            continue
+        if axis.index(values[name]) is None:
+            outside.append(name)
+    return values, origins, open_axes, outside
+
+
+def test_effective_values_by_shape_match_the_axis_by_axis_walk() -> None:
+    """Values, origins (in axis order), open axes and values outside the universe, for drawn queries
+    of a few shapes (the given axes, a model, ANY), each shape asked with many values."""
+    matrix = capmatrix.load()
+    resolver = compile_matrix(matrix)
+    rng = random.Random(17)  # noqa: S311 - reproducible test data
+    axes = list(matrix.axes.values())
+    models = [None, *sorted(matrix.models)]
+    for _ in range(40):
+        shape = rng.sample(axes, rng.randint(0, 10))
+        model = rng.choice(models)
+        for _ in range(25):
+            given: dict[str, Any] = {}
+            for axis in shape:
+                r = rng.random()
+                if r < 0.1:
+                    given[axis.name] = ANY
+                elif r < 0.2 and str(axis.type) == "int":
+                    given[axis.name] = rng.choice([-7, 3, 1000, 72])
+                else:
+                    given[axis.name] = rng.choice(axis.values)
+            query = KernelQuery(None, model=model, **given)
+            values, origins, open_axes, outside = _naive_effective(matrix, query)
+            got = resolver._effective(query)
+            assert list(got[0].items()) == list(values.items())
+            assert [(k, type(v)) for k, v in got[0].items()] == [(k, type(v)) for k, v in values.items()]
+            assert list(got[1].items()) == list(origins.items())
+            assert (got[2], got[3]) == (open_axes, outside)
+            assert [i is None for i in got[4]] == [a.name not in values for a in axes]
+            assert resolver.effective_values(query) == (values, origins, open_axes)
