@@ -481,17 +481,22 @@ class Spawned:
     peak_rss: int
 
 
+def _finished(argv: list[str], start: float, status: int, usage: Any, ok: tuple[int, ...]) -> Spawned:
+    """A child reaped by ``wait4``: its wall time since ``start``, CPU time and peak RSS; an exit status
+    outside ``ok`` raises."""
+    code = os.waitstatus_to_exitcode(status)
+    if code not in ok:
+        msg = f"{' '.join(argv)} exited {code}"
+        raise RuntimeError(msg)
+    return Spawned(time.perf_counter() - start, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024)
+
+
 def spawn(argv: list[str], *, env: dict[str, str] | None = None, ok: tuple[int, ...] = (0, 1, 3)) -> Spawned:
     """Run ``argv`` to completion (output discarded) and read its own resource usage (``wait4``)."""
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
     _pid, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode not in ok:
-        msg = f"{' '.join(argv)} exited {proc.returncode}"
-        raise RuntimeError(msg)
-    return Spawned(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024)
+    return _finished(argv, start, status, usage, ok)
 
 
 def spawn_many(argv: list[str], repeat: int, **kw: Any) -> tuple[Timing, Timing, int]:
@@ -877,12 +882,7 @@ def spawn_bounded(argv: list[str], timeout: float, ok: tuple[int, ...] = (0, 1))
             proc.returncode = -9
             return None
         time.sleep(0.02)
-    wall = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode not in ok:
-        msg = f"{' '.join(argv)} exited {proc.returncode}"
-        raise RuntimeError(msg)
-    return Spawned(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024)
+    return _finished(argv, start, status, usage, ok)
 
 
 def _cli_analysis_rows(sec: Section, quick: bool) -> None:

@@ -769,7 +769,7 @@ class Resolver:
             query=query,
             kernel=query.kernel,
             verdict=verdict,
-            _explain=partial(Resolver._explain, self, compiled, verdict, values, origins, outside, grants,
+            _explain=partial(Resolver._reasons, self, compiled, verdict, values, origins, outside, grants,
                              exclusions, admits, residual, truncated),
             values=values,
             origins=origins,
@@ -777,23 +777,6 @@ class Resolver:
             residual_truncated=truncated,
             outside=tuple(outside),
         )
-
-    def _explain(
-        self,
-        compiled: _CompiledKernel,
-        verdict: Verdict,
-        values: dict[str, AxisValue],
-        origins: dict[str, Origin],
-        outside: list[str],
-        grants: int,
-        exclusions: int,
-        admits: dict[int, int],
-        residual: Region | None,
-        truncated: bool,
-        closest: int,
-    ) -> tuple[Reason, ...]:
-        return tuple(self._reasons(compiled, verdict, values, origins, outside, grants, exclusions,
-                                   admits, residual, truncated=truncated, closest=closest))
 
     def _constrains_open(self, compiled: _CompiledKernel, open_axes: list[str], applying: int) -> bool:
         """Whether a rule of ``applying`` has a condition on one of ``open_axes``."""
@@ -868,10 +851,10 @@ class Resolver:
         exclusions: int,
         admits: dict[int, int],
         residual: Region | None,
-        *,
-        truncated: bool = False,
-        closest: int = CLOSEST_GRANTS,
-    ) -> list[Reason]:
+        truncated: bool,
+        closest: int,
+    ) -> tuple[Reason, ...]:
+        """The explanation (bound with ``partial`` to all but ``closest`` when the query is resolved)."""
         reasons: list[Reason] = []
         cache = compiled.reason_cache
         # The closest grants: those that apply (they miss no axis), then the near misses. When the
@@ -936,7 +919,7 @@ class Resolver:
                 Reason(kind=kind, axis=name, actual=values[name],
                        message=f"{name}={format_value(values[name])} from {where}")
             )
-        return reasons
+        return tuple(reasons)
 
     def _hit_exclusions(
         self, compiled: _CompiledKernel, values: dict[str, AxisValue], admits: dict[int, int], exclusions: int
