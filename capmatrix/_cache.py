@@ -328,17 +328,21 @@ def _axis(a: Axis) -> list[Any]:
         a.name, str(a.type), _values(a.values), a.description,
         [[name, list(members)] for name, members in a.families.items()],
         None if a.default is None else _value(a.default), _loc(a.location), a.optional, a.environment,
+        a.extra, [_cond(c) for c in a.cuts], [[name, text] for name, text in a.family_ranges.items()],
     ]
 
 
 def _unaxis(data: list[Any]) -> Axis:
-    name, kind, values, description, families, default, loc, optional, environment = data
+    (name, kind, values, description, families, default, loc, optional, environment, extra, cuts,
+     family_ranges) = data
     return Axis(
         name=_str(name), type=AxisType(kind), values=tuple(_unvalues(values)),
         description=_str(description),
         families={_str(f): tuple(map(_int, members)) for f, members in families},
         default=None if default is None else _unvalues([default])[0], location=_unloc(loc),
-        optional=_bool(optional), environment=_bool(environment),
+        optional=_bool(optional), environment=_bool(environment), extra=_int(extra),
+        cuts=tuple(_uncond(c) for c in cuts),
+        family_ranges={_str(f): _str(text) for f, text in family_ranges},
     )
 
 

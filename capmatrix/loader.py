@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from capmatrix import _cache, _hints
+from capmatrix._classes import representatives
 from capmatrix._files import read_bytes
 from capmatrix.errors import CapabilityError, CapabilityErrors, echo
 from capmatrix.matrix import Matrix
@@ -324,6 +326,10 @@ class _Semantics:
         #: Conditions already built, by axis, raw YAML (its repr: 80 and '80' differ) and admit_none:
         #: a condition depends on nothing else, so equal ones are built once and shared.
         self.conditions: dict[tuple[str, bool, str], Condition] = {}
+        #: Per kernel, the rules (by position) that test derived axes, with those conditions: expanded last.
+        self.pending: dict[str, dict[int, dict[str, Condition]]] = {}
+        #: Where each role order was read, for the error of an order that never applies.
+        self.order_paths: dict[tuple[str, Location], tuple[_yaml.SourceMap, tuple[str | int, ...]]] = {}
 
     def is_broken(self, smap: _yaml.SourceMap, path: tuple[str | int, ...]) -> bool:
         """Whether a shape error lies at or below ``path`` (or right above it)."""
@@ -381,6 +387,12 @@ class _Semantics:
         roles: dict[str, Role] = {}
         for name, raw, smap in self._entries("role", docs, roles):
             roles[name] = self._role(name, raw, smap, kernels, axes)
+        # Every condition is read: the int axes get their classes, and what ranges over an axis's
+        # values (rules on derived axes, the areas of role orders) is worked out over them.
+        axes = self._open_domains(axes, kernels, roles)
+        self.space = Space(tuple(axes.values()))
+        kernels = {name: self._expanded(kernel) for name, kernel in kernels.items()}
+        roles = {name: self._areas(role) for name, role in roles.items()}
         return Matrix(
             root=str(root),
             files=tuple(s.path for _d, s in docs),
@@ -474,9 +486,26 @@ class _Semantics:
                 if kind is AxisType.ENUM and "families" in raw:
                     self.fail(smap, (*path, "families"), "families are for int axes", code="E210")
             families: dict[str, tuple[int, ...]] = {}
+            family_ranges: dict[str, str] = {}
             for fam, members in (raw.get("families") or {}).items():
                 if kind is not AxisType.INT:
                     break
+                if isinstance(members, str):  # a family defined by a range: every int in it
+                    try:
+                        interval = _parse_range(members)
+                    except _BadRangeError as exc:
+                        interval = None
+                        hint: str | None = exc.hint
+                    else:
+                        hint = "families look like [100, 103] or '[100, 109]'"
+                    if interval is None:
+                        self.fail(smap, (*path, "families", fam),
+                                  f"family {echo(fam)}: {_cut(members)!r} is not a range", hint=hint,
+                                  code="E212")
+                        continue
+                    family_ranges[fam] = members
+                    families[fam] = tuple(v for v in values if isinstance(v, int) and v in interval)
+                    continue
                 bad = [m for m in members if m not in values]
                 if bad:
                     self.fail(
@@ -523,6 +552,7 @@ class _Semantics:
                 location=Location(path=smap.path, line=line, column=col),
                 optional=optional,
                 environment=environment,
+                family_ranges=family_ranges,
             )
         return out
 
@@ -635,6 +665,59 @@ class _Semantics:
                 region = region & self._derived_region(name, cond)
         return region
 
+    # -- open int domains ----------------------------------------------------------------------
+
+    def _open_domains(
+        self, axes: dict[str, Axis], kernels: dict[str, Kernel], roles: dict[str, Role]
+    ) -> dict[str, Axis]:
+        """The int axes with their cuts (every distinct condition on them) and class representatives."""
+        cuts: dict[str, dict[Condition, None]] = {n: {} for n, a in axes.items() if a.type is AxisType.INT}
+        boxes: list[Mapping[str, Condition]] = [
+            rule.conditions for kernel in kernels.values() for rule in kernel.rules]
+        boxes += [box for d in self.derived.values() for row in d.rows for box in row.when]
+        boxes += [box for role in roles.values() for order in role.orders for box in order.when]
+        for box in boxes:
+            for name, cond in box.items():
+                found = cuts.get(name)
+                if found is not None:
+                    found.setdefault(cond, None)
+        out = dict(axes)
+        for name, found in cuts.items():
+            if not found:
+                continue
+            axis = axes[name]
+            ordered = tuple(found)
+            reps = representatives(axis.values, ordered)
+            out[name] = dataclasses.replace(axis, values=axis.values + reps, extra=len(reps), cuts=ordered)
+        return out
+
+    def _expanded(self, kernel: Kernel) -> Kernel:
+        """``kernel`` with its rules on derived axes split into parts over the (open) base axes."""
+        pending = self.pending.get(kernel.name)
+        if not pending:
+            return kernel
+        rules: list[Rule] = []
+        for i, rule in enumerate(kernel.rules):
+            derived = pending.get(i)
+            rules.extend(self._expand(rule, derived) if derived else (rule,))
+        return dataclasses.replace(kernel, rules=tuple(rules))
+
+    def _areas(self, role: Role) -> Role:
+        """``role`` with each order's area: where it applies and no earlier order does (E243 if nowhere)."""
+        taken = Region(self.space)
+        orders = []
+        for order in role.orders:
+            here = self._box_region(order.when[0]) if order.when else Region.full(self.space)
+            area = (here - taken).merged()
+            where = self.order_paths.get((role.name, order.location))
+            if not area and order.when and where is not None:
+                self.fail(where[0], (*where[1], "when"),
+                          "this order never applies: earlier orders take every query it names",
+                          code="E243")
+            taken = taken | area
+            orders.append(dataclasses.replace(order, area=area.boxes))
+        return dataclasses.replace(role, orders=tuple(orders))
+
     # -- kernels and rules ---------------------------------------------------------------------
 
     def _kernel(
@@ -693,7 +776,9 @@ class _Semantics:
                 location=location,
                 verified=raw_rule.get("verified"),
             )
-            rules.extend(self._expand(rule, derived) if derived else (rule,))
+            if derived:  # expanded once every condition is read (the int axes' classes need them all)
+                self.pending.setdefault(name, {})[len(rules)] = derived
+            rules.append(rule)
         line, col = smap.locate(("kernels", name), key=True)
         return Kernel(
             name=name,
@@ -787,7 +872,10 @@ class _Semantics:
                 intervals.append(parsed)
             elif isinstance(parsed, tuple):
                 families.append(parsed[0])
-                values.update(parsed[1])
+                if isinstance(parsed[1], Interval):
+                    intervals.append(parsed[1])
+                else:
+                    values.update(parsed[1])
             else:
                 values.add(parsed)
         if not ok:
@@ -807,7 +895,7 @@ class _Semantics:
 
     def _item(
         self, axis: Axis, item: Any, smap: _yaml.SourceMap, path: tuple[str | int, ...]  # noqa: ANN401
-    ) -> AxisValue | Interval | _Multiple | tuple[str, tuple[int, ...]] | None:
+    ) -> AxisValue | Interval | _Multiple | tuple[str, tuple[int, ...] | Interval] | None:
         yaml11 = path in smap.yaml11_bools
         if isinstance(item, dict):  # {multiple_of: m}; the schema allows no other mapping here
             m = item["multiple_of"]
@@ -850,6 +938,10 @@ class _Semantics:
             )
             return None
         if isinstance(item, str):
+            if item in axis.family_ranges:  # a family defined by a range is that range
+                found = _parse_range(axis.family_ranges[item])
+                if found is not None:
+                    return (item, found)
             if item in axis.families:
                 return (item, axis.families[item])
             try:
@@ -974,24 +1066,19 @@ class _Semantics:
                 if candidate not in everyone:
                     everyone.append(candidate)
         orders: list[RoleOrder] = []
-        taken = Region(self.space)
         for k, order in enumerate(raw.get("orders", [])):
             opath: tuple[str | int, ...] = ("roles", name, "orders", k)
             when = self._when(order.get("when"), (*opath, "when"), smap, self.known, name,
                               unknown_code="E230")
             if when is None:
                 continue
-            here = self._box_region(when[0]) if when else Region.full(self.space)
-            area = (here - taken).merged()
-            if not area and "when" in order:
-                self.fail(smap, (*opath, "when"),
-                          "this order never applies: earlier orders take every query it names",
-                          code="E243")
-            taken = taken | area
             line, col = smap.locate(opath)
+            location = Location(path=smap.path, line=line, column=col)
+            self.order_paths[(name, location)] = (smap, opath)
+            # Its area comes once the int axes have their classes (_areas).
             orders.append(RoleOrder(
                 when=when, candidates=tuple(order["candidates"]), text=_when_text(when),
-                location=Location(path=smap.path, line=line, column=col), area=area.boxes,
+                location=location,
             ))
         pinned = self._axis_values(raw.get("axes", {}), ("roles", name, "axes"), smap, axes)
         line, col = smap.locate(("roles", name), key=True)

@@ -30,6 +30,7 @@ __all__ = [
     "Rule",
     "Status",
     "format_value",
+    "signature",
 ]
 
 AxisValue = Union[int, str, bool]  # noqa: UP007 - runtime alias on Python 3.10
@@ -104,13 +105,53 @@ class Axis:
     optional: bool = False
     #: An environment axis describes the installation (libraries, flags), not the model; it has a default.
     environment: bool = False
+    #: An int axis's domain is open: :attr:`values` ends with this many representatives, one per class
+    #: of ints that the matrix's conditions treat alike and that holds no listed value
+    #: (:mod:`capmatrix._classes`); :attr:`known` are the values the YAML lists.
+    extra: int = 0
+    #: The distinct conditions the matrix puts on this (int) axis: an int's class is which of them it meets.
+    cuts: tuple[Condition, ...] = field(default=(), compare=False, repr=False)
+    #: Families defined by a range (``sm_10x: "[100, 109]"``), by name: a condition naming one is that range.
+    family_ranges: Mapping[str, str] = field(default_factory=dict)
+    #: signature -> position of the first value with it, built on first use by :meth:`locate`
+    _classes: dict[int, int] = field(default_factory=dict, init=False, compare=False, repr=False)
+
+    @property
+    def known(self) -> tuple[AxisValue, ...]:
+        """The values the YAML lists (for docs, grids and examples), without the class representatives."""
+        return self.values[: len(self.values) - self.extra] if self.extra else self.values
 
     def index(self, value: AxisValue) -> int | None:
-        """Position of ``value`` among the known values, or None when it is outside them."""
+        """Position of ``value`` among the values (known or representative), or None when it is not one."""
         for i, known in enumerate(self.values):
             if known == value and type(known) is type(value):
                 return i
         return None
+
+    def locate(self, value: AxisValue) -> int | None:
+        """Position of ``value``, or of the value standing for its class (an int that no list names).
+
+        None when ``value`` is not an int of this axis and not one of its values, or when its class
+        has no representative (an axis built without the matrix's cuts).
+        """
+        found = self.index(value)
+        if found is not None or type(value) is not int or not self.cuts:
+            return found
+        classes = self._classes
+        if not classes:  # built on first use: each value's signature, the first value of each wins
+            for i, known in enumerate(self.values):
+                if type(known) is int:
+                    classes.setdefault(signature(known, self.cuts), i)
+        return classes.get(signature(value, self.cuts))
+
+    def describe(self, value: AxisValue) -> str:
+        """``value`` as text; a class representative as the class it stands for (``[264, 320)``)."""
+        i = self.index(value)
+        if i is None or i < len(self.values) - self.extra or type(value) is not int:
+            return format_value(value)
+        from capmatrix._classes import describe_class  # noqa: PLC0415 - the model's one helper module
+
+        return describe_class(value, self.cuts, self.known)
 
     @property
     def full_mask(self) -> int:
@@ -131,11 +172,14 @@ class Axis:
         return tuple(v for i, v in enumerate(self.values) if mask >> i & 1)
 
     def format_values(self, mask: int) -> str:
-        """Render the values of ``mask``: one value bare, several in braces (``{120, 121}``)."""
+        """Render the values of ``mask``: one value bare, several in braces (``{120, 121}``).
+
+        A class representative is shown as the class it stands for (``[264, 320)``).
+        """
         chosen = self.values_of(mask)
         if len(chosen) == 1:
-            return format_value(chosen[0])
-        return "{" + ", ".join(format_value(v) for v in chosen) + "}"
+            return self.describe(chosen[0])
+        return "{" + ", ".join(self.describe(v) for v in chosen) + "}"
 
     def parse(self, text: str) -> AxisValue:
         """Read a value of this axis from its text form (the inverse of :func:`format_value`).
@@ -180,6 +224,15 @@ def format_value(value: object) -> str:
     if value is False:
         return "false"
     return str(value)
+
+
+def signature(value: int, cuts: Sequence[Condition]) -> int:
+    """Which of ``cuts`` an int meets, as a bit set: ints with one signature are answered alike."""
+    out = 0
+    for i, cut in enumerate(cuts):
+        if cut.contains(value):
+            out |= 1 << i
+    return out
 
 
 #: The text of an int axis value: an optional sign and ASCII digits (the range is checked by the query;

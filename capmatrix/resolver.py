@@ -433,6 +433,8 @@ class Resolver:
         # looked up), its default, its known values by (type, value), and whether a value may lie
         # outside them.
         outside_ok = {ai for ai, _a in self._may_be_outside}
+        #: Per axis, how many of its values are listed (the rest stand for classes of unlisted ints).
+        self._listed = tuple(len(a.values) - a.extra for a in self._axes)
         self._rows = tuple(
             (a.name, a, {AxisType.BOOL: bool, AxisType.INT: int}.get(a.type), a.default,
              self._value_index[ai], ai in outside_ok)
@@ -676,7 +678,8 @@ class Resolver:
                 continue
             values[name] = value
             at[ai] = index.get((type(value), value), -1)
-            if may_be_outside and at[ai] == -1:
+            if may_be_outside and (at[ai] == -1 or at[ai] >= self._listed[ai]):  # type: ignore[operator]
+                at[ai] = self._place(axis, value)
                 outside.append(name)
         return values, origins, open_axes, outside, at, tuple(checks)
 
@@ -701,11 +704,24 @@ class Resolver:
                 value = self._check_value(axis, value)
             values[name] = value  # type: ignore[assignment] # not ANY: that returned above
             vi = at[ai] = index.get((type(value), value), -1)  # type: ignore[arg-type]
-            if may_be_outside and vi == -1:
+            if may_be_outside and (vi == -1 or vi >= self._listed[ai]):
+                at[ai] = self._place(axis, value)  # type: ignore[arg-type]
                 late = [name] if late is None else [*late, name]
         if late is not None:  # in axis order, with those of the model or the defaults
             outside = [name for name in self._positions if name in late or name in outside]
         return values, origins.copy(), open_axes.copy(), outside.copy(), at
+
+    def _class_value(self, name: str, value: AxisValue) -> AxisValue:
+        """The value that stands for ``value``'s class on axis ``name`` (``value`` itself if none)."""
+        axis = self._axes[self._positions[name]]
+        found = axis.locate(value)
+        return value if found is None else axis.values[found]
+
+    @staticmethod
+    def _place(axis: Axis, value: AxisValue) -> int:
+        """The position standing for a value no list names: its class's (-1: asked of each condition)."""
+        found = axis.locate(value)
+        return -1 if found is None else found
 
     @staticmethod
     def _check_value(axis: Axis, value: AxisValue) -> AxisValue:
@@ -902,8 +918,9 @@ class Resolver:
                 axis=name,
                 actual=values[name],
                 message=(
-                    f"{name}={format_value(values[name])} is outside the declared universe of {name}; "
-                    "answered by the rules' ranges"
+                    f"{name}={format_value(values[name])} is not a listed value of {name}; answered "
+                    f"by the rules' conditions, like every value of its class "
+                    f"({self._axes[self._positions[name]].describe(self._class_value(name, values[name]))})"
                 ),
             )
             for name in outside
