@@ -223,11 +223,12 @@ def _cond(c: Condition) -> list[Any]:
         c.axis, c.text, _values(c.values),
         [[i.low, i.low_inclusive, i.high, i.high_inclusive] for i in c.intervals],
         list(c.families), c.negated, list(c.moduli), c.optional, c.admits_none,
+        sorted(c.signatures), [_table.put(cut) for cut in c.cuts],
     ]
 
 
 def _uncond(data: list[Any]) -> Condition:
-    axis, text, values, intervals, families, negated, moduli, optional, admits_none = data
+    axis, text, values, intervals, families, negated, moduli, optional, admits_none, sigs, cuts = data
     return Condition(
         axis=_str(axis), text=_str(text), values=frozenset(_unvalues(values)),
         intervals=tuple(
@@ -236,6 +237,7 @@ def _uncond(data: list[Any]) -> Condition:
         ),
         families=tuple(map(_str, families)), negated=_bool(negated), moduli=tuple(map(_int, moduli)),
         optional=_bool(optional), admits_none=_bool(admits_none),
+        signatures=frozenset(map(_int, sigs)), cuts=tuple(_table.get(c) for c in cuts),
     )
 
 
@@ -250,8 +252,9 @@ class _Table:
     def put(self, c: Condition) -> int:
         found = self.index.get(c)
         if found is None:
+            row = _cond(c)  # its cuts first, so that they are read before it
             found = self.index[c] = len(self.rows)
-            self.rows.append(_cond(c))
+            self.rows.append(row)
         return found
 
     def get(self, i: object) -> Condition:
@@ -328,7 +331,7 @@ def _axis(a: Axis) -> list[Any]:
         a.name, str(a.type), _values(a.values), a.description,
         [[name, list(members)] for name, members in a.families.items()],
         None if a.default is None else _value(a.default), _loc(a.location), a.optional, a.environment,
-        a.extra, [_cond(c) for c in a.cuts], [[name, text] for name, text in a.family_ranges.items()],
+        a.extra, [_table.put(c) for c in a.cuts], [[name, text] for name, text in a.family_ranges.items()],
     ]
 
 
@@ -341,7 +344,7 @@ def _unaxis(data: list[Any]) -> Axis:
         families={_str(f): tuple(map(_int, members)) for f, members in families},
         default=None if default is None else _unvalues([default])[0], location=_unloc(loc),
         optional=_bool(optional), environment=_bool(environment), extra=_int(extra),
-        cuts=tuple(_uncond(c) for c in cuts),
+        cuts=tuple(_table.get(c) for c in cuts),
         family_ranges={_str(f): _str(text) for f, text in family_ranges},
     )
 
@@ -464,7 +467,8 @@ def _decode(data: dict[str, Any]) -> Matrix:
     global _table  # noqa: PLW0603 - the condition table of the entry being read
     with _lock:
         _table = _Table()
-        _table.read = [_uncond(c) for c in data["conditions"]]
+        for c in data["conditions"]:  # a condition's cuts come before it: they are read already
+            _table.read.append(_uncond(c))
         try:
             return _decode_tables(data)
         finally:

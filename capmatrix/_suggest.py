@@ -137,7 +137,7 @@ def _admits(
         if axis.name not in values:
             continue
         value = values[axis.name]
-        vi = axis.index(value)
+        vi = axis.locate(value)
         if vi is not None:
             admits[ai] = compiled.by_value[ai][vi]
             continue
@@ -174,8 +174,8 @@ def suggestions(
     def options(ai: int) -> list[int]:
         """The value indices that change axis ``ai`` (every value of an open axis)."""
         axis = axes[ai]
-        current = axis.index(values[axis.name]) if axis.name in values else None
-        return [vi for vi in range(len(axis.values)) if vi != current]
+        current = axis.locate(values[axis.name]) if axis.name in values else None
+        return [vi for vi in range(len(axis.known)) if vi != current]
 
     varied = [positions[n] for n in names]
     found: list[dict[int, int]] = []

@@ -55,7 +55,7 @@ def _text(value: str | None) -> str:
 def _axis(axis: Axis) -> dict[str, object]:
     out: dict[str, object] = {
         "type": str(axis.type),
-        "values": list(axis.values),
+        "values": list(axis.known),
         "description": _text(axis.description),
     }
     if axis.default is not None:
@@ -98,7 +98,7 @@ def _when(boxes: Boxes, axes: dict[str, Axis]) -> list[dict[str, object]]:
     """
     return [
         {
-            name: {"values": [v for v in axes[name].values if cond.contains(v)],
+            name: {"values": [v for v in axes[name].known if cond.contains(v)],
                    "condition": _condition(cond)}
             for name, cond in box.items()
         }
@@ -108,7 +108,7 @@ def _when(boxes: Boxes, axes: dict[str, Axis]) -> list[dict[str, object]]:
 
 def _rule(rule: Rule, axes: dict[str, Axis], paths: _Paths) -> dict[str, object]:
     box = {
-        name: [v for v in axes[name].values if cond.contains(v)]
+        name: [v for v in axes[name].known if cond.contains(v)]
         for name, cond in rule.conditions.items()
     }
     out: dict[str, object] = {

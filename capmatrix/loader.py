@@ -32,6 +32,7 @@ from capmatrix.model import (
     Rule,
     Status,
     format_value,
+    signature,
 )
 from capmatrix.regions import Region, Space
 from capmatrix.resolver import compile_matrix
@@ -816,9 +817,19 @@ class _Semantics:
                         conditions[axis.name] = own
                     continue
                 chosen = axis.values_of(mask)
+                listed = [format_value(v) for v in chosen if v in axis.known]
+                others = [format_value(v) for v in chosen if v not in axis.known]
+                text = "[" + ", ".join(listed + (["and ints like " + ", ".join(others)] if others else [])) + "]"
+                if axis.cuts:  # an open int axis: the chosen classes, so that every int is answered
+                    conditions[axis.name] = Condition(
+                        axis=axis.name, text=text, values=frozenset(v for v in chosen if v in axis.known),
+                        signatures=frozenset(signature(v, axis.cuts) for v in chosen if type(v) is int),
+                        cuts=axis.cuts, optional=axis.optional,
+                        admits_none=any(v == NONE and type(v) is str for v in chosen),
+                    )
+                    continue
                 conditions[axis.name] = Condition(
-                    axis=axis.name, text="[" + ", ".join(format_value(v) for v in chosen) + "]",
-                    values=frozenset(chosen),
+                    axis=axis.name, text=text, values=frozenset(chosen),
                 )
             suffix = "" if not parts else f"#{len(parts) + 1}"
             parts.append(Rule(

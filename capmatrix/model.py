@@ -297,6 +297,10 @@ class Condition:
     #: On an optional axis: whether :data:`NONE` passes (a grant's condition: not checked, so it
     #: holds) or not (an exclusion's condition: not checked, so the exclusion does not apply).
     admits_none: bool = False
+    #: A condition made by the loader over an open int axis's classes (a rule on a derived axis,
+    #: expanded): an int meets it when its :func:`signature` over ``cuts`` is one of ``signatures``.
+    signatures: frozenset[int] = frozenset()
+    cuts: tuple[Condition, ...] = ()
 
     def contains(self, value: AxisValue) -> bool:
         """Whether ``value`` (known to the universe or not) satisfies this condition."""
@@ -308,6 +312,8 @@ class Condition:
         The same test, with the condition's values looked up once as (type, value) pairs instead of
         scanned per value (compiling a rule's box asks it of every value of every axis).
         """
+        if self.cuts:
+            return sum(1 << i for i, value in enumerate(values) if self.contains(value))
         typed = {(type(v), v) for v in self.values}
         out = 0
         if not self.intervals and not self.moduli and not self.optional:
@@ -336,6 +342,8 @@ class Condition:
         """:meth:`contains`, given whether ``value`` is one of :attr:`values` (same type)."""
         if self.optional and value == NONE and type(value) is str:
             return self.admits_none
+        if self.cuts and type(value) is int:
+            return signature(value, self.cuts) in self.signatures
         hit = (
             listed
             or any(value in interval for interval in self.intervals)

@@ -163,7 +163,7 @@ def add_axis_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Ma
     for axis in matrix.axes.values():
         if axis.name in RESERVED_AXIS_NAMES:
             continue  # the loader refuses such names; a hand-built matrix may still hold one
-        shown = ", ".join(format_value(v) for v in axis.values)
+        shown = ", ".join(format_value(v) for v in axis.known)
         group.add_argument(
             _option(axis.name), dest=f"axis_{axis.name}", metavar="VALUE",
             help=f"{axis.type}: {shown}",

@@ -95,7 +95,7 @@ def _dynamic_keys(
                 )
             choices.append(list(mapping.items()))
         else:
-            choices.append([(v, v) for v in axis.values])
+            choices.append([(v, v) for v in axis.known])
     return names, choices
 
 

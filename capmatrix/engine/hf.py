@@ -333,6 +333,6 @@ def query_from_hf_config(
         if axis.index(value) is None and not (
             axis.type is AxisType.INT and isinstance(value, int) and not isinstance(value, bool)
         ):
-            known = ", ".join(map(format_value, axis.values))
+            known = ", ".join(map(format_value, axis.known))
             raise InvalidQuery(f"{_short(value)} is not a value of axis {name!r} ({known})")
     return query

@@ -321,8 +321,8 @@ class _Builder:
         """One row per SM, or a single "any" row when no rule of ``kernels`` names ``sm``."""
         assert self.sm is not None  # noqa: S101
         if "sm" not in self.constrained(kernels):
-            return [(self.sm.values[0], ANY_SM)]
-        return [(sm, self.sm_label(sm)) for sm in self.sm.values]
+            return [(self.sm.known[0], ANY_SM)]
+        return [(sm, self.sm_label(sm)) for sm in self.sm.known]
 
     def column_axes(self, kernel: Kernel) -> tuple[Axis, ...]:
         """The (up to two) axes the kernel's rules constrain most besides ``sm``, within MAX_COLUMNS."""
@@ -330,14 +330,14 @@ class _Builder:
             a.name: sum(1 for r in kernel.rules if a.name in r.conditions)
             for a in self.axes if a.name != "sm"
         }
-        usable = [a for a in self.axes if counts.get(a.name) and len(a.values) <= MAX_COLUMNS]
+        usable = [a for a in self.axes if counts.get(a.name) and len(a.known) <= MAX_COLUMNS]
         best: tuple[Axis, ...] = ()
         best_key: tuple[int, int] = (0, 0)
         for i, first in enumerate(usable):
             options: list[tuple[Axis, ...]] = [(first,)]
             options.extend(
                 (first, second) for second in usable[i + 1:]
-                if len(first.values) * len(second.values) <= MAX_COLUMNS
+                if len(first.known) * len(second.known) <= MAX_COLUMNS
             )
             for option in options:
                 # Axes without a default are the primary ones a reader picks; count them double.
@@ -352,7 +352,7 @@ class _Builder:
         axes = self.column_axes(kernel)
         combos: list[tuple[AxisValue, ...]] = [()]
         for axis in axes:
-            combos = [(*c, v) for c in combos for v in axis.values]
+            combos = [(*c, v) for c in combos for v in axis.known]
         columns = tuple(" · ".join(format_value(v) for v in combo) or "any" for combo in combos)
         anchor = f"kernel-{slug(kernel.name)}"
         notes = _Notes(slug(kernel.name))
@@ -384,7 +384,7 @@ class _Builder:
             grid=Grid(
                 anchor=f"{anchor}-grid", caption=caption, corner="sm",
                 columns=columns, rows=tuple(rows), notes=notes.notes,
-                groups=tuple((format_value(v), len(axes[1].values)) for v in axes[0].values)
+                groups=tuple((format_value(v), len(axes[1].known)) for v in axes[0].known)
                 if len(axes) == 2 else (),
                 subcolumns=tuple(format_value(c[1]) for c in combos) if len(axes) == 2 else (),
             ),
@@ -437,7 +437,7 @@ class _Builder:
         notes = _Notes("overview")
         for kernel in self.matrix.kernels.values():
             cells = []
-            for sm in self.sm.values:
+            for sm in self.sm.known:
                 decision = self.decide(kernel, {"sm": sm})
                 cells.append(
                     Cell(status=decision.status, text=decision.status.symbol,
@@ -446,7 +446,7 @@ class _Builder:
             rows.append((kernel.name, tuple(cells)))
         return Grid(
             anchor="overview", caption="Kernels by SM (all other axes as a query leaves them)",
-            corner="kernel", columns=tuple(self.sm_label(v) for v in self.sm.values),
+            corner="kernel", columns=tuple(self.sm_label(v) for v in self.sm.known),
             rows=tuple(rows), notes=notes.notes, row_kernels=tuple(self.matrix.kernels),
         )
 
@@ -480,14 +480,14 @@ class _Builder:
         for model in models:
             for setting in settings:
                 cells = tuple(
-                    self.common_cell(model, setting, sm, notes) for sm in self.sm.values
+                    self.common_cell(model, setting, sm, notes) for sm in self.sm.known
                 )
                 rows.append((f"{self.model_label(model)}, {setting.label}", cells))
                 row_models.append(model)
         grid = Grid(
             anchor="common", corner="configuration",
             caption="Common configurations by GPU: the engine's answer for exactly this configuration",
-            columns=tuple(self.gpu_label(v) for v in self.sm.values), rows=tuple(rows),
+            columns=tuple(self.gpu_label(v) for v in self.sm.known), rows=tuple(rows),
             notes=notes.notes, row_models=tuple(row_models),
         )
         lines = tuple(
@@ -561,7 +561,7 @@ class _Builder:
         assert self.sm is not None  # noqa: S101
         data = {
             "artifact": export(self.matrix),
-            "gpu_labels": {format_value(v): self.gpu_label(v) for v in self.sm.values},
+            "gpu_labels": {format_value(v): self.gpu_label(v) for v in self.sm.known},
             "model_labels": {m: self.model_label(m) for m in self.matrix.models},
             "geometry": list(GEOMETRY),
             "precision": list(PRECISION),
@@ -588,7 +588,7 @@ class _Builder:
                 continue
             if axis.name in pinned:
                 continue
-            if len(axis.values) > MAX_SPLIT_VALUES:
+            if len(axis.known) > MAX_SPLIT_VALUES:
                 continue
             count = sum(
                 1 for k in candidates for r in self.matrix.kernels[k].rules
@@ -605,7 +605,7 @@ class _Builder:
         pinned = dict(role.axes)
         split = self.split_axis(role.candidates, list(pinned))
         grids = []
-        for value in split.values if split is not None else (None,):
+        for value in split.known if split is not None else (None,):
             suffix = "" if split is None else f"-{slug(split.name)}-{slug(format_value(value))}"
             notes = _Notes(f"role-{slug(name)}{suffix}")
             fixed: dict[str, AxisValue] = dict(pinned)
