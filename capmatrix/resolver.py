@@ -925,8 +925,11 @@ class Resolver:
             )
             for name in outside
         )
+        # Where a value came from matters only on the axes this kernel's rules read: an engine's
+        # other axes (another engine's flags, say) decided nothing here.
+        read = {name for _ai, name, _row in compiled.scan}
         for name, origin in origins.items():
-            if origin.kind is OriginKind.QUERY:
+            if origin.kind is OriginKind.QUERY or name not in read:
                 continue
             if origin.kind is OriginKind.MODEL:
                 kind, where = ReasonKind.MODEL, f"model {origin.model}"
