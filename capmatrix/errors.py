@@ -40,6 +40,7 @@ ERROR_CODES: dict[str, str] = {
     "E216": "a derived axis's table is wrong",
     "E217": "an axis name reserved by the command line",
     "E218": "an enum value that is not a plain word",
+    "E219": "a spelling of an enum value declared wrongly",
     "E220": "a rule id used twice",
     "E221": "a rule names an unknown axis",
     "E222": "a condition value the axis does not know",

@@ -542,6 +542,23 @@ class _Semantics:
                     f"default {echo(default)} is not a value of axis {echo(name)}", code="E213",
                 )
                 default = None
+            spellings: dict[str, str] = {}
+            for word, canonical in (raw.get("spellings") or {}).items():
+                where = (*path, "spellings", word)
+                if kind is not AxisType.ENUM:
+                    self.fail(smap, (*path, "spellings"), "spellings are for enum axes", code="E219")
+                    break
+                if word in values:
+                    self.fail(smap, where, f"spelling {echo(word)} is already a value of {echo(name)}",
+                              key=True, hint="a spelling names a value another way; drop it",
+                              code="E219")
+                elif canonical not in values:
+                    self.fail(smap, where, f"spelling {echo(word)} maps to {echo(canonical)}, which is "
+                              f"not a value of {echo(name)}",
+                              hint=_hints.suggest(str(canonical), [str(v) for v in values], "values"),
+                              code="E219")
+                else:
+                    spellings[word] = canonical
             line, col = smap.locate(path, key=True)
             out[name] = Axis(
                 name=name,
@@ -554,6 +571,7 @@ class _Semantics:
                 optional=optional,
                 environment=environment,
                 family_ranges=family_ranges,
+                spellings=spellings,
             )
         return out
 
@@ -928,6 +946,8 @@ class _Semantics:
         if axis.type is AxisType.ENUM:
             if isinstance(item, str) and item in axis.values:
                 return item
+            if isinstance(item, str) and item in axis.spellings:
+                return axis.spellings[item]
             known = [str(v) for v in axis.values]
             if isinstance(item, bool) and yaml11:
                 hint = "YAML 1.1 reads unquoted yes/no/on/off as booleans; quote the word"

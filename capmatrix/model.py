@@ -113,6 +113,9 @@ class Axis:
     cuts: tuple[Condition, ...] = field(default=(), compare=False, repr=False)
     #: Families defined by a range (``sm_10x: "[100, 109]"``), by name: a condition naming one is that range.
     family_ranges: Mapping[str, str] = field(default_factory=dict)
+    #: Other spellings of an enum axis's values (an engine's own words: ``float16`` for ``fp16``), each
+    #: mapped to the canonical value a query with it is answered as.
+    spellings: Mapping[str, str] = field(default_factory=dict)
     #: signature -> position of the first value with it, built on first use by :meth:`locate`
     _classes: dict[int, int] = field(default_factory=dict, init=False, compare=False, repr=False)
 

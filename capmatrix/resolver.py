@@ -735,6 +735,8 @@ class Resolver:
             if isinstance(value, bool) or not isinstance(value, int):
                 raise InvalidQuery(f"axis {axis.name!r} is int; got {value!r}")
             return value
+        if isinstance(value, str) and value not in axis.values and value in axis.spellings:
+            return axis.spellings[value]  # an engine's own word for the value
         if not isinstance(value, str) or value not in axis.values:
             known = ", ".join(map(str, axis.values))
             raise InvalidQuery(
