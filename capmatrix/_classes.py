@@ -38,7 +38,7 @@ def _breakpoints(known: Sequence[AxisValue], cuts: Sequence[Condition]) -> list[
         for interval in cut.intervals:
             points.update(b for b in (interval.low, interval.high) if b is not None)
     out = set()
-    for p in points:
+    for p in points or (0,):  # moduli alone cut no gap: 0 anchors the residues
         out.update((p - 1, p, p + 1))
     return sorted(out)
 
@@ -62,8 +62,6 @@ def _candidates(known: Sequence[AxisValue], cuts: Sequence[Condition]) -> list[i
     for r in range(period):
         patterns.setdefault(tuple(r % m == 0 for m in moduli), []).append(r)
     out = list(points)
-    if not points:
-        return [0]
     gaps: list[tuple[int | None, int | None]] = [(None, points[0] - 1)]
     gaps += [(a + 1, b - 1) for a, b in zip(points, points[1:], strict=False) if b - a > 1]
     gaps.append((points[-1] + 1, None))
