@@ -182,6 +182,8 @@ class Axis:
         chosen = self.values_of(mask)
         if len(chosen) == 1:
             return self.describe(chosen[0])
+        if self.extra:  # class representatives among the listed values, in value order
+            chosen = tuple(sorted(chosen, key=lambda v: (type(v) is not int, v if type(v) is int else 0)))
         return "{" + ", ".join(self.describe(v) for v in chosen) + "}"
 
     def parse(self, text: str) -> AxisValue:

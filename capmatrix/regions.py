@@ -305,7 +305,9 @@ class Region:
             if mask == full:
                 continue
             values = axis.values_of(mask)
-            if len(values) == 1:
+            if len(values) == 1 and axis.index(values[0]) is not None and axis.index(values[0]) >= len(axis.known):
+                parts.append(f"{axis.name} {axis.format_values(mask)}")  # a class: sm >=122
+            elif len(values) == 1:
                 parts.append(f"{axis.name}={axis.format_values(mask)}")
             else:
                 parts.append(f"{axis.name} in {axis.format_values(mask)}")

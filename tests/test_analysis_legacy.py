@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).parent.parent
 TRTLLM = ROOT / "examples" / "legacy" / "trtllm_release_1_2.py"
 PREDICATES = Path(__file__).parent / "analysis_cases" / "legacy_predicates.py"
-SEED_REGION = "sm in {120, 121} and attention in {mha, gqa, mqa} and spec_dec=one_model"
+SEED_REGION = "sm in {120, 121, >=122} and attention in {mha, gqa, mqa} and spec_dec=one_model"
 
 
 def _run(*argv: str) -> tuple[int, str, str]:
@@ -61,7 +61,7 @@ def test_pre_fix_conditional_disagrees_exactly_on_sm12x_non_mla_one_model() -> N
     assert result.legacy_only == ()
     assert [a.description for a in result.matrix_only] == [SEED_REGION]
     area = result.matrix_only[0]
-    assert area.values["sm"] == (120, 121)
+    assert area.values["sm"] == (120, 121, 122)  # 122 stands for every later SM (open domain)
     assert area.values["attention"] == ("mha", "gqa", "mqa")
     assert area.values["spec_dec"] == ("one_model",)
     assert all(area.values[a] == axis.values for a, axis in matrix.axes.items()
@@ -80,7 +80,7 @@ def test_cli_compare_legacy_trtllm() -> None:
     assert data["agree"] is False
     assert data["legacy_only"] == []
     [region] = data["matrix_only"]
-    assert region["region"]["sm"] == [120, 121]
+    assert region["region"]["sm"] == [120, 121, 122]  # 122: every SM after 121 (open domain)
     assert region["region"]["attention"] == ["mha", "gqa", "mqa"]
     assert region["region"]["spec_dec"] == ["one_model"]
     assert region["witness"]["sm"] == 120
@@ -107,7 +107,8 @@ def test_agreement_and_kwargs_axes(small: capmatrix.Matrix) -> None:
     assert not result.agree
     # The matrix grants MLA only on sm_12x with fp8 KV and takes MHA away with beam 4.
     legacy_only = {a.description for a in result.legacy_only}
-    assert "sm in {80, 90, 100, 103} and attention=mla" in legacy_only
+    # Int domains are open: the SMs below every listed one (<=79) are compared too.
+    assert "sm in {<=79, 80, 90, 100, 103} and attention=mla" in legacy_only
     assert result.matrix_only == ()
 
 
@@ -116,7 +117,7 @@ def test_predicate_reading_kwargs_is_detected(small: capmatrix.Matrix) -> None:
     assert result.named_axes == ("sm",)
     assert result.evaluated_axes == ("sm", "attention")
     descriptions = {a.description for a in result.legacy_only}
-    assert descriptions == {"sm in {120, 121} and attention in {mha, gqa}"}
+    assert descriptions == {"sm in {120, 121, >=122} and attention in {mha, gqa}"}
     assert {a.description for a in result.matrix_only} == {
         "sm=80", "sm in {90, 100, 103} and attention=mla"
     }
@@ -126,8 +127,8 @@ def test_predicate_without_kwargs_sees_only_its_axes(small: capmatrix.Matrix) ->
     result = compare_legacy(small, load_predicate(f"{PREDICATES}:no_kwargs"), "fallback")
     assert result.kwargs_axes == ()
     assert result.evaluated_axes == ("sm",)
-    assert result.calls == 6
-    assert {a.description for a in result.legacy_only} == {"sm in {120, 121}"}
+    assert result.calls == 8  # six listed SMs and two classes: <=79 and >=122
+    assert {a.description for a in result.legacy_only} == {"sm in {120, 121, >=122}"}
     assert {a.description for a in result.matrix_only} == {"sm in {80, 90}"}
 
 
@@ -379,6 +380,6 @@ def test_cli_refusal_names_the_axes_and_where(write_matrix: WriteMatrix, tmp_pat
     assert status == 2
     assert out == ""
     assert "nothing was called" in err
-    assert "sm (6 values)" in err
+    assert "sm (8 values)" in err
     assert "--where sm=80" in err
     assert "called" not in err.replace("nothing was called", "")
