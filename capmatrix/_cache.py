@@ -332,13 +332,13 @@ def _axis(a: Axis) -> list[Any]:
         [[name, list(members)] for name, members in a.families.items()],
         None if a.default is None else _value(a.default), _loc(a.location), a.optional, a.environment,
         a.extra, [_table.put(c) for c in a.cuts], [[name, text] for name, text in a.family_ranges.items()],
-        [[word, value] for word, value in a.spellings.items()],
+        [[word, value] for word, value in a.spellings.items()], a.scope,
     ]
 
 
 def _unaxis(data: list[Any]) -> Axis:
     (name, kind, values, description, families, default, loc, optional, environment, extra, cuts,
-     family_ranges, spellings) = data
+     family_ranges, spellings, scope) = data
     return Axis(
         name=_str(name), type=AxisType(kind), values=tuple(_unvalues(values)),
         description=_str(description),
@@ -347,7 +347,7 @@ def _unaxis(data: list[Any]) -> Axis:
         optional=_bool(optional), environment=_bool(environment), extra=_int(extra),
         cuts=tuple(_table.get(c) for c in cuts),
         family_ranges={_str(f): _str(text) for f, text in family_ranges},
-        spellings={_str(w): _str(v) for w, v in spellings},
+        spellings={_str(w): _str(v) for w, v in spellings}, scope=_str(scope),
     )
 
 

@@ -12,6 +12,7 @@ int is placed by its signature (:meth:`capmatrix.model.Axis.locate`).
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import TYPE_CHECKING
 
@@ -37,7 +38,7 @@ def _breakpoints(known: Sequence[AxisValue], cuts: Sequence[Condition]) -> list[
         points.update(v for v in cut.values if type(v) is int)
         for interval in cut.intervals:
             points.update(b for b in (interval.low, interval.high) if b is not None)
-    out = set()
+    out: set[int] = set()
     for p in points or (0,):  # moduli alone cut no gap: 0 anchors the residues
         out.update((p - 1, p, p + 1))
     return sorted(out)
@@ -52,8 +53,11 @@ def _period(cuts: Sequence[Condition]) -> int:
 
 
 def _candidates(known: Sequence[AxisValue], cuts: Sequence[Condition]) -> list[int]:
-    """Ints that meet every signature the cuts can give: each breakpoint and, in every gap between
-    breakpoints (and beyond the outermost ones), one int of each residue the moduli tell apart."""
+    """Ints that meet every signature the cuts can give.
+
+    Each breakpoint and, in every gap between breakpoints (and beyond the outermost ones), one int of
+    each residue pattern the moduli tell apart.
+    """
     points = _breakpoints(known, cuts)
     period = _period(cuts)
     # Residues alike for every modulus are alike everywhere in a gap: one of each pattern suffices.
@@ -63,7 +67,7 @@ def _candidates(known: Sequence[AxisValue], cuts: Sequence[Condition]) -> list[i
         patterns.setdefault(tuple(r % m == 0 for m in moduli), []).append(r)
     out = list(points)
     gaps: list[tuple[int | None, int | None]] = [(None, points[0] - 1)]
-    gaps += [(a + 1, b - 1) for a, b in zip(points, points[1:], strict=False) if b - a > 1]
+    gaps += [(a + 1, b - 1) for a, b in itertools.pairwise(points) if b - a > 1]
     gaps.append((points[-1] + 1, None))
     for low, high in gaps:
         for residues in patterns.values():
@@ -92,8 +96,10 @@ def representatives(known: Sequence[AxisValue], cuts: Sequence[Condition]) -> tu
 
 
 def describe_class(value: int, cuts: Sequence[Condition], known: Sequence[AxisValue]) -> str:
-    """The class a representative stands for: ``[257, 319]``, ``>=577``, ``[257, 511], not a multiple
-    of 8``; ``like V`` when it is scattered wider than that.
+    """The class a representative stands for, as text.
+
+    ``[257, 319]``, ``>=577``, ``[257, 511], not a multiple of 8``; ``like V`` when it is scattered
+    wider than that.
 
     Built from the breakpoints and the gaps between them: every int of a gap meets the same range and
     list conditions, so a gap is wholly in the class, not at all, or by the residues of one modulus.
@@ -104,7 +110,7 @@ def describe_class(value: int, cuts: Sequence[Condition], known: Sequence[AxisVa
     mine = signature(value, cuts)
     pieces: list[tuple[int | None, int | None, str]] = []  # (low, high, residue text); None: unbounded
     spans: list[tuple[int | None, int | None]] = [(None, points[0] - 1)]
-    for a, b in zip(points, points[1:], strict=False):
+    for a, b in itertools.pairwise(points):
         spans.append((a, a))
         if b - a > 1:
             spans.append((a + 1, b - 1))
@@ -127,7 +133,7 @@ def describe_class(value: int, cuts: Sequence[Condition], known: Sequence[AxisVa
             if text is None:
                 return f"like {format_value(value)}"
             _add(pieces, low, high, text)
-    if len(pieces) > 3:  # noqa: PLR2004 - scattered over many cells
+    if len(pieces) > 3:
         return f"like {format_value(value)}"
     return " or ".join(_piece_text(*piece) for piece in pieces)
 

@@ -47,6 +47,7 @@ ERROR_CODES: dict[str, str] = {
     "E223": "an empty range",
     "E224": "a bad `multiple_of`",
     "E225": "a range whose numbers cannot be read",
+    "E226": "a kernel, table or role reads another engine's axis",
     "E230": "a model or role pins an unknown axis",
     "E231": "a model or role pins a value the axis does not know",
     "E232": "a Hugging Face model_type mapped to two models",

@@ -15,6 +15,7 @@ from capmatrix._files import read_bytes
 from capmatrix.errors import CapabilityError, CapabilityErrors, echo
 from capmatrix.matrix import Matrix
 from capmatrix.model import (
+    CORE,
     NONE,
     Axis,
     AxisType,
@@ -388,6 +389,7 @@ class _Semantics:
         roles: dict[str, Role] = {}
         for name, raw, smap in self._entries("role", docs, roles):
             roles[name] = self._role(name, raw, smap, kernels, axes)
+        self._check_scopes(axes, kernels, roles, docs)
         # Every condition is read: the int axes get their classes, and what ranges over an axis's
         # values (rules on derived axes, the areas of role orders) is worked out over them.
         axes = self._open_domains(axes, kernels, roles)
@@ -495,13 +497,12 @@ class _Semantics:
                     try:
                         interval = _parse_range(members)
                     except _BadRangeError as exc:
-                        interval = None
-                        hint: str | None = exc.hint
+                        interval, why = None, exc.hint
                     else:
-                        hint = "families look like [100, 103] or '[100, 109]'"
+                        why = "families look like [100, 103] or '[100, 109]'"
                     if interval is None:
                         self.fail(smap, (*path, "families", fam),
-                                  f"family {echo(fam)}: {_cut(members)!r} is not a range", hint=hint,
+                                  f"family {echo(fam)}: {_cut(members)!r} is not a range", hint=why,
                                   code="E212")
                         continue
                     family_ranges[fam] = members
@@ -572,6 +573,7 @@ class _Semantics:
                 environment=environment,
                 family_ranges=family_ranges,
                 spellings=spellings,
+                scope=raw.get("scope", CORE),
             )
         return out
 
@@ -683,6 +685,56 @@ class _Semantics:
             if name in self.derived:
                 region = region & self._derived_region(name, cond)
         return region
+
+    # -- engine vocabularies --------------------------------------------------------------------
+
+    def _check_scopes(
+        self, axes: dict[str, Axis], kernels: dict[str, Kernel], roles: dict[str, Role],
+        docs: list[tuple[dict[str, Any], _yaml.SourceMap]],
+    ) -> None:
+        """E226: a kernel, table or role reads only the core axes and those of its own engine's scope."""
+        every = {**axes, **{n: d.axis for n, d in self.derived.items()}}
+        smaps = {s.path: s for _d, s in docs}
+
+        def foreign(name: str, engine: str | None) -> bool:
+            axis = every.get(name)
+            return axis is not None and axis.scope not in (CORE, engine)
+
+        def report(where: Location, what: str, name: str, engine: str | None) -> None:
+            smap = smaps.get(where.path)
+            if smap is None:  # pragma: no cover - every location comes from a read file
+                return
+            scope = every[name].scope
+            owner = f"engine {echo(engine)}" if engine not in (None, CORE) else "no engine: core axes only"
+            self.problems.append(CapabilityError(
+                where.path, where.line, where.column, "",
+                f"{what} ({owner}) reads axis {echo(name)} of scope {echo(scope)}",
+                hint=f"set 'engine: {scope}' on it, or give the axis scope 'core' if every engine shares it",
+                code="E226",
+            ))
+
+        for kernel in kernels.values():
+            pending = self.pending.get(kernel.name, {})
+            for i, rule in enumerate(kernel.rules):
+                for name in (*rule.conditions, *pending.get(i, {})):
+                    if foreign(name, kernel.engine):
+                        report(rule.location, f"rule {echo(rule.id)} of kernel {echo(kernel.name)}",
+                               name, kernel.engine)
+                        break
+        for d in self.derived.values():
+            for row in d.rows:
+                for box in row.when:
+                    for name in box:
+                        if foreign(name, d.axis.scope):
+                            report(row.location, f"derived axis {echo(d.axis.name)}", name, d.axis.scope)
+        for role in roles.values():
+            engines = {kernels[c].engine for c in role.candidates if c in kernels}
+            engine = next(iter(engines)) if len(engines) == 1 else None
+            for order in role.orders:
+                for box in order.when:
+                    for name in box:
+                        if foreign(name, engine):
+                            report(order.location, f"role {echo(role.name)}", name, engine)
 
     # -- open int domains ----------------------------------------------------------------------
 
@@ -837,7 +889,9 @@ class _Semantics:
                 chosen = axis.values_of(mask)
                 listed = [format_value(v) for v in chosen if v in axis.known]
                 others = [format_value(v) for v in chosen if v not in axis.known]
-                text = "[" + ", ".join(listed + (["and ints like " + ", ".join(others)] if others else [])) + "]"
+                if others:
+                    listed.append("and ints like " + ", ".join(others))
+                text = "[" + ", ".join(listed) + "]"
                 if axis.cuts:  # an open int axis: the chosen classes, so that every int is answered
                     conditions[axis.name] = Condition(
                         axis=axis.name, text=text, values=frozenset(v for v in chosen if v in axis.known),

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
 __all__ = [
+    "CORE",
     "NONE",
     "Axis",
     "AxisType",
@@ -34,6 +35,9 @@ __all__ = [
 ]
 
 AxisValue = Union[int, str, bool]  # noqa: UP007 - runtime alias on Python 3.10
+
+#: The scope of the axes every engine shares (:attr:`Axis.scope`).
+CORE = "core"
 
 #: The value of an optional axis that was not given ("not checked"): every condition on the axis
 #: admits it, so a rule about the axis does not constrain a query that leaves it unset.
@@ -113,6 +117,10 @@ class Axis:
     cuts: tuple[Condition, ...] = field(default=(), compare=False, repr=False)
     #: Families defined by a range (``sm_10x: "[100, 109]"``), by name: a condition naming one is that range.
     family_ranges: Mapping[str, str] = field(default_factory=dict)
+    #: Whose vocabulary the axis is: ``core`` (hardware, model geometry, numerics, workload: every engine's
+    #: kernels may read it) or one engine's (its build flags and settings: only that engine's kernels,
+    #: tables and roles read it).
+    scope: str = CORE
     #: Other spellings of an enum axis's values (an engine's own words: ``float16`` for ``fp16``), each
     #: mapped to the canonical value a query with it is answered as.
     spellings: Mapping[str, str] = field(default_factory=dict)

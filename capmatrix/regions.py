@@ -305,7 +305,8 @@ class Region:
             if mask == full:
                 continue
             values = axis.values_of(mask)
-            if len(values) == 1 and axis.index(values[0]) is not None and axis.index(values[0]) >= len(axis.known):
+            position = axis.index(values[0]) if len(values) == 1 else None
+            if position is not None and position >= len(axis.known):
                 parts.append(f"{axis.name} {axis.format_values(mask)}")  # a class: sm >=122
             elif len(values) == 1:
                 parts.append(f"{axis.name}={axis.format_values(mask)}")

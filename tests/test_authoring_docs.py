@@ -16,8 +16,8 @@ LOADER_SOURCES = (ROOT / "capmatrix" / "loader.py", ROOT / "capmatrix" / "_yaml.
 _BLOCK = re.compile(r"```(yaml|text)\n(.*?)```", re.DOTALL)
 
 
-def _catalogue() -> tuple[dict[str, str], list[tuple[str, str, str, str]]]:
-    """The base files and, per code, (code, example path, example text, expected message)."""
+def _catalogue() -> tuple[dict[str, str], list[tuple[str, dict[str, str], str]]]:
+    """The base files and, per code, (code, example files by path, expected message)."""
     text = DOC.read_text(encoding="utf-8")
     body = text.split("## Validation codes", 1)[1]
     head, *sections = re.split(r"^### ", body, flags=re.MULTILINE)
@@ -30,10 +30,10 @@ def _catalogue() -> tuple[dict[str, str], list[tuple[str, str, str, str]]]:
     for section in sections:
         code = section.split(":", 1)[0].strip()
         blocks = _BLOCK.findall(section)
-        yaml_block = next(b for k, b in blocks if k == "yaml")
+        # An example may change several files: each YAML block names its own on its first line.
+        files = {b.splitlines()[0][2:].strip(): b for k, b in blocks if k == "yaml"}
         message = next(b for k, b in blocks if k == "text").strip()
-        path = yaml_block.splitlines()[0][2:].strip()
-        examples.append((code, path, yaml_block, message))
+        examples.append((code, files, message))
     return base, examples
 
 
@@ -57,13 +57,12 @@ def test_base_matrix_is_clean(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert list(capmatrix.iter_problems("capabilities")) == []
 
 
-@pytest.mark.parametrize(("code", "path", "text", "message"), EXAMPLES,
-                         ids=[e[0] for e in EXAMPLES])
+@pytest.mark.parametrize(("code", "example", "message"), EXAMPLES, ids=[e[0] for e in EXAMPLES])
 def test_example_prints_what_the_doc_says(
-    code: str, path: str, text: str, message: str, tmp_path: Path,
+    code: str, example: dict[str, str], message: str, tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    files = {**BASE, path: text}
+    files = {**BASE, **example}
     for name, body in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(body, encoding="utf-8")

@@ -21,6 +21,8 @@ from capmatrix.errors import CapabilityErrors, InvalidQuery
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from conftest import WriteMatrix
+
 AXES = """
 axes:
   sm:
@@ -366,3 +368,70 @@ def test_rule_and_role_feature_errors(tmp_path: Path, rule: str, role: str, code
         capmatrix.load(tmp_path)
     assert code in {e.code for e in info.value.errors}, str(info.value)
     assert all(e.line is not None for e in info.value.errors)
+
+
+# --------------------------------------------------------------------------------------------------
+# Engine vocabularies: an axis's scope, and who may read it
+
+_SCOPED_AXES = """
+axes:
+  sm:
+    type: int
+    description: compute capability
+    values: [80, 90]
+  built:
+    type: bool
+    scope: vllm
+    description: a vLLM build flag
+    default: true
+  ver:
+    type: int
+    scope: {ver_scope}
+    description: derived
+    values: [1, 2]
+    derive:
+      - when: {{sm: 90, built: true}}
+        value: 2
+      - value: 1
+"""
+
+
+def _scoped(write_matrix: WriteMatrix, *, ver_scope: str, engine: str, order_reads: str) -> list[str]:
+    kernels = f"""
+kernels:
+  k:
+    description: a kernel
+    engine: {engine}
+    rules:
+      - {{id: k.a, grant: {{ver: 2}}, reason: r, source: s, status: untested}}
+      - {{id: k.b, grant: {{built: false}}, reason: r, source: s, status: untested}}
+roles:
+  r:
+    description: a role
+    orders:
+      - when: {{{order_reads}: true}}
+        candidates: [k]
+      - candidates: [k]
+"""
+    root = write_matrix({"axes.yaml": _SCOPED_AXES.format(ver_scope=ver_scope), "kernels/k.yaml": kernels},
+                        base=False)
+    return [str(p) for p in capmatrix.iter_problems(root) if p.code == "E226"]
+
+
+def test_an_engine_reads_the_core_and_its_own_scope(write_matrix: WriteMatrix) -> None:
+    assert _scoped(write_matrix, ver_scope="vllm", engine="vllm", order_reads="built") == []
+
+
+def test_another_engine_reading_a_scoped_axis_is_refused(write_matrix: WriteMatrix) -> None:
+    found = _scoped(write_matrix, ver_scope="vllm", engine="tensorrt_llm", order_reads="built")
+    # The rule on the derived axis, the rule on the flag, and the role whose only engine is not vLLM.
+    assert len(found) == 3
+    assert "rule 'k.a' of kernel 'k' (engine 'tensorrt_llm') reads axis 'ver' of scope 'vllm'" in found[0]
+    assert "reads axis 'built' of scope 'vllm'" in found[1]
+    assert "role 'r' (engine 'tensorrt_llm') reads axis 'built'" in found[2]
+
+
+def test_a_core_table_may_not_read_an_engine_flag(write_matrix: WriteMatrix) -> None:
+    found = _scoped(write_matrix, ver_scope="core", engine="vllm", order_reads="built")
+    assert len(found) == 1
+    assert "derived axis 'ver' (no engine: core axes only) reads axis 'built' of scope 'vllm'" in found[0]
