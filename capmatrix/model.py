@@ -21,6 +21,7 @@ __all__ = [
     "DerivedAxis",
     "DerivedRow",
     "Effect",
+    "Guard",
     "Interval",
     "Kernel",
     "Location",
@@ -327,6 +328,23 @@ class Rule:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Guard:
+    """What a gate sends queries to: kernels or roles (``targets``), where, and with which values.
+
+    ``when`` is the box where the gate sends queries to the targets (empty: wherever it grants);
+    ``axes`` are the values the guarded query gets where the gate admits (``spec_dec: one_model``),
+    ``refused`` those it gets where the gate refuses (``spec_dec: none``: a plain decode), or None
+    when the gate's refusal sends nothing to the targets.
+    """
+
+    targets: tuple[str, ...]
+    location: Location
+    when: Mapping[str, Condition] = field(default_factory=dict)
+    axes: Mapping[str, AxisValue] = field(default_factory=dict)
+    refused: Mapping[str, AxisValue] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Kernel:
     """A kernel (or an engine gate in front of kernels) and its rules."""
 
@@ -337,6 +355,8 @@ class Kernel:
     kind: str = "kernel"
     engine: str | None = None
     source: str | None = None
+    #: For a gate: the kernels or role it sends queries to (``capmatrix check`` C111 / C112).
+    guards: Guard | None = None
 
     @property
     def grants(self) -> tuple[Rule, ...]:
