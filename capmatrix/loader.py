@@ -723,7 +723,7 @@ class _Semantics:
             self.fail(smap, base, f"{echo(name)} is a kernel; only a gate (kind: gate) guards others",
                       key=True, hint="add 'kind: gate', or remove 'guards'", code="E245")
             return None
-        spec = {"targets": raw} if isinstance(raw, list) else raw
+        spec: dict[str, Any] = {"targets": raw} if isinstance(raw, list) else raw
         names = base if isinstance(raw, list) else (*base, "targets")
         self.guarded.extend((smap, (*names, i), name, t) for i, t in enumerate(spec["targets"]))
         raw_when = dict(spec.get("when", {}))

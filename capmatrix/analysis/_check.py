@@ -550,7 +550,7 @@ def _gate_findings(matrix: Matrix, *, limit: int) -> Iterator[Finding]:
         if report.code == "C111":
             message = (
                 f"gate {gate.name} refuses {count} where {', '.join(report.serving)} serves {query}, "
-                f"e.g. {shown[0].description}{model}"
+                f"e.g. {found[report.at].description}{model}"
             )
         else:
             refused = guard.refused
@@ -559,7 +559,7 @@ def _gate_findings(matrix: Matrix, *, limit: int) -> Iterator[Finding]:
                     "(what the gate's refusal sends)")
             message = (
                 f"gate {gate.name} admits {count} where no guarded kernel ({targets}) serves {query}"
-                f"{also}, e.g. {shown[0].description}{model}"
+                f"{also}, e.g. {found[report.at].description}{model}"
             )
         yield _finding(
             report.code, message,

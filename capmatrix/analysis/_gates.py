@@ -1,7 +1,7 @@
 """Gates against the kernels they guard: over-restrictive (C111) and over-permissive (C112) regions.
 
 A gate (``kind: gate``) with ``guards`` names the kernels or roles it sends queries to. Its *scope* is
-where it decides: the union of its grants, within the guard's ``when``. The guarded query of a cell is
+where it sends them: the guard's ``when`` (everywhere without one). The guarded query of a cell is
 the cell with the guard's ``axes`` pinned (a role adds its own ``axes`` beneath them); where the gate
 refuses, the targets get the cell with ``refused`` pinned instead, when the guard says so. Then, as
 regions over the matrix's space (never cell by cell):
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from capmatrix.analysis._boxes import KernelBoxes, supported_region, witness_of
 from capmatrix.model import Effect
-from capmatrix.regions import Region, bits, intersect
+from capmatrix.regions import Region, intersect
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -43,8 +43,10 @@ class GateReport:
     region: Region
     #: The gate's rules that decide the region: its exclusions (C111) or its grants (C112).
     rules: tuple[Rule, ...]
-    #: A cell of the first region, a model family's values where one lies in it.
+    #: A cell to show: a model family's values where some region holds them, else the first region's.
     witness: Mapping[str, AxisValue]
+    #: The index (in ``region.boxes``) of the box the witness lies in.
+    at: int
     #: The model family whose values the witness takes, if any.
     model: str | None
     #: The targets that serve the witness's guarded query (C111) or its refused form (C112).
@@ -76,8 +78,7 @@ def gate_reports(
             continue
         compiled = KernelBoxes.of(gate, space)
         admitted = supported_region(space, compiled)
-        when = Region(space, [_box(space, guard.when)], disjoint=True)
-        scope = Region(space, [compiled.boxes[i] for i in bits(compiled.grants)]) & when
+        scope = Region(space, [_box(space, guard.when)], disjoint=True)
         on = {t: _pull(target_region(t), pinned(matrix, t, guard.axes)) for t in guard.targets}
         serves_on = _union(space, on.values())
         refused = scope - admitted
@@ -152,24 +153,25 @@ def _report(
         rule for rule, box in zip(gate.rules, compiled.boxes, strict=True)
         if rule.effect is effect and any(intersect(box, b) is not None for b in merged.boxes)
     )
-    witness, model = _witness(space, merged.boxes[0], matrix.models.values())
+    at, witness, model = _witness(space, merged.boxes, matrix.models.values())
     serving = tuple(t for t, r in targets.items() if _holds(space, r, witness))
-    yield GateReport(code=code, gate=gate, region=merged, rules=rules, witness=witness, model=model,
-                     serving=serving)
+    yield GateReport(code=code, gate=gate, region=merged, rules=rules, witness=witness, at=at,
+                     model=model, serving=serving)
 
 
 def _witness(
-    space: Space, box: Box, models: Iterable[ModelFamily]
-) -> tuple[dict[str, AxisValue], str | None]:
-    """A cell of ``box``: the first model family whose values lie in it, over the box's own witness."""
-    base = witness_of(space, box)
-    for model in models:
-        fits = True
-        for a, axis in enumerate(space.axes):
-            value = model.axes.get(axis.name)
-            if value is not None and not box[a] >> (axis.index(value) or 0) & 1:
-                fits = False
-                break
-        if fits:
-            return {**base, **model.axes}, model.name
-    return base, None
+    space: Space, boxes: tuple[Box, ...], models: Iterable[ModelFamily]
+) -> tuple[int, dict[str, AxisValue], str | None]:
+    """A cell to show, the index of its box and the model family it comes from.
+
+    In the first box a model family's values lie in: those values over the box's own witness; else
+    the first box's own witness.
+    """
+    families = list(models)
+    for i, box in enumerate(boxes):
+        for model in families:
+            if all(box[a] >> (axis.index(value) or 0) & 1
+                   for a, axis in enumerate(space.axes)
+                   if (value := model.axes.get(axis.name)) is not None):
+                return i, {**witness_of(space, box), **model.axes}, model.name
+    return 0, witness_of(space, boxes[0]), None
