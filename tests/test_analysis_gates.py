@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import shutil
+from itertools import product
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,7 +42,8 @@ def seed_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copytree(default_path(), root)
     path = root / "kernels" / "trtllm_gates.yaml"
     text = path.read_text(encoding="utf-8")
-    fixed = "        exclude:\n          spec_dec: one_model\n          attention: mla\n          sm: \">=120\"\n"
+    fixed = ('        exclude:\n          spec_dec: one_model\n          attention: mla\n'
+             '          sm: ">=120"\n')
     assert text.count(fixed) == 1
     path.write_text(text.replace(fixed, fixed.replace("          attention: mla\n", "")), encoding="utf-8")
     return root
@@ -142,8 +144,8 @@ def test_shipped_c111_spec_dec_mla_fp8_at_sm12x(shipped: Matrix) -> None:
     assert under.severity is Severity.WARNING
     assert under.rules == ("trtllm_spec_dec_mode.mla_sm12x_one_model",)
     assert [a.description for a in under.regions] == [
-        "sm in {120, 121} and attention=mla and spec_dec=one_model and phase=generation and dtype=fp8 "
-        "and kv_cache_dtype=fp8 and head_dim=576 and q_per_kv=128 and beam_width=1"
+        ("sm in {120, 121} and attention=mla and spec_dec=one_model and phase=generation and dtype=fp8 "
+         "and kv_cache_dtype=fp8 and head_dim=576 and q_per_kv=128 and beam_width=1"),
     ]
     assert "xqa serves the same query" in under.message
     _rerun(shipped, under)
@@ -196,10 +198,11 @@ def test_before_fix_gate_in_the_text_json_and_github_forms(seed_copy: Path) -> N
             assert all(r["witness"]["sm"] in {120, 121} for r in seed["regions"])
             assert seed["witness"]["command"].endswith(f"--matrix {seed_copy}")
         elif "github" in argv:
-            assert any(line.startswith("::warning file=") and "title=capmatrix C111 over-restrictive gate" in line
-                       for line in text.splitlines())
-            assert any(line.startswith("::error file=") and "title=capmatrix C112 over-permissive gate" in line
-                       for line in text.splitlines())
+            lines = text.splitlines()
+            assert any(line.startswith("::warning file=")
+                       and "title=capmatrix C111 over-restrictive gate" in line for line in lines)
+            assert any(line.startswith("::error file=")
+                       and "title=capmatrix C112 over-permissive gate" in line for line in lines)
         else:
             assert "warning C111 over-restrictive gate: gate trtllm_spec_dec_mode refuses" in text
 
@@ -243,8 +246,6 @@ def test_planted_regions_equal_brute_force(tmp_path: Path) -> None:
 
 
 def _product(values: Mapping[str, tuple[AxisValue, ...]]) -> list[tuple[AxisValue, ...]]:
-    from itertools import product  # noqa: PLC0415 - one test's helper
-
     return list(product(*values.values()))
 
 
@@ -285,3 +286,76 @@ def test_check_path_keeps_gate_findings_in_the_result(tmp_path: Path) -> None:
     result = check_path(matrix_root)
     assert result.exit_status() == 1
     assert {f.code for f in result.findings} >= {"C111", "C112"}
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading `guards`: located errors, and the cache keeps every field
+
+AXES = (
+    "axes:\n  sm:\n    type: int\n    description: d\n    values: [80, 90]\n"
+    "  e:\n    type: enum\n    description: d\n    values: [a, b]\n"
+    "  x:\n    type: int\n    description: d\n    values: [1, 2]\n    derive:\n"
+    "      - when: {sm: 90}\n        value: 1\n      - value: 2\n"
+)
+
+
+def _gate_file(guards: str, *, kind: str = "gate") -> str:
+    return (
+        "kernels:\n  k:\n    description: d\n    rules:\n      - id: k.r\n        grant: {sm: 90}\n"
+        "        reason: r\n        source: s\n        status: untested\n"
+        f"  g:\n    kind: {kind}\n    description: d\n    guards: {guards}\n    rules:\n"
+        "      - id: g.r\n        grant: {e: a}\n        reason: r\n        source: s\n"
+        "        status: untested\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("guards", "kind", "code", "where", "gist"),
+    [
+        ("[kk]", "gate", "E244", ":13:14:",
+         "kernels.g.guards[0]: gate 'g' guards unknown kernel or role 'kk' (did you mean 'k'?)"),
+        ("{targets: [k, nope]}", "gate", "E244", ":13:27:", "unknown kernel or role 'nope'"),
+        ("[k]", "kernel", "E245", ":13:5:", "'g' is a kernel; only a gate (kind: gate) guards others"),
+        ("{targets: [k], when: {sn: 90}}", "gate", "E230", ":13:35:", "unknown axis 'sn' (axes: e, sm)"),
+        ("{targets: [k], when: {x: 1}}", "gate", "E230", ":13:35:", "'x' is a derived axis"),
+        ("{targets: [k], axes: {q: 1}}", "gate", "E230", ":13:35:", "unknown axis 'q'"),
+        ("{targets: [k], refused: {e: c}}", "gate", "E231", ":13:41:", "'c' is not a value of axis 'e'"),
+    ],
+)
+def test_guard_errors_are_located(
+    tmp_path: Path, guards: str, kind: str, code: str, where: str, gist: str
+) -> None:
+    (tmp_path / "axes.yaml").write_text(AXES, encoding="utf-8")
+    (tmp_path / "k.yaml").write_text(_gate_file(guards, kind=kind), encoding="utf-8")
+    problems = list(capmatrix.iter_problems(tmp_path))
+    assert [p.code for p in problems] == [code], [str(p) for p in problems]
+    text = str(problems[0])
+    assert f"k.yaml{where}" in text, text
+    assert gist in text, text
+
+
+def test_a_bad_guard_shape_is_a_schema_error(tmp_path: Path) -> None:
+    (tmp_path / "axes.yaml").write_text(AXES, encoding="utf-8")
+    (tmp_path / "k.yaml").write_text(_gate_file("{when: {sm: 90}}"), encoding="utf-8")
+    problems = list(capmatrix.iter_problems(tmp_path))
+    assert [(p.code, p.line, p.column) for p in problems] == [("E103", 13, 13)]
+    assert "'guards' is a list of kernel or role names, or a mapping with 'targets'" in str(problems[0])
+    assert "'targets' is a required property" in str(problems[0])
+
+
+def test_guards_round_trip_through_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CAPMATRIX_CACHE", raising=False)
+    monkeypatch.setenv("CAPMATRIX_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "axes.yaml").write_text(AXES, encoding="utf-8")
+    for n, guards in enumerate(("[k]", "{targets: [k], when: {e: a}, axes: {sm: 90}, refused: {sm: 80}}")):
+        (tmp_path / "m" / "k.yaml").write_text(_gate_file(guards), encoding="utf-8")
+        cold = capmatrix.load(tmp_path / "m")  # a miss: parsed, then written
+        assert len(list((tmp_path / "cache").glob("*.json"))) == 1, n
+        hit = capmatrix.load(tmp_path / "m")
+        assert hit is not cold
+        assert hit.kernels["g"].guards == cold.kernels["g"].guards
+        assert hit.kernels["g"].guards is not None
+        assert hit.kernels["k"].guards is None
