@@ -3,6 +3,7 @@ no legacy predicate, every witness re-run through the resolver, and the regions 
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import shutil
@@ -359,3 +360,25 @@ def test_guards_round_trip_through_the_cache(
         assert hit.kernels["g"].guards == cold.kernels["g"].guards
         assert hit.kernels["g"].guards is not None
         assert hit.kernels["k"].guards is None
+
+
+def test_a_cache_entry_whose_guard_has_no_location_is_a_miss(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CAPMATRIX_CACHE", raising=False)
+    monkeypatch.setenv("CAPMATRIX_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "axes.yaml").write_text(AXES, encoding="utf-8")
+    (tmp_path / "m" / "k.yaml").write_text(_gate_file("[k]"), encoding="utf-8")
+    cold = capmatrix.load(tmp_path / "m")
+    (entry,) = (tmp_path / "cache").glob("*.json")
+    head, _nl, payload = entry.read_bytes().partition(b"\n")
+    data = json.loads(payload)
+    (gate,) = (k for k in data["kernels"] if k[0] == "g")
+    gate[-1][1] = None  # the guard's location
+    body = json.dumps(data).encode()
+    magic, fmt, wanted, _sum = head.decode().split(" ")
+    entry.write_bytes(f"{magic} {fmt} {wanted} {hashlib.sha256(body).hexdigest()}\n".encode() + body)
+    again = capmatrix.load(tmp_path / "m")  # the forged entry is refused: parsed again
+    assert again.kernels["g"].guards == cold.kernels["g"].guards
+    assert json.loads(entry.read_bytes().partition(b"\n")[2]) != data  # and written again
