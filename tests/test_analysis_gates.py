@@ -163,6 +163,10 @@ def test_shipped_gate_findings_all_rerun(shipped: Matrix) -> None:
     # The SM121 allowlist split, found as a gate against the context kernels it guards.
     chunked = found["C111", "trtllm_mla_chunked_prefill"]
     assert {v for a in chunked.regions for v in a.values["sm"]} == {121}
+    # An allowlist refuses by omission: the finding cites the grant that stops short (the SM list).
+    assert chunked.rules == ("trtllm_mla_chunked_prefill.mla_allowlist",)
+    assert found["C111", "trtllm_mla_kv_cache_reuse"].rules == ("trtllm_mla_kv_cache_reuse.mla_allowlist",)
+    assert chunked.locations[0] == shipped.rule("trtllm_mla_chunked_prefill.mla_allowlist").location
 
 
 # --------------------------------------------------------------------------------------------------

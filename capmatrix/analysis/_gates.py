@@ -78,18 +78,19 @@ def gate_reports(
             continue
         compiled = KernelBoxes.of(gate, space)
         admitted = supported_region(space, compiled)
-        scope = Region(space, [_box(space, guard.when)], disjoint=True)
+        within = _box(space, guard.when)
+        scope = Region(space, [within], disjoint=True)
         on = {t: _pull(target_region(t), pinned(matrix, t, guard.axes)) for t in guard.targets}
         serves_on = _union(space, on.values())
         refused = scope - admitted
-        yield from _report(matrix, "C111", gate, compiled, refused & serves_on, on)
+        yield from _report(matrix, "C111", gate, compiled, refused & serves_on, on, within)
         over = (scope & admitted) - serves_on
         if guard.refused is not None:
             off = {t: _pull(target_region(t), pinned(matrix, t, guard.refused)) for t in guard.targets}
             over &= _union(space, off.values())
         else:
             off = {}
-        yield from _report(matrix, "C112", gate, compiled, over, off)
+        yield from _report(matrix, "C112", gate, compiled, over, off, within)
 
 
 def pinned(matrix: Matrix, target: str, values: Mapping[str, AxisValue]) -> dict[str, AxisValue]:
@@ -142,7 +143,7 @@ def _holds(space: Space, region: Region, values: Mapping[str, AxisValue]) -> boo
 
 def _report(
     matrix: Matrix, code: str, gate: Kernel, compiled: KernelBoxes, region: Region,
-    targets: Mapping[str, Region],
+    targets: Mapping[str, Region], scope: Box,
 ) -> Iterator[GateReport]:
     if not region:
         return
@@ -153,6 +154,14 @@ def _report(
         rule for rule, box in zip(gate.rules, compiled.boxes, strict=True)
         if rule.effect is effect and any(intersect(box, b) is not None for b in merged.boxes)
     )
+    if not rules:
+        # Refused where no grant reaches (an allowlist): the grants of the scope that stop short of a
+        # region on one axis only, e.g. an SM list without SM121.
+        rules = tuple(
+            rule for rule, box in zip(gate.rules, compiled.boxes, strict=True)
+            if rule.effect is Effect.GRANT and intersect(box, scope) is not None
+            and any(sum(1 for x, y in zip(box, b, strict=True) if not x & y) == 1 for b in merged.boxes)
+        )
     at, witness, model = _witness(space, merged.boxes, matrix.models.values())
     serving = tuple(t for t, r in targets.items() if _holds(space, r, witness))
     yield GateReport(code=code, gate=gate, region=merged, rules=rules, witness=witness, at=at,
