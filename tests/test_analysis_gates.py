@@ -152,6 +152,14 @@ def test_shipped_c111_spec_dec_mla_fp8_at_sm12x(shipped: Matrix) -> None:
     _rerun(shipped, under)
 
 
+def test_max_regions_bounds_what_a_gate_finding_lists(shipped: Matrix) -> None:
+    whole = _gate_findings(shipped)["C112", GATE]
+    (cut,) = (f for f in check(shipped, max_regions=5) if f.code == "C112")
+    assert [a.box for a in cut.regions] == [a.box for a in whole.regions[:5]]
+    assert f"admits {len(whole.regions)} regions, first 5 shown" in cut.message
+    assert f"admits {len(whole.regions)} regions where" in whole.message
+
+
 def test_shipped_gate_findings_all_rerun(shipped: Matrix) -> None:
     found = _gate_findings(shipped)
     assert set(found) == {
@@ -346,6 +354,11 @@ def test_a_bad_guard_shape_is_a_schema_error(tmp_path: Path) -> None:
     assert [(p.code, p.line, p.column) for p in problems] == [("E103", 13, 13)]
     assert "'guards' is a list of kernel or role names, or a mapping with 'targets'" in str(problems[0])
     assert "'targets' is a required property" in str(problems[0])
+    (tmp_path / "k.yaml").write_text(_gate_file("[Xqa]"), encoding="utf-8")
+    (problem,) = capmatrix.iter_problems(tmp_path)
+    assert problem.code == "E103"
+    assert problem.hint is not None
+    assert "'Xqa' does not match" in problem.hint
 
 
 def test_guards_round_trip_through_the_cache(
