@@ -331,7 +331,7 @@ class Rule:
 class Guard:
     """What a gate sends queries to: kernels or roles (``targets``), where, and with which values.
 
-    ``when`` is the box where the gate sends queries to the targets (empty: wherever it grants);
+    ``when`` is the box where the gate sends queries to the targets (empty: everywhere);
     ``axes`` are the values the guarded query gets where the gate admits (``spec_dec: one_model``),
     ``refused`` those it gets where the gate refuses (``spec_dec: none``: a plain decode), or None
     when the gate's refusal sends nothing to the targets.
