@@ -939,7 +939,8 @@ def _cli_analysis_rows(sec: Section, quick: bool) -> None:
     for name, args, limit in (("check", ["check"], 2.0), ("render", ["render", "--out-dir"], 3.0)):
         with tempfile.TemporaryDirectory(prefix="capmatrix-bench-render-") as out:
             full = [*argv, *args, out] if name == "render" else [*argv, *args]
-            wall, cpu, peak = spawn_many(full, 3 if quick else 5, ok=(0,))
+            # check exits 1 on the shipped matrix: its C112 is a documented TensorRT-LLM finding.
+            wall, cpu, peak = spawn_many(full, 3 if quick else 5, ok=(0, 1) if name == "check" else (0,))
         sec.rows.append(Row(f"`capmatrix {args[0]}`, shipped matrix", fmt_timing(cpu),
                             target=f"<= {limit:.0f} s", met=cpu.median <= limit,
                             note=_wall_note(wall, peak)))

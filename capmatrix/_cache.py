@@ -36,6 +36,7 @@ from capmatrix.model import (
     DerivedAxis,
     DerivedRow,
     Effect,
+    Guard,
     Interval,
     Kernel,
     Location,
@@ -372,17 +373,45 @@ def _unrule(data: list[Any]) -> Rule:
 
 
 def _kernel(k: Kernel) -> list[Any]:
-    return [k.name, k.description, [_rule(r) for r in k.rules], _loc(k.location), k.kind, k.engine, k.source]
+    return [
+        k.name, k.description, [_rule(r) for r in k.rules], _loc(k.location), k.kind, k.engine, k.source,
+        None if k.guards is None else _guard(k.guards),
+    ]
 
 
 def _unkernel(data: list[Any]) -> Kernel:
-    name, description, rules, loc, kind, engine, source = data
+    name, description, rules, loc, kind, engine, source, guards = data
     location = _unloc(loc)
     if location is None:
         raise _Mismatch
     return Kernel(
         name=_str(name), description=_str(description), rules=tuple(_unrule(r) for r in rules),
         location=location, kind=_str(kind), engine=_opt_str(engine), source=_opt_str(source),
+        guards=None if guards is None else _unguard(guards),
+    )
+
+
+def _pins(values: Mapping[str, object]) -> list[Any]:
+    return [[a, _value(v)] for a, v in values.items()]
+
+
+def _unpins(data: list[Any]) -> dict[str, int | str | bool]:
+    return {_str(a): _unvalues([v])[0] for a, v in data}
+
+
+def _guard(g: Guard) -> list[Any]:
+    return [list(g.targets), _loc(g.location), _conds(g.when), _pins(g.axes),
+            None if g.refused is None else _pins(g.refused)]
+
+
+def _unguard(data: list[Any]) -> Guard:
+    targets, loc, when, axes, refused = data
+    location = _unloc(loc)
+    if location is None:
+        raise _Mismatch
+    return Guard(
+        targets=tuple(map(_str, targets)), location=location, when=_unconds(when), axes=_unpins(axes),
+        refused=None if refused is None else _unpins(refused),
     )
 
 

@@ -24,6 +24,7 @@ from capmatrix.model import (
     DerivedAxis,
     DerivedRow,
     Effect,
+    Guard,
     Interval,
     Kernel,
     Location,
@@ -332,6 +333,8 @@ class _Semantics:
         self.pending: dict[str, dict[int, dict[str, Condition]]] = {}
         #: Where each role order was read, for the error of an order that never applies.
         self.order_paths: dict[tuple[str, Location], tuple[_yaml.SourceMap, tuple[str | int, ...]]] = {}
+        #: Names gates guard, checked once every kernel and role is known: (file, path, gate, name).
+        self.guarded: list[tuple[_yaml.SourceMap, tuple[str | int, ...], str, str]] = []
 
     def is_broken(self, smap: _yaml.SourceMap, path: tuple[str | int, ...]) -> bool:
         """Whether a shape error lies at or below ``path`` (or right above it)."""
@@ -396,6 +399,10 @@ class _Semantics:
         self.space = Space(tuple(axes.values()))
         kernels = {name: self._expanded(kernel) for name, kernel in kernels.items()}
         roles = {name: self._areas(role) for name, role in roles.items()}
+        for smap, path, gate, target in self.guarded:
+            if target not in kernels and target not in roles:
+                self.fail(smap, path, f"gate {echo(gate)} guards unknown kernel or role {echo(target)}",
+                          hint=_hints.suggest(target, [*kernels, *roles], "kernels and roles"), code="E244")
         return Matrix(
             root=str(root),
             files=tuple(s.path for _d, s in docs),
@@ -747,6 +754,7 @@ class _Semantics:
             rule.conditions for kernel in kernels.values() for rule in kernel.rules]
         boxes += [box for d in self.derived.values() for row in d.rows for box in row.when]
         boxes += [box for role in roles.values() for order in role.orders for box in order.when]
+        boxes += [kernel.guards.when for kernel in kernels.values() if kernel.guards is not None]
         for box in boxes:
             for name, cond in box.items():
                 found = cuts.get(name)
@@ -851,14 +859,44 @@ class _Semantics:
                 self.pending.setdefault(name, {})[len(rules)] = derived
             rules.append(rule)
         line, col = smap.locate(("kernels", name), key=True)
+        kind = raw.get("kind", "kernel")
         return Kernel(
             name=name,
             description=raw["description"],
             rules=tuple(rules),
             location=Location(path=smap.path, line=line, column=col),
-            kind=raw.get("kind", "kernel"),
+            kind=kind,
             engine=raw.get("engine"),
             source=raw.get("source"),
+            guards=None if "guards" not in raw else self._guard(name, kind, raw["guards"], smap, axes),
+        )
+
+    def _guard(
+        self, name: str, kind: str, raw: Any, smap: _yaml.SourceMap, axes: dict[str, Axis],  # noqa: ANN401
+    ) -> Guard | None:
+        """A gate's ``guards``: a list of names, or ``targets`` with ``when``, ``axes`` and ``refused``."""
+        base: tuple[str | int, ...] = ("kernels", name, "guards")
+        if kind != "gate":
+            self.fail(smap, base, f"{echo(name)} is a kernel; only a gate (kind: gate) guards others",
+                      key=True, hint="add 'kind: gate', or remove 'guards'", code="E245")
+            return None
+        spec: dict[str, Any] = {"targets": raw} if isinstance(raw, list) else raw
+        names = base if isinstance(raw, list) else (*base, "targets")
+        self.guarded.extend((smap, (*names, i), name, t) for i, t in enumerate(spec["targets"]))
+        raw_when = dict(spec.get("when", {}))
+        for axis_name in [a for a in raw_when if a in self.derived]:
+            self.fail(smap, (*base, "when", axis_name),
+                      f"a guard's 'when' reads base axes; {echo(axis_name)} is a derived axis", key=True,
+                      hint="write the condition on the axes its table reads", code="E230")
+            del raw_when[axis_name]
+        when = self._when(raw_when, (*base, "when"), smap, axes, name, unknown_code="E230")
+        admitted = self._axis_values(spec.get("axes", {}), (*base, "axes"), smap, axes)
+        refused = spec.get("refused")
+        line, col = smap.locate(base, key=True)
+        return Guard(
+            targets=tuple(spec["targets"]), location=Location(path=smap.path, line=line, column=col),
+            when=when[0] if when else {}, axes=admitted,
+            refused=None if refused is None else self._axis_values(refused, (*base, "refused"), smap, axes),
         )
 
     def _expand(self, rule: Rule, derived: dict[str, Condition]) -> list[Rule]:

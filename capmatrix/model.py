@@ -22,6 +22,7 @@ __all__ = [
     "DerivedAxis",
     "DerivedRow",
     "Effect",
+    "Guard",
     "Interval",
     "Kernel",
     "Location",
@@ -192,7 +193,9 @@ class Axis:
             return self.describe(chosen[0])
         if self.extra:  # class representatives among the listed values, in value order
             chosen = tuple(sorted(chosen, key=lambda v: (type(v) is not int, v if type(v) is int else 0)))
-        return "{" + ", ".join(self.describe(v) for v in chosen) + "}"
+        texts = [self.describe(v) for v in chosen]
+        # A class that reads as several words is bracketed, so that the braces still list items.
+        return "{" + ", ".join(f"({t})" if " " in t else t for t in texts) + "}"
 
     def parse(self, text: str) -> AxisValue:
         """Read a value of this axis from its text form (the inverse of :func:`format_value`).
@@ -401,6 +404,23 @@ class Rule:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Guard:
+    """What a gate sends queries to: kernels or roles (``targets``), where, and with which values.
+
+    ``when`` is the box where the gate sends queries to the targets (empty: everywhere);
+    ``axes`` are the values the guarded query gets where the gate admits (``spec_dec: one_model``),
+    ``refused`` those it gets where the gate refuses (``spec_dec: none``: a plain decode), or None
+    when the gate's refusal sends nothing to the targets.
+    """
+
+    targets: tuple[str, ...]
+    location: Location
+    when: Mapping[str, Condition] = field(default_factory=dict)
+    axes: Mapping[str, AxisValue] = field(default_factory=dict)
+    refused: Mapping[str, AxisValue] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Kernel:
     """A kernel (or an engine gate in front of kernels) and its rules."""
 
@@ -411,6 +431,8 @@ class Kernel:
     kind: str = "kernel"
     engine: str | None = None
     source: str | None = None
+    #: For a gate: the kernels or role it sends queries to (``capmatrix check`` C111 / C112).
+    guards: Guard | None = None
 
     @property
     def grants(self) -> tuple[Rule, ...]:

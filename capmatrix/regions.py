@@ -306,7 +306,18 @@ class Region:
                 continue
             values = axis.values_of(mask)
             position = axis.index(values[0]) if len(values) == 1 else None
-            if position is not None and position >= len(axis.known):
+            rest = full & ~mask
+            if len(values) > 2 and len(axis.values_of(rest)) < len(values) // 2:  # noqa: PLR2004
+                # Most of the axis: say what is left out (head_dim not in {80, 576}).
+                left = axis.values_of(rest)
+                shown = axis.format_values(rest)
+                if len(left) > 1:
+                    parts.append(f"{axis.name} not in {shown}")
+                elif left[0] in axis.known:
+                    parts.append(f"{axis.name}!={shown}")
+                else:
+                    parts.append(f"{axis.name} not ({shown})")
+            elif position is not None and position >= len(axis.known):
                 parts.append(f"{axis.name} {axis.format_values(mask)}")  # a class: sm >=122
             elif len(values) == 1:
                 parts.append(f"{axis.name}={axis.format_values(mask)}")

@@ -110,6 +110,18 @@ def shape_problems(
                 code="E104",
             ), path
             continue
+        if error.validator == "oneOf" and path[-1:] == ("guards",):
+            from jsonschema.exceptions import best_match  # noqa: PLC0415 - jsonschema loads lazily
+
+            branch = 1 if isinstance(error.instance, dict) else 0  # the form the value has a go at
+            inner = best_match(e for e in error.context or [] if e.relative_schema_path[0] == branch)
+            yield smap.error(
+                path,
+                "'guards' is a list of kernel or role names, or a mapping with 'targets' (and "
+                "optionally 'when', 'axes', 'refused')",
+                hint=None if inner is None else _message(inner), code="E103",
+            ), path
+            continue
         if error.validator == "additionalProperties" and isinstance(error.instance, dict):
             allowed = set(error.schema.get("properties", {})) if isinstance(error.schema, dict) else set()
             for extra in sorted(k for k in error.instance if k not in allowed):

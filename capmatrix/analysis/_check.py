@@ -24,6 +24,7 @@ from capmatrix.analysis._boxes import (
     witness_of,
 )
 from capmatrix.analysis._diagram import EMPTY, FULL, Diagram, axis_order
+from capmatrix.analysis._gates import gate_reports
 from capmatrix.errors import CapabilityErrors, CapmatrixError
 from capmatrix.loader import default_path, load
 from capmatrix.model import AxisType, Effect, Location, _StrEnum, format_value
@@ -81,6 +82,8 @@ CODES: dict[str, tuple[Severity, str]] = {
     "C108": (Severity.INFO, "role gap"),
     "C109": (Severity.WARNING, "shadowed role candidate"),
     "C110": (Severity.ERROR, "kernel supports nothing"),
+    "C111": (Severity.WARNING, "over-restrictive gate"),
+    "C112": (Severity.ERROR, "over-permissive gate"),
 }
 
 #: The most merged regions one finding (or a role's gap) lists; past it the finding says how many it
@@ -275,6 +278,7 @@ def check(matrix: Matrix, *, max_regions: int = MAX_REGIONS) -> tuple[Finding, .
                 space, boxes, nowhere=not region, alive=_meets_region(region)))
         for role in matrix.roles.values():
             findings.extend(_table_role_findings(matrix, role, compiled, regions, limit=max_regions))
+        findings.extend(_gate_findings(matrix, limit=max_regions))
         return tuple(sorted(findings, key=Finding.sort_key))
     diagram = _diagram_for(space, compiled.values())
     supported = {name: _supported(diagram, boxes) for name, boxes in compiled.items()}
@@ -284,6 +288,7 @@ def check(matrix: Matrix, *, max_regions: int = MAX_REGIONS) -> tuple[Finding, .
             space, boxes, nowhere=node == EMPTY, alive=partial(diagram.meets, node)))
     for role in matrix.roles.values():
         findings.extend(_role_findings(matrix, role, diagram, supported, limit=max_regions))
+    findings.extend(_gate_findings(matrix, limit=max_regions))
     return tuple(sorted(findings, key=Finding.sort_key))
 
 
@@ -507,6 +512,60 @@ def _family_split(axis: Axis, a: int, rule: Rule, box: Box, space: Space) -> Ite
             locations=(rule.location,), rules=(rule.id,), kernels=(rule.kernel,),
             witness=Witness.at(space, values, kernel=rule.kernel),
             regions=_rule_area(space, box),
+        )
+
+
+# --------------------------------------------------------------------------------------------------
+# Gates against the kernels they guard (capmatrix.analysis._gates)
+
+
+def _role_served(matrix: Matrix, role: Role) -> Region:
+    """Where ``role`` selects some candidate."""
+    out = Region(matrix.space)
+    for name, region in role_regions(matrix, role).items():
+        if name is not None:
+            out = out | region
+    return out
+
+
+def _pins_text(values: Mapping[str, AxisValue]) -> str:
+    return ", ".join(f"{a}={format_value(v)}" for a, v in values.items())
+
+
+def _gate_findings(matrix: Matrix, *, limit: int) -> Iterator[Finding]:
+    """C111 over-restrictive and C112 over-permissive gates, one finding per gate and code."""
+    space = matrix.space
+    for report in gate_reports(matrix, partial(_role_served, matrix)):
+        gate = report.gate
+        guard = gate.guards
+        assert guard is not None  # noqa: S101 - gate_reports reports only gates with guards
+        found = tuple(Area(space, box) for box in report.region.boxes)
+        shown = found[:limit]
+        plural = "s" if len(found) != 1 else ""
+        count = f"{len(found):,} region{plural}" + (
+            f", first {len(shown):,} shown" if len(shown) < len(found) else "")
+        query = f"the query with {_pins_text(guard.axes)}" if guard.axes else "the same query"
+        model = f" (witness: model {report.model})" if report.model else ""
+        targets = ", ".join(guard.targets)
+        if report.code == "C111":
+            message = (
+                f"gate {gate.name} refuses {count} where {', '.join(report.serving)} serves {query}, "
+                f"e.g. {found[report.at].description}{model}"
+            )
+        else:
+            refused = guard.refused
+            also = ("" if refused is None else
+                    f", though {', '.join(report.serving)} serves it with {_pins_text(refused)} "
+                    "(what the gate's refusal sends)")
+            message = (
+                f"gate {gate.name} admits {count} where no guarded kernel ({targets}) serves {query}"
+                f"{also}, e.g. {found[report.at].description}{model}"
+            )
+        yield _finding(
+            report.code, message,
+            locations=(*(r.location for r in report.rules), guard.location),
+            rules=tuple(r.id for r in report.rules), kernels=(gate.name,),
+            witness=Witness.at(space, report.witness, kernel=gate.name), regions=shown,
         )
 
 

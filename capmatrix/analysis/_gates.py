@@ -1,0 +1,186 @@
+"""Gates against the kernels they guard: over-restrictive (C111) and over-permissive (C112) regions.
+
+A gate (``kind: gate``) with ``guards`` names the kernels or roles it sends queries to. Its *scope* is
+where it sends them: the guard's ``when`` (everywhere without one). The guarded query of a cell is
+the cell with the guard's ``axes`` pinned (a role adds its own ``axes`` beneath them); where the gate
+refuses, the targets get the cell with ``refused`` pinned instead, when the guard says so. Then, as
+regions over the matrix's space (never cell by cell):
+
+- over-restrictive (C111): scope, minus where the gate admits, within where some target serves the
+  guarded query;
+- over-permissive (C112): scope, within where the gate admits, minus where any target serves the guarded
+  query; with ``refused``, only where some target serves the refused form (a query the targets would
+  have run, which the gate's admission makes fail).
+
+Results are data (:class:`GateReport`); ``_check`` turns them into findings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from capmatrix.analysis._boxes import KernelBoxes, supported_region, witness_of
+from capmatrix.model import Effect
+from capmatrix.regions import Region, intersect
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator, Mapping
+
+    from capmatrix.matrix import Matrix
+    from capmatrix.model import AxisValue, Condition, Kernel, ModelFamily, Role, Rule
+    from capmatrix.regions import Box, Space
+
+__all__ = ["GateReport", "gate_reports", "pinned"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GateReport:
+    """One gate-versus-kernel disagreement: its code, the gate, where (merged), the rules, a witness."""
+
+    code: str
+    gate: Kernel
+    region: Region
+    #: The gate's rules that decide the region: its exclusions (C111) or its grants (C112).
+    rules: tuple[Rule, ...]
+    #: A cell to show: a model family's values where some region holds them, else the first region's.
+    witness: Mapping[str, AxisValue]
+    #: The index (in ``region.boxes``) of the box the witness lies in.
+    at: int
+    #: The model family whose values the witness takes, if any.
+    model: str | None
+    #: The targets that serve the witness's guarded query (C111) or its refused form (C112).
+    serving: tuple[str, ...]
+
+
+def gate_reports(
+    matrix: Matrix, role_served: Callable[[Role], Region]
+) -> Iterator[GateReport]:
+    """C111 and C112 for every gate of ``matrix`` that declares ``guards``, gate by gate.
+
+    ``role_served(role)`` is where a role selects some candidate (over the matrix's space).
+    """
+    space = matrix.space
+    served: dict[str, Region] = {}
+
+    def target_region(name: str) -> Region:
+        found = served.get(name)
+        if found is None:
+            kernel = matrix.kernels.get(name)
+            found = (supported_region(space, KernelBoxes.of(kernel, space)) if kernel is not None
+                     else role_served(matrix.roles[name]))
+            served[name] = found
+        return found
+
+    for gate in matrix.kernels.values():
+        guard = gate.guards
+        if guard is None:
+            continue
+        compiled = KernelBoxes.of(gate, space)
+        admitted = supported_region(space, compiled)
+        within = _box(space, guard.when)
+        scope = Region(space, [within], disjoint=True)
+        on = {t: _pull(target_region(t), pinned(matrix, t, guard.axes)) for t in guard.targets}
+        serves_on = _union(space, on.values())
+        refused = scope - admitted
+        yield from _report(matrix, "C111", gate, compiled, refused & serves_on, on, within)
+        over = (scope & admitted) - serves_on
+        if guard.refused is not None:
+            off = {t: _pull(target_region(t), pinned(matrix, t, guard.refused)) for t in guard.targets}
+            over &= _union(space, off.values())
+        else:
+            off = {}
+        yield from _report(matrix, "C112", gate, compiled, over, off, within)
+
+
+def pinned(matrix: Matrix, target: str, values: Mapping[str, AxisValue]) -> dict[str, AxisValue]:
+    """The values a guarded query of ``target`` gets: a role's own ``axes``, then the guard's."""
+    role = matrix.roles.get(target) if target not in matrix.kernels else None
+    return {**(role.axes if role is not None else {}), **values}
+
+
+def _box(space: Space, conditions: Mapping[str, Condition]) -> Box:
+    return tuple(
+        axis.full_mask if (cond := conditions.get(axis.name)) is None else cond.mask(axis.values)
+        for axis in space.axes
+    )
+
+
+def _union(space: Space, regions: Iterable[Region]) -> Region:
+    out = Region(space)
+    for region in regions:
+        out = out | region
+    return out
+
+
+def _pull(region: Region, values: Mapping[str, AxisValue]) -> Region:
+    """The cells whose query, with ``values`` pinned, lies in ``region``.
+
+    The boxes of ``region`` that hold the pinned values, with the pinned axes made whole: two disjoint
+    boxes that both hold them differ on another axis, so the result stays disjoint.
+    """
+    space = region.space
+    if not values:
+        return region
+    slab = []
+    for axis in space.axes:
+        value = values.get(axis.name)
+        slab.append(axis.full_mask if value is None else 1 << (axis.index(value) or 0))
+    out = []
+    for box in region.boxes:
+        inside = intersect(box, tuple(slab))
+        if inside is not None:
+            out.append(tuple(axis.full_mask if axis.name in values else mask
+                             for axis, mask in zip(space.axes, inside, strict=True)))
+    return Region(space, out, disjoint=True)
+
+
+def _holds(space: Space, region: Region, values: Mapping[str, AxisValue]) -> bool:
+    """Whether the cell ``values`` (every axis given, known values) lies in ``region``."""
+    cell = [1 << (axis.index(values[axis.name]) or 0) for axis in space.axes]
+    return any(all(mask & bit for mask, bit in zip(box, cell, strict=True)) for box in region.boxes)
+
+
+def _report(
+    matrix: Matrix, code: str, gate: Kernel, compiled: KernelBoxes, region: Region,
+    targets: Mapping[str, Region], scope: Box,
+) -> Iterator[GateReport]:
+    if not region:
+        return
+    space = matrix.space
+    merged = region.merged()
+    effect = Effect.EXCLUDE if code == "C111" else Effect.GRANT
+    rules = tuple(
+        rule for rule, box in zip(gate.rules, compiled.boxes, strict=True)
+        if rule.effect is effect and any(intersect(box, b) is not None for b in merged.boxes)
+    )
+    if not rules:
+        # Refused where no grant reaches (an allowlist): the grants of the scope that stop short of a
+        # region on one axis only, e.g. an SM list without SM121.
+        rules = tuple(
+            rule for rule, box in zip(gate.rules, compiled.boxes, strict=True)
+            if rule.effect is Effect.GRANT and intersect(box, scope) is not None
+            and any(sum(1 for x, y in zip(box, b, strict=True) if not x & y) == 1 for b in merged.boxes)
+        )
+    at, witness, model = _witness(space, merged.boxes, matrix.models.values())
+    serving = tuple(t for t, r in targets.items() if _holds(space, r, witness))
+    yield GateReport(code=code, gate=gate, region=merged, rules=rules, witness=witness, at=at,
+                     model=model, serving=serving)
+
+
+def _witness(
+    space: Space, boxes: tuple[Box, ...], models: Iterable[ModelFamily]
+) -> tuple[int, dict[str, AxisValue], str | None]:
+    """A cell to show, the index of its box and the model family it comes from.
+
+    In the first box a model family's values lie in: those values over the box's own witness; else
+    the first box's own witness.
+    """
+    families = list(models)
+    for i, box in enumerate(boxes):
+        for model in families:
+            if all(box[a] >> (axis.index(value) or 0) & 1
+                   for a, axis in enumerate(space.axes)
+                   if (value := model.axes.get(axis.name)) is not None):
+                return i, {**witness_of(space, box), **model.axes}, model.name
+    return 0, witness_of(space, boxes[0]), None
