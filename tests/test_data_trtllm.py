@@ -124,7 +124,6 @@ CASES: tuple[Case, ...] = (
     case("trtllm_gen", "llama", S, "trtllm_gen.context", sm=100, **CTX),
     case("trtllm_gen", "deepseek_v3", S, "trtllm_gen.context", sm=103, **CTX),
     case("trtllm_gen", "llama", U, "trtllm_gen.context", sm=120, **CTX),
-    case("trtllm_gen", "llama", U, "trtllm_gen.context_head_80", sm=100, head_dim=80, **CTX),
     case("trtllm_gen", "llama", S, "trtllm_gen.generation", sm=100, spec_dec="none", head_dim=80,
          **GEN),
     case("trtllm_gen", "llama", U, "trtllm_gen.beam_search", sm=100, spec_dec="none",
@@ -193,7 +192,8 @@ CASES: tuple[Case, ...] = (
     case("fmha_v2", "deepseek_v3", U, "fmha_v2.mla_generation_fp8_sm120", sm=89, spec_dec="none",
          **FP8, **GEN),
     # ---- fmha_v2: hand-written (code) ---------------------------------------------------------
-    case("fmha_v2", "deepseek_v3", U, "fmha_v2.mla_generation_sm100f", sm=103, spec_dec="none",
+    # the kernel exists on SM100/103; that mlaGeneration never reaches it there is the role's order
+    case("fmha_v2", "deepseek_v3", S, "fmha_v2.mla_generation_bf16_sm90_100_120", sm=103, spec_dec="none",
          **GEN),
     case("fmha_v2", "llama", U, "fmha_v2.nvfp4_kv_needs_fp8_context", sm=120,
          kv_cache_dtype="nvfp4", **CTX),
@@ -393,6 +393,7 @@ PICKS: tuple[Pick, ...] = (
     Pick("deepseek_v3", {"sm": 90, "spec_dec": "none"}, "fmha_v2"),
     Pick("deepseek_v3", {"sm": 100, "spec_dec": "one_model"}, "trtllm_gen"),
     Pick("deepseek_v3", {"sm": 110, "spec_dec": "none"}, None),
+    Pick("deepseek_v3", {"sm": 100, "spec_dec": "none", "beam_width": 4}, None),  # trtllm-gen only, no beams
     Pick("deepseek_v3", {"sm": 86, "spec_dec": "none"}, None),
     Pick("deepseek_v3", {"sm": 120, "spec_dec": "one_model"}, "fmha_v2"),
     Pick("deepseek_v3", {"sm": 120, "spec_dec": "none", **FP8}, "xqa"),
@@ -436,8 +437,9 @@ def test_trtllm_generation_role(p: Pick, matrix: Matrix) -> None:
 def test_role_order(matrix: Matrix) -> None:
     role = matrix.roles["trtllm_generation"]
     assert role.orders[-1].candidates == ("trtllm_gen", "flash_mla", "xqa", "fmha_v2", "mmha")
-    # the earlier orders are AttentionOp::initialize's refusals: the init gate alone
-    assert all(o.candidates == ("trtllm_attention_init",) for o in role.orders[:-1])
+    # the first orders are AttentionOp::initialize's refusals (the init gate alone), then MLA on trtllm-gen SMs
+    assert all(o.candidates == ("trtllm_attention_init",) for o in role.orders[:-2])
+    assert role.orders[-2].candidates == ("trtllm_gen",)
 
 
 REQUIRED_MODELS = (
