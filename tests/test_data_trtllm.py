@@ -437,7 +437,7 @@ def test_trtllm_generation_role(p: Pick, matrix: Matrix) -> None:
 def test_role_order(matrix: Matrix) -> None:
     role = matrix.roles["trtllm_generation"]
     assert role.orders[-1].candidates == ("trtllm_gen", "flash_mla", "xqa", "fmha_v2", "mmha")
-    # the first orders are AttentionOp::initialize's refusals (the init gate alone), then MLA on trtllm-gen SMs
+    # first AttentionOp::initialize's refusals (the init gate alone), then MLA on the trtllm-gen SMs
     assert all(o.candidates == ("trtllm_attention_init",) for o in role.orders[:-2])
     assert role.orders[-2].candidates == ("trtllm_gen",)
 

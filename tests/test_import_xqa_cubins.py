@@ -90,7 +90,7 @@ def test_the_axis_must_hold_every_divisor_of_64(tmp_path: Path, capsys: pytest.C
     assert tool.main(["--evidence", str(evidence), "--xqa", str(xqa), "--axes", str(axes)]) == 2
     assert "lacks [16]" in capsys.readouterr().err
     axes.write_text("axes: {}\n", encoding="utf-8")
-    with pytest.raises(tool.CubinError, match="no axes.q_per_kv.values"):
+    with pytest.raises(tool.CubinError, match=r"no axes\.q_per_kv\.values"):
         tool.load_groups(axes)
 
 
