@@ -57,6 +57,8 @@ PICKS: tuple[Pick, ...] = (
     Pick("llama4_scout", {"sm": 80, "chunked_attention": False}, "fmha_v2"),
     # ALiBi: trtllm-gen refuses it in context too
     Pick("llama", {"sm": 90, "position_bias": "alibi"}, "fmha_v2"),
+    # SM100/103: FmhaDispatcher builds trtllm-gen alone (fmha_v2 only for head 80), then unfused MHA
+    Pick("llama", {"sm": 103, "head_dim": 80}, "fmha_v2"),
 )
 
 
@@ -73,7 +75,10 @@ def test_trtllm_context_role(p: Pick, matrix: Matrix) -> None:
 
 
 def test_unfused_fallback_is_last(matrix: Matrix) -> None:
-    assert matrix.roles["trtllm_context"].orders[-1].candidates == ("trtllm_gen", "fmha_v2", "unfused_mha")
+    orders = matrix.roles["trtllm_context"].orders
+    assert orders[-1].candidates == ("trtllm_gen", "fmha_v2", "unfused_mha")
+    assert orders[-2].candidates == ("trtllm_gen", "unfused_mha")  # SM100/103 but head 80
+    assert all(o.candidates[-1] == "unfused_mha" for o in orders if "trtllm_gen" in o.candidates)
     assert matrix.roles["trtllm_context"].axes == {"phase": "context"}
 
 
