@@ -192,8 +192,7 @@ CASES: tuple[Case, ...] = (
     case("fmha_v2", "deepseek_v3", U, "fmha_v2.mla_generation_fp8_sm120", sm=89, spec_dec="none",
          **FP8, **GEN),
     # ---- fmha_v2: hand-written (code) ---------------------------------------------------------
-    # the kernel exists on SM100/103; that mlaGeneration never reaches it there is the role's order
-    case("fmha_v2", "deepseek_v3", S, "fmha_v2.mla_generation_bf16_sm90_100_120", sm=103, spec_dec="none",
+    case("fmha_v2", "deepseek_v3", U, "fmha_v2.mla_generation_sm100f", sm=103, spec_dec="none",
          **GEN),
     case("fmha_v2", "llama", U, "fmha_v2.nvfp4_kv_needs_fp8_context", sm=120,
          kv_cache_dtype="nvfp4", **CTX),
@@ -407,9 +406,6 @@ PICKS: tuple[Pick, ...] = (
     # ALiBi: XQA and trtllm-gen decode refuse it, MMHA serves it
     Pick("llama", {"sm": 90, "spec_dec": "none", "position_bias": "alibi", "kv_cache_dtype": "fp8"}, "mmha"),
     Pick("llama", {"sm": 100, "spec_dec": "none", "position_bias": "alibi"}, "mmha"),
-    # INT8 KV on SM100/103 and head sizes MMHA lacks stop AttentionOp::initialize (the init gate)
-    Pick("llama", {"sm": 100, "spec_dec": "none", "kv_cache_dtype": "int8"}, None),
-    Pick("llama", {"sm": 103, "spec_dec": "one_model", "kv_cache_dtype": "int8"}, None),
     Pick("llama", {"sm": 90, "spec_dec": "none", "kv_cache_dtype": "int8"}, "xqa"),
     Pick("llama", {"sm": 90, "spec_dec": "none", "head_dim": 512}, None),
     # Llama 4 (group 5, chunked layers): spec-dec XQA ignores the chunk on SM80/89, refuses it on SM120
@@ -436,10 +432,9 @@ def test_trtllm_generation_role(p: Pick, matrix: Matrix) -> None:
 
 def test_role_order(matrix: Matrix) -> None:
     role = matrix.roles["trtllm_generation"]
-    assert role.orders[-1].candidates == ("trtllm_gen", "flash_mla", "xqa", "fmha_v2", "mmha")
-    # first AttentionOp::initialize's refusals (the init gate alone), then MLA on the trtllm-gen SMs
-    assert all(o.candidates == ("trtllm_attention_init",) for o in role.orders[:-2])
-    assert role.orders[-2].candidates == ("trtllm_gen",)
+    # one list, no orders: the role `capmatrix codegen cpp` generates for the C++ integration
+    assert not role.orders
+    assert role.candidates == ("trtllm_gen", "flash_mla", "xqa", "fmha_v2", "mmha")
 
 
 REQUIRED_MODELS = (
