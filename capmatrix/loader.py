@@ -735,7 +735,8 @@ class _Semantics:
                         if foreign(name, d.axis.scope):
                             report(row.location, f"derived axis {echo(d.axis.name)}", name, d.axis.scope)
         for role in roles.values():
-            engines = {kernels[c].engine for c in role.candidates if c in kernels}
+            # A role is its engine's when its candidates name one (kernels of no engine are shared).
+            engines = {kernels[c].engine for c in role.candidates if c in kernels} - {None}
             engine = next(iter(engines)) if len(engines) == 1 else None
             for order in role.orders:
                 for box in order.when:

@@ -15,6 +15,7 @@ import pytest
 
 import capmatrix
 from capmatrix import KernelQuery, Matrix, Status, Verdict
+from capmatrix.resolver import compile_matrix
 
 KERNELS = ("xqa", "trtllm_gen", "fmha_v2", "mmha", "flash_mla", "unfused_mha")
 S, U = Verdict.SUPPORTED, Verdict.UNSUPPORTED
@@ -123,7 +124,6 @@ CASES: tuple[Case, ...] = (
     case("trtllm_gen", "llama", S, "trtllm_gen.context", sm=100, **CTX),
     case("trtllm_gen", "deepseek_v3", S, "trtllm_gen.context", sm=103, **CTX),
     case("trtllm_gen", "llama", U, "trtllm_gen.context", sm=120, **CTX),
-    case("trtllm_gen", "llama", U, "trtllm_gen.context_head_80", sm=100, head_dim=80, **CTX),
     case("trtllm_gen", "llama", S, "trtllm_gen.generation", sm=100, spec_dec="none", head_dim=80,
          **GEN),
     case("trtllm_gen", "llama", U, "trtllm_gen.beam_search", sm=100, spec_dec="none",
@@ -218,8 +218,28 @@ CASES: tuple[Case, ...] = (
     case("xqa", "llama4_scout", U, "xqa.chunked_attention_single_token", sm=80, spec_dec="none", **GEN),
     case("xqa", "llama3_1_70b", U, "xqa.chunked_attention_jit_multi_token", sm=120, spec_dec="one_model",
          chunked_attention=True, **GEN),
-    case("xqa", "llama4_scout", U, "xqa.chunked_attention_hopper_fp8_multi_token", sm=90,
+    # groups 64 does not divide: JIT QGMMA refuses (SM90, FP8 KV), the precompiled cubins ignore the chunk
+    case("xqa", "llama4_scout", U, "xqa.chunked_attention_other_groups", sm=90,
          spec_dec="one_model", kv_cache_dtype="fp8", **GEN),
+    case("xqa", "llama4_scout", U, "xqa.chunked_attention_other_groups", sm=80, spec_dec="one_model", **GEN),
+    case("xqa", "llama4_scout", S, PRECOMPILED_BF16_D128, sm=80, spec_dec="one_model",
+         chunked_attention=False, **GEN),
+    case("xqa", "qwen2", U, "xqa.precompiled_variable_window_small_group", sm=80, spec_dec="one_model",
+         q_per_kv=3, per_layer_window=True, sliding_window=True, **GEN),
+    # ---- position bias: XQA's JIT kernels take RoPE / learned positions only; trtllm-gen decode no ALiBi
+    case("xqa", "llama", U, "xqa.position_bias", sm=90, spec_dec="none", kv_cache_dtype="fp8",
+         position_bias="alibi", **GEN),
+    case("xqa", "llama", U, "xqa.position_bias", sm=80, spec_dec="one_model", position_bias="relative",
+         **GEN),
+    case("xqa", "llama", S, "xqa.qgmma", sm=90, spec_dec="none", kv_cache_dtype="fp8", **GEN),
+    case("trtllm_gen", "llama", U, "trtllm_gen.generation_alibi", sm=100, spec_dec="none",
+         position_bias="alibi", **GEN),
+    case("trtllm_gen", "deepseek_v3", S, "trtllm_gen.mla_generation", sm=100, spec_dec="none",
+         position_bias="alibi", **GEN),
+    # ---- fmha_v2: chunked attention only on SM90 (a hard check elsewhere) ----------------------
+    case("fmha_v2", "llama4_scout", U, "fmha_v2.chunked_attention_sm90", sm=80, **CTX),
+    case("fmha_v2", "llama4_scout", U, "fmha_v2.chunked_attention_sm90", sm=120, **CTX),
+    case("fmha_v2", "llama4_scout", S, "fmha_v2.context_fp16_bf16_sm80_86_90", sm=90, **CTX),
     case("xqa", "falcon", U, "xqa.precompiled_variable_window", sm=80, spec_dec="one_model",
          per_layer_window=True, sliding_window=True, **GEN),
     case("xqa", "qwen2", U, "xqa.precompiled_variable_window_small_group", sm=86, spec_dec="one_model",
@@ -372,12 +392,27 @@ PICKS: tuple[Pick, ...] = (
     Pick("deepseek_v3", {"sm": 90, "spec_dec": "none"}, "fmha_v2"),
     Pick("deepseek_v3", {"sm": 100, "spec_dec": "one_model"}, "trtllm_gen"),
     Pick("deepseek_v3", {"sm": 110, "spec_dec": "none"}, None),
+    Pick("deepseek_v3", {"sm": 100, "spec_dec": "none", "beam_width": 4}, None),  # trtllm-gen only, no beams
     Pick("deepseek_v3", {"sm": 86, "spec_dec": "none"}, None),
     Pick("deepseek_v3", {"sm": 120, "spec_dec": "one_model"}, "fmha_v2"),
     Pick("deepseek_v3", {"sm": 120, "spec_dec": "none", **FP8}, "xqa"),
     # the XQA-MLA kernel serves FP8 MTP queries itself (whether release 1.2 asks is the gates' business)
     Pick("deepseek_v3", {"sm": 121, "spec_dec": "one_model", **FP8}, "xqa"),
     Pick("kimi_k2", {"sm": 120, "spec_dec": "none", **FP8}, "fmha_v2"),
+    # spec-dec with groups 64 does not divide (Llama-3.2-3B 3, Qwen2.5-1.5B 6, Command-R+ 12): precompiled
+    *(Pick("llama", {"sm": sm, "spec_dec": "one_model", "q_per_kv": g}, "xqa")
+      for sm in (80, 86, 89, 90) for g in (3, 6, 12)),
+    Pick("llama", {"sm": 120, "spec_dec": "one_model", "q_per_kv": 3}, None),  # no SM120 multi-token cubin
+    # ALiBi: XQA and trtllm-gen decode refuse it, MMHA serves it
+    Pick("llama", {"sm": 90, "spec_dec": "none", "position_bias": "alibi", "kv_cache_dtype": "fp8"}, "mmha"),
+    Pick("llama", {"sm": 100, "spec_dec": "none", "position_bias": "alibi"}, "mmha"),
+    Pick("llama", {"sm": 90, "spec_dec": "none", "kv_cache_dtype": "int8"}, "xqa"),
+    Pick("llama", {"sm": 90, "spec_dec": "none", "head_dim": 512}, None),
+    # Llama 4 (group 5, chunked layers): spec-dec XQA ignores the chunk on SM80/89, refuses it on SM120
+    Pick("llama4_scout", {"sm": 80, "spec_dec": "one_model"}, None),
+    Pick("llama4_scout", {"sm": 89, "spec_dec": "one_model"}, None),
+    Pick("llama4_scout", {"sm": 120, "spec_dec": "one_model"}, None),
+    Pick("llama4_scout", {"sm": 80, "spec_dec": "none"}, "mmha"),
 )
 
 
@@ -388,15 +423,18 @@ def test_trtllm_generation_role(p: Pick, matrix: Matrix) -> None:
     assert selection.kernel == p.kernel
     role = matrix.roles["trtllm_generation"]
     tried = [r.kernel for r in selection.trace]
-    # candidates are tried in the declared order, and every one before the winner was refused
-    assert tried == list(role.candidates[: len(tried)])
+    # candidates are tried in the order that applies, and every one before the winner was refused
+    order, decided = role.order_for(compile_matrix(matrix).derived_values(query))
+    assert decided
+    assert tried == list(order[: len(tried)])
     assert all(r.verdict is not Verdict.SUPPORTED for r in selection.rejected)
 
 
 def test_role_order(matrix: Matrix) -> None:
-    assert matrix.roles["trtllm_generation"].candidates == (
-        "trtllm_gen", "flash_mla", "xqa", "fmha_v2", "mmha",
-    )
+    role = matrix.roles["trtllm_generation"]
+    # one list, no orders: the role `capmatrix codegen cpp` generates for the C++ integration
+    assert not role.orders
+    assert role.candidates == ("trtllm_gen", "flash_mla", "xqa", "fmha_v2", "mmha")
 
 
 REQUIRED_MODELS = (

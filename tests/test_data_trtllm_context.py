@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import NamedTuple
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 import capmatrix
 from capmatrix import KernelQuery, Matrix, Verdict
 from capmatrix.analysis import check
+from capmatrix.resolver import compile_matrix
 
 FP8 = {"dtype": "fp8", "kv_cache_dtype": "fp8"}
 
@@ -39,6 +41,24 @@ PICKS: tuple[Pick, ...] = (
     Pick("deepseek_v3", {"sm": 90}, "fmha_v2"),
     Pick("deepseek_v3", {"sm": 100}, "trtllm_gen"),
     Pick("deepseek_v3", {"sm": 86}, None),                       # MLA needs a fused context kernel
+    # AttentionOp::initialize stops the op: INT8 KV on SM100/103, a head size MMHA lacks, FP8 KV with paged
+    # context FMHA below SM89
+    Pick("llama", {"sm": 100, "kv_cache_dtype": "int8"}, None),
+    Pick("llama", {"sm": 90, "kv_cache_dtype": "int8"}, "fmha_v2"),
+    Pick("llama", {"sm": 90, "head_dim": 512}, None),
+    Pick("llama", {"sm": 80, "head_dim": 72}, "fmha_v2"),         # 72 is let through for fmha_v2
+    Pick("llama", {"sm": 86, "kv_cache_dtype": "fp8", "paged_context_fmha": True}, None),
+    Pick("llama", {"sm": 89, "kv_cache_dtype": "fp8", "paged_context_fmha": True}, "fmha_v2"),
+    # Llama 4's chunked layers: fmha_v2 serves them on SM90 only and stops elsewhere
+    Pick("llama4_scout", {"sm": 90}, "fmha_v2"),
+    Pick("llama4_scout", {"sm": 80}, None),
+    Pick("llama4_scout", {"sm": 89}, None),
+    Pick("llama4_scout", {"sm": 120}, None),
+    Pick("llama4_scout", {"sm": 80, "chunked_attention": False}, "fmha_v2"),
+    # ALiBi: trtllm-gen refuses it in context too
+    Pick("llama", {"sm": 90, "position_bias": "alibi"}, "fmha_v2"),
+    # SM100/103: FmhaDispatcher builds trtllm-gen alone (fmha_v2 only for head 80), then unfused MHA
+    Pick("llama", {"sm": 103, "head_dim": 80}, "fmha_v2"),
 )
 
 
@@ -47,14 +67,42 @@ def test_trtllm_context_role(p: Pick, matrix: Matrix) -> None:
     query = KernelQuery(None, model=p.model, **p.axes)  # type: ignore[arg-type]
     selection = capmatrix.select("trtllm_context", query, matrix=matrix)
     assert selection.kernel == p.kernel
-    assert [r.kernel for r in selection.trace] == list(
-        matrix.roles["trtllm_context"].candidates[: len(selection.trace)]
-    )
+    order, decided = matrix.roles["trtllm_context"].order_for(compile_matrix(matrix).derived_values(query))
+    assert decided
+    assert [r.kernel for r in selection.trace] == list(order[: len(selection.trace)])
+    if p.kernel is None:
+        assert selection.trace  # the refusal comes with the candidates' reasons
 
 
 def test_unfused_fallback_is_last(matrix: Matrix) -> None:
-    assert matrix.roles["trtllm_context"].candidates[-1] == "unfused_mha"
+    orders = matrix.roles["trtllm_context"].orders
+    assert orders[-1].candidates == ("trtllm_gen", "fmha_v2", "unfused_mha")
+    assert orders[-2].candidates == ("trtllm_gen", "unfused_mha")  # SM100/103 but head 80
+    assert all(o.candidates[-1] == "unfused_mha" for o in orders if "trtllm_gen" in o.candidates)
     assert matrix.roles["trtllm_context"].axes == {"phase": "context"}
+
+
+INIT_AXES = ("sm", "kv_cache_dtype", "head_dim", "attention", "paged_context_fmha")
+
+
+@pytest.mark.parametrize("role", ["trtllm_context"])
+def test_init_orders_are_the_init_gate_refusals(role: str, matrix: Matrix) -> None:
+    """A role offers the init gate alone exactly where the gate refuses: the orders cannot drift from it."""
+    resolver = compile_matrix(matrix)
+    phase = matrix.roles[role].axes["phase"]
+    universe = [matrix.axes[a].values or (False, True) for a in INIT_AXES]
+    refusals = 0
+    for combo in itertools.product(*universe):
+        axes = dict(zip(INIT_AXES, combo, strict=True))
+        if axes["attention"] == "mla" and axes["head_dim"] != 576:
+            continue  # MLA is DeepSeek-shaped only (C7)
+        query = KernelQuery(None, phase=phase, **axes)  # type: ignore[arg-type]
+        gate = resolver.resolve(query.with_kernel("trtllm_attention_init"))
+        order, _ = matrix.roles[role].order_for(resolver.derived_values(query))
+        refuses = gate.verdict is Verdict.UNSUPPORTED
+        refusals += refuses
+        assert refuses == (order == ("trtllm_attention_init",)), (axes, gate.rules, order)
+    assert refusals > 100
 
 
 class Gate(NamedTuple):
@@ -80,17 +128,32 @@ GATES: tuple[Gate, ...] = (
          "trtllm_mla_chunked_prefill.mla_allowlist"),
     Gate("trtllm_mla_chunked_prefill", "deepseek_v3", {"sm": 121}, U,
          "trtllm_mla_chunked_prefill.mla_allowlist"),
-    Gate("trtllm_context_init", "llama", {"sm": 86, "phase": "context"}, S, "trtllm_context_init.accepts"),
-    Gate("trtllm_context_init", "llama",
+    Gate("trtllm_attention_init", "llama", {"sm": 86, "phase": "context"}, S,
+         "trtllm_attention_init.accepts"),
+    Gate("trtllm_attention_init", "llama",
          {"sm": 86, "phase": "context", "paged_context_fmha": True, "kv_cache_dtype": "fp8"}, U,
-         "trtllm_context_init.fp8_kv_paged_context_needs_fp8_fmha"),
-    Gate("trtllm_context_init", "llama",
+         "trtllm_attention_init.fp8_kv_paged_context_needs_fp8_fmha"),
+    Gate("trtllm_attention_init", "llama",
          {"sm": 89, "phase": "context", "paged_context_fmha": True, "kv_cache_dtype": "fp8"}, S,
-         "trtllm_context_init.accepts"),
-    Gate("trtllm_context_init", "llama", {"sm": 100, "phase": "context", "kv_cache_dtype": "int8"}, U,
-         "trtllm_context_init.int8_kv_sm100f"),
-    Gate("trtllm_context_init", "llama", {"sm": 90, "phase": "context", "kv_cache_dtype": "int8"}, S,
-         "trtllm_context_init.accepts"),
+         "trtllm_attention_init.accepts"),
+    Gate("trtllm_attention_init", "llama", {"sm": 100, "phase": "context", "kv_cache_dtype": "int8"}, U,
+         "trtllm_attention_init.int8_kv_sm100f"),
+    Gate("trtllm_attention_init", "llama", {"sm": 90, "phase": "context", "kv_cache_dtype": "int8"}, S,
+         "trtllm_attention_init.accepts"),
+    # the gate answers the generation phase too (one AttentionOp serves both phases of a layer)
+    Gate("trtllm_attention_init", "llama", {"sm": 103, "phase": "generation", "kv_cache_dtype": "int8"}, U,
+         "trtllm_attention_init.int8_kv_sm100f"),
+    Gate("trtllm_attention_init", "llama",
+         {"sm": 80, "phase": "generation", "paged_context_fmha": True, "kv_cache_dtype": "fp8"}, U,
+         "trtllm_attention_init.fp8_kv_paged_context_needs_fp8_fmha"),
+    Gate("trtllm_attention_init", "llama", {"sm": 90, "phase": "context", "head_dim": 512}, U,
+         "trtllm_attention_init.mmha_head_size"),
+    Gate("trtllm_attention_init", "llama", {"sm": 90, "phase": "generation", "head_dim": 40}, U,
+         "trtllm_attention_init.mmha_head_size"),  # a head size the axis does not list
+    Gate("trtllm_attention_init", "llama", {"sm": 90, "phase": "context", "head_dim": 72}, S,
+         "trtllm_attention_init.accepts"),
+    Gate("trtllm_attention_init", "deepseek_v3", {"sm": 90, "phase": "context"}, S,
+         "trtllm_attention_init.accepts"),  # MLA (576) skips the MMHA check
 )
 
 
@@ -102,7 +165,7 @@ def test_context_gates(g: Gate, matrix: Matrix) -> None:
 
 
 def test_gates_are_gates(matrix: Matrix) -> None:
-    for name in ("trtllm_mla_kv_cache_reuse", "trtllm_mla_chunked_prefill", "trtllm_context_init"):
+    for name in ("trtllm_mla_kv_cache_reuse", "trtllm_mla_chunked_prefill", "trtllm_attention_init"):
         assert str(matrix.kernels[name].kind) == "gate"
 
 

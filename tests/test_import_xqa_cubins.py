@@ -70,19 +70,50 @@ def test_check_fails_when_a_cubin_is_added(tmp_path: Path, capsys: pytest.Captur
     assert "120, 121]" in xqa.read_text(encoding="utf-8")
 
 
-def test_check_fails_when_the_universe_gains_a_group(tmp_path: Path) -> None:
-    """A new q_per_kv value that 64 does not divide makes the generated grants stale until regenerated."""
+def test_a_new_group_needs_no_regeneration(tmp_path: Path) -> None:
+    """The grants name groups by a condition, so a group added to the universe leaves them current."""
     evidence, xqa, axes = _copies(tmp_path)
     data = yaml.safe_load(axes.read_text(encoding="utf-8"))
     values = data["axes"]["q_per_kv"]["values"]
     new = next(g for g in range(3, 64) if 64 % g and g not in values)
     data["axes"]["q_per_kv"]["values"] = sorted([*values, new])
     axes.write_text(yaml.safe_dump(data), encoding="utf-8")
-    args = ["--evidence", str(evidence), "--xqa", str(xqa), "--axes", str(axes)]
-    assert tool.main([*args, "--check"]) == 1
-    assert tool.main(args) == 0
-    groups = sorted(g for g in (*values, new) if 64 % g)
-    assert f"q_per_kv: [{', '.join(map(str, groups))}]" in xqa.read_text(encoding="utf-8")
+    assert tool.main(["--evidence", str(evidence), "--xqa", str(xqa), "--axes", str(axes), "--check"]) == 0
+
+
+def test_the_axis_must_hold_every_divisor_of_64(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The conditions list the divisors of 64; an axis without one of them is reported, not generated."""
+    evidence, xqa, axes = _copies(tmp_path)
+    data = yaml.safe_load(axes.read_text(encoding="utf-8"))
+    data["axes"]["q_per_kv"]["values"] = [v for v in data["axes"]["q_per_kv"]["values"] if v != 16]
+    axes.write_text(yaml.safe_dump(data), encoding="utf-8")
+    assert tool.main(["--evidence", str(evidence), "--xqa", str(xqa), "--axes", str(axes)]) == 2
+    assert "lacks [16]" in capsys.readouterr().err
+    axes.write_text("axes: {}\n", encoding="utf-8")
+    with pytest.raises(tool.CubinError, match=r"no axes\.q_per_kv\.values"):
+        tool.load_groups(axes)
+
+
+@pytest.mark.parametrize("group", [3, 5, 6, 7, 12, 71, 128])
+@pytest.mark.parametrize("sm", [80, 86, 89, 90])
+def test_any_group_64_does_not_divide_takes_the_precompiled_cubins(group: int, sm: int) -> None:
+    """Llama-3.2-3B (3), Qwen2.5-1.5B (6), Command-R+ (12): groups outside the universe's list as well."""
+    q = KernelQuery("xqa", sm=sm, spec_dec="one_model", attention="gqa", dtype="bf16", kv_cache_dtype="bf16",
+                    head_dim=128, tokens_per_block=32, q_per_kv=group, beam_width=1)
+    r = capmatrix.resolve(q, MATRIX)
+    assert r.verdict is Verdict.SUPPORTED, r.rules
+    assert r.rules == ("xqa.precompiled_mt.bf16_d128_kv_bf16.sm80_86_89_90",)
+
+
+@pytest.mark.parametrize(("group", "rule"), [
+    (3, "xqa.qgmma"), (12, "xqa.qgmma"), (71, "xqa.precompiled_mt.bf16_d128_kv_fp8.sm90"),
+])
+def test_hopper_fp8_keeps_groups_up_to_64_on_jit(group: int, rule: str) -> None:
+    q = KernelQuery("xqa", sm=90, spec_dec="one_model", attention="gqa", dtype="bf16", kv_cache_dtype="fp8",
+                    head_dim=128, tokens_per_block=32, q_per_kv=group, beam_width=1)
+    r = capmatrix.resolve(q, MATRIX)
+    assert r.verdict is Verdict.SUPPORTED
+    assert rule in r.rules
 
 
 def test_bad_inputs_are_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,7 +10,10 @@ refresh them is written there). TensorRT-LLM's precompiled loader keys every ker
 name encodes (Q dtype, head size, beam width, KV cache type, tokens per block, query heads per KV head,
 M tile, SM), so a name is a kernel. Only the multi-token kernels (``nqpkv_0``) become grants: the
 runner sends single-token queries to the JIT kernels and multi-token queries to the precompiled cubins
-only for GQA groups that 64 does not divide (DecoderXQARunner::getImplFromXQAParams).
+only for GQA groups that 64 does not divide (DecoderXQARunner::getImplFromXQAParams). Those kernels
+take any group (supportConfig keys them on group 0), so the grants name the groups by a condition
+(not a divisor of 64; above 64 on SM90 with an FP8 KV cache) rather than by the listed values: a group
+the q_per_kv axis does not list (3, 6, 12) is answered by the same condition.
 """
 
 from __future__ import annotations
@@ -44,9 +47,11 @@ _KV = {"fp16": "fp16", "bf16": "bf16", "int8": "int8", "e4m3": "fp8"}
 _SM_ALIASES = {120: (120, 121)}
 AXES_YAML = ROOT / "capabilities" / "axes.yaml"
 #: The runner keeps multi-token queries on JIT when 64 % group == 0, and on SM90 with an FP8 KV cache when
-#: group <= 64; the precompiled cubins see only the other groups. The grants list the groups of the
-#: q_per_kv axis explicitly, so a group added to the universe makes the generated section stale.
+#: group <= 64; the precompiled cubins see only the other groups, whatever their size. The conditions
+#: name the divisors of 64 (every one must be a q_per_kv value, which the loader requires of a listed
+#: int) or the range above 64, so they hold for groups the axis does not list.
 _JIT_GRID = 64
+_DIVISORS = tuple(d for d in range(1, _JIT_GRID + 1) if _JIT_GRID % d == 0)
 #: M tile 16 serves up to 16 query tokens (1 + up to 15 draft tokens); M tile 32 serves longer drafts.
 _M_TILE = 16
 _SOURCE = (
@@ -151,9 +156,9 @@ def _kernel(name: str) -> str:
 
 
 def load_groups(path: Path = AXES_YAML) -> tuple[int, ...]:
-    """The q_per_kv values of the universe.
+    """The q_per_kv values of the universe, checked to hold every divisor of 64 the conditions name.
 
-    :raises CubinError: when axes.yaml has no int q_per_kv axis.
+    :raises CubinError: when axes.yaml has no int q_per_kv axis, or the axis lacks a divisor of 64.
     """
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     try:
@@ -161,26 +166,31 @@ def load_groups(path: Path = AXES_YAML) -> tuple[int, ...]:
     except (KeyError, TypeError):
         msg = f"{path}: no axes.q_per_kv.values"
         raise CubinError(msg) from None
-    return tuple(sorted(int(v) for v in values))
+    groups = tuple(sorted(int(v) for v in values))
+    missing = [d for d in _DIVISORS if d not in groups]
+    if missing:
+        msg = (f"{path}: axes.q_per_kv.values lacks {missing}: the generated grants name every divisor of "
+               f"{_JIT_GRID} (the groups the runner keeps on JIT); add them to the axis values")
+        raise CubinError(msg)
+    return groups
 
 
-def _grant_key(c: Cubin, groups: tuple[int, ...]) -> tuple[str, int, str, str]:
+def _grant_key(c: Cubin) -> tuple[str, int, str, str]:
     hopper_fp8 = c.sm == 90 and c.kv_cache_dtype == "fp8"  # SM90, as the runner writes it
     if hopper_fp8:
-        precompiled = [g for g in groups if g > _JIT_GRID]
-        why = "group > 64"
+        precompiled = f'">{_JIT_GRID}"  # JIT QGMMA keeps the groups up to {_JIT_GRID}'
     else:
-        precompiled = [g for g in groups if _JIT_GRID % g]
-        why = "group that 64 does not divide"
-    return (c.dtype, c.head_dim, c.kv_cache_dtype, f"[{', '.join(map(str, precompiled))}]  # {why}")
+        precompiled = (f"{{not: [{', '.join(map(str, _DIVISORS))}]}}"
+                       f"  # any group {_JIT_GRID} does not divide (JIT keeps the others)")
+    return (c.dtype, c.head_dim, c.kv_cache_dtype, precompiled)
 
 
-def generate(cubins: list[Cubin], groups: tuple[int, ...]) -> str:
+def generate(cubins: list[Cubin]) -> str:
     """The generated YAML rules (indented for xqa.yaml's rule list), one per box of equal cubins."""
     served: dict[tuple[str, int, str, str], dict[int, set[int]]] = defaultdict(lambda: defaultdict(set))
     for c in cubins:
         if c.multi_token and c.beam_width == 1 and c.tokens_per_block and c.m_tile == _M_TILE:
-            served[_grant_key(c, groups)][c.sm].add(c.tokens_per_block)
+            served[_grant_key(c)][c.sm].add(c.tokens_per_block)
     lines: list[str] = []
     for key in sorted(served):
         dtype, head_dim, kv, precompiled_groups = key
@@ -208,7 +218,8 @@ def generate(cubins: list[Cubin], groups: tuple[int, ...]) -> str:
                 f"          Precompiled multi-token (nqpkv_0, M tile 16) cubins exist for {dtype} queries,",
                 f"          head size {head_dim}, a {kv} KV cache and {', '.join(map(str, blocks))}",
                 f"          tokens per block on {names}.",
-                "          The runner sends multi-token queries here only when JIT cannot take them.",
+                "          The runner sends multi-token queries here only when JIT cannot take them, and",
+                "          supportConfig keys these kernels on group 0: any group size.",
                 f"        source: >-\n          {_SOURCE}",
                 "        status: derived",
             ]
@@ -239,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--axes", type=Path, default=AXES_YAML)
     args = parser.parse_args(argv)
     try:
-        section = generate([parse_name(n) for n in load_names(args.evidence)], load_groups(args.axes))
+        load_groups(args.axes)
+        section = generate([parse_name(n) for n in load_names(args.evidence)])
         current = args.xqa.read_text(encoding="utf-8")
         wanted = splice(current, section, where=str(args.xqa))
     except (CubinError, OSError, KeyError, json.JSONDecodeError, yaml.YAMLError) as exc:
