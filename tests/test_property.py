@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from capmatrix.model import AxisValue
 
 INT_VALUES = [10, 20, 30, 40]
+#: Every int a class of the generated conditions can hold, and more (bounds lie in 5..50).
+OPEN_INTS = list(range(-2, 61))
 ENUM_VALUES = ["a", "b", "c"]
 AXES: dict[str, tuple[str, Sequence[AxisValue]]] = {
     "n": ("int", INT_VALUES),
@@ -116,7 +118,9 @@ def write(root: Path, rule_list: list[tuple[bool, dict[str, Cond]]]) -> None:
 def naive(rule_list: list[tuple[bool, dict[str, Cond]]], query: dict[str, Any]) -> set[tuple[AxisValue, ...]]:
     """The supported cells of the query's sub-universe, cell by cell."""
     names = sorted(AXES)
-    ranges = [[query[n]] if n in query else AXES[n][1] for n in names]
+    # An open int axis ranges over every int: these cover each class the generated bounds can cut.
+    ranges = [[query[n]] if n in query else (OPEN_INTS if AXES[n][0] == "int" else AXES[n][1])
+              for n in names]
     supported = set()
     for cell in itertools.product(*ranges):
         point = dict(zip(names, cell, strict=False))
@@ -145,7 +149,7 @@ def test_compiled_resolver_equals_naive(
         expected = naive(rule_list, query)
         total = 1
         for n in names:
-            total *= 1 if n in query else len(AXES[n][1])
+            total *= 1 if n in query else len(OPEN_INTS if AXES[n][0] == "int" else AXES[n][1])
         resolution = capmatrix.resolve(KernelQuery("k", **query), matrix)
         if not expected:
             assert resolution.verdict is Verdict.UNSUPPORTED
@@ -160,4 +164,17 @@ def test_compiled_resolver_equals_naive(
                 for combo in itertools.product(*(box[n] for n in open_names)):
                     point = dict(zip(open_names, combo, strict=False)) | query
                     cells.add(tuple(point[n] for n in names))
-            assert cells == expected
+            # The residual names each class by the value standing for it: every int of a class is
+            # answered alike (never half of it), and the classes supported are the residual's.
+            n_axis = matrix.axes["n"]
+
+            def stand(cell: tuple[AxisValue, ...]) -> tuple[AxisValue, ...]:
+                return tuple(n_axis.values[n_axis.locate(v) or 0] if n == "n" and n not in query else v
+                             for n, v in zip(names, cell, strict=True))
+
+            everything = set(itertools.product(*(
+                [query[n]] if n in query else (OPEN_INTS if AXES[n][0] == "int" else AXES[n][1])
+                for n in names)))
+            supported = {stand(c) for c in expected}
+            assert not supported & {stand(c) for c in everything - expected}
+            assert cells == supported
