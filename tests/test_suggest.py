@@ -28,7 +28,7 @@ def _changes(
     out: list[dict[str, AxisValue]] = []
     for names in combinations(vary, size):
         options = [
-            [v for v in matrix.axes[n].values if n not in values or v != values[n]] for n in names
+            [v for v in matrix.axes[n].known if n not in values or v != values[n]] for n in names
         ]
         out.extend(dict(zip(names, combo, strict=True)) for combo in product(*options))
     return out
