@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import sys
 import zipfile
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,6 +83,21 @@ STANDINS: dict[str, str] = {
         "    FP8_PER_TOKEN_HEAD = 3\n    INT4_PER_TOKEN_HEAD = 4\n"
     ),
 }
+
+
+def device_module() -> ModuleType:
+    """tools/probe_kernels_device.py as a module (its case grids and constants; torch loads only to run)."""
+    name = "probe_kernels_device"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, DEVICE_SCRIPT)
+    if spec is None or spec.loader is None:  # pragma: no cover - the file sits beside this one
+        msg = f"{DEVICE_SCRIPT}: cannot be loaded"
+        raise SystemExit(msg)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def _sha256(path: Path) -> str:
@@ -234,8 +251,8 @@ def _row(family: str, rec: dict[str, Any]) -> dict[str, Any]:
 
 def collect(family: str, results: list[Path], manifest: dict[str, Any]) -> dict[str, Any]:
     """One evidence document from the device's JSONL files (a later folder adds the cases an earlier lacked)."""
-    from probe_kernels_device import MLA_SHAPES, SHAPES, SOFTCAP, WINDOW, cases  # noqa: PLC0415
-
+    dev = device_module()
+    cases, shapes_of, window, softcap = dev.cases, dev.MLA_SHAPES if family == "triton_mla_decode" else dev.SHAPES, dev.WINDOW, dev.SOFTCAP
     records: dict[int, dict[str, Any]] = {}
     environment: dict[str, Any] = {}
     for folder in results:
@@ -265,7 +282,7 @@ def collect(family: str, results: list[Path], manifest: dict[str, Any]) -> dict[
         1 for r in rows if r["case"]["dtype"] == "fp32" and r["outcome"] != "error" and r["max_abs_err"] > TOLERANCE["fp32"] * (FP8_FACTOR if r["case"]["kv"] == "fp8" else 1.0)
     )
     info = FAMILIES[family]
-    shapes = MLA_SHAPES if family == "triton_mla_decode" else SHAPES
+    shapes = shapes_of
     return {
         "format": 1,
         "probe": info["probe"],
@@ -295,7 +312,7 @@ def collect(family: str, results: list[Path], manifest: dict[str, Any]) -> dict[
             ),
             "inputs": (
                 "q ~ N(0,1) x 2 in the query dtype, K/V ~ N(0,1) (rounded to E4M3 for an FP8 cache), pages shuffled;"
-                f" window {WINDOW} tokens, soft-cap {SOFTCAP}, sink logits uniform in [3, 6]; 2 KV heads (1 for MQA"
+                f" window {window} tokens, soft-cap {softcap}, sink logits uniform in [3, 6]; 2 KV heads (1 for MQA"
                 " and groups >= 32); seed 0 + case index"
             ),
             "reference": (
