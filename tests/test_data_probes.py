@@ -73,8 +73,8 @@ def test_matrix_agrees_with_every_recorded_case(
 
 def test_at_least_1500_cases_over_four_kernels(evidence: dict[str, dict[str, Any]]) -> None:
     sizes = {doc["kernel"]: len(doc["cases"]) for doc in evidence.values()}
-    assert sum(sizes.values()) >= 1500  # noqa: PLR2004 - the issue's bar
-    assert all(n > 100 for n in sizes.values()), sizes  # noqa: PLR2004
+    assert sum(sizes.values()) >= 1500
+    assert all(n > 100 for n in sizes.values()), sizes
 
 
 @pytest.mark.parametrize("name", sorted(FILES))
@@ -116,7 +116,8 @@ def test_fp32_tf32_kernels_are_held_to_fp16_tolerance(evidence: dict[str, dict[s
             for row in doc["cases"] + doc["off_axis_cases"]
             if row["case"]["dtype"] == "fp32"
             and row["outcome"] != "error"
-            and row["max_abs_err"] > TOOL.TOLERANCE["fp32"] * (TOOL.FP8_FACTOR if row["case"]["kv"] == "fp8" else 1)
+            and row["max_abs_err"]
+            > TOOL.TOLERANCE["fp32"] * (TOOL.FP8_FACTOR if row["case"]["kv"] == "fp8" else 1)
         ]
         assert doc["summary"]["fp32_above_ieee_tolerance"] == len(strict), name
         if doc["kernel"] not in TOOL.TF32_FAMILIES:
@@ -131,7 +132,10 @@ def test_fa3_sinks_need_bf16_whatever_the_model_dtype(
     rows = doc["off_axis_cases"]
     assert rows
     assert all(row["case"]["sink_dtype"] != row["case"]["dtype"] for row in rows)
-    assert {(row["case"]["sink_dtype"], row["outcome"]) for row in rows} == {("bf16", "pass"), ("fp32", "error")}
+    assert {(row["case"]["sink_dtype"], row["outcome"]) for row in rows} == {
+        ("bf16", "pass"),
+        ("fp32", "error"),
+    }
     twins = {json.dumps(row["query"], sort_keys=True): row["outcome"] for row in doc["cases"]}
     for row in rows:
         # The matrix answers with the model-dtype sinks vLLM passes: its on-axis twin's outcome.
@@ -156,7 +160,7 @@ def test_verified_rules_are_confirmed_by_their_probe(
         for row in doc["cases"]:
             result = _verdict(matrix, doc["kernel"], row["query"])
             effect = "grant" if row["outcome"] == "pass" else "exclude"
-            confirmed |= {r.rule_id for r in result.reasons if r.kind == effect}
+            confirmed |= {r.rule_id for r in result.reasons if r.kind == effect and r.rule_id is not None}
         assert set(verified) <= confirmed, sorted(set(verified) - confirmed)
 
 
@@ -185,10 +189,25 @@ def test_reference_matches_a_brute_force_loop() -> None:
                 out[i, h] = sum(p[t] * v[j, kh] for t, j in enumerate(keys))
         return out
 
-    for window, cap, sink in [(0, 0.0, None), (4, 0.0, None), (0, 2.0, None), (4, 0.0, sinks), (0, 2.0, sinks)]:
-        got = DEVICE.reference(q.float(), k.float(), v.float(), pos, length, scale=d**-0.5, window=window,
-                               softcap=cap, sinks=None if sink is None else sink.float())
-        assert float((got.double() - brute(window, cap, sink)).abs().max()) < 1e-5  # noqa: PLR2004
+    for window, cap, sink in [
+        (0, 0.0, None),
+        (4, 0.0, None),
+        (0, 2.0, None),
+        (4, 0.0, sinks),
+        (0, 2.0, sinks),
+    ]:
+        got = DEVICE.reference(
+            q.float(),
+            k.float(),
+            v.float(),
+            pos,
+            length,
+            scale=d**-0.5,
+            window=window,
+            softcap=cap,
+            sinks=None if sink is None else sink.float(),
+        )
+        assert float((got.double() - brute(window, cap, sink)).abs().max()) < 1e-5
 
 
 def _fake_wheel(path: Path, names: tuple[str, ...]) -> Path:
@@ -214,10 +233,12 @@ def test_bundle_writes_the_carried_folder(tmp_path: Path) -> None:
 
 
 def test_bundle_refuses_a_missing_or_foreign_wheel(tmp_path: Path) -> None:
-    with pytest.raises(SystemExit, match="no such wheel; fetch it with: pip download vllm==0.33.0"):
+    with pytest.raises(SystemExit, match=r"no such wheel; fetch it with: pip download vllm==0\.33\.0"):
         TOOL.bundle(tmp_path / "none.whl", tmp_path / "b", with_fa3=False)
     wheel = _fake_wheel(tmp_path / "other.whl", TOOL.WHEEL_FILES[:1])
-    with pytest.raises(SystemExit, match="triton_attention_helpers.py is missing; is this the vLLM 0.33.0 wheel"):
+    with pytest.raises(
+        SystemExit, match=r"triton_attention_helpers\.py is missing; is this the vLLM 0\.33\.0 wheel"
+    ):
         TOOL.bundle(wheel, tmp_path / "b", with_fa3=False)
 
 
@@ -236,8 +257,10 @@ def test_collect_merges_runs_and_lists_what_did_not_run(tmp_path: Path) -> None:
     second = _results(
         tmp_path / "b",
         family,
-        [{**grid[0], "outcome": "error", "error": "ignored: the first folder wins"},
-         {**grid[1], "outcome": "error", "error": "RuntimeError: boom"}],
+        [
+            {**grid[0], "outcome": "error", "error": "ignored: the first folder wins"},
+            {**grid[1], "outcome": "error", "error": "RuntimeError: boom"},
+        ],
         env,
     )
     manifest = {"wheel": "w.whl", "wheel_sha256": "0" * 64, "files": {}}
@@ -245,23 +268,31 @@ def test_collect_merges_runs_and_lists_what_did_not_run(tmp_path: Path) -> None:
     assert [(r["index"], r["outcome"]) for r in doc["cases"]] == [(0, "pass"), (1, "error")]
     assert len(doc["summary"]["not_run"]) == len(grid) - 2
     assert doc["summary"]["outcomes"] == {"error": 1, "pass": 1}
-    other = _results(tmp_path / "c", family, [{**grid[2], "outcome": "pass", "max_abs_err": 0.0}], {"gpu": "H100"})
+    other = _results(
+        tmp_path / "c", family, [{**grid[2], "outcome": "pass", "max_abs_err": 0.0}], {"gpu": "H100"}
+    )
     with pytest.raises(SystemExit, match="collect one machine's runs"):
         TOOL.collect(family, [first, other], manifest)
-    with pytest.raises(SystemExit, match="no flex_attention.jsonl under"):
+    with pytest.raises(SystemExit, match=r"no flex_attention\.jsonl under"):
         TOOL.collect("flex_attention", [first], manifest)
 
 
 def test_collect_writes_one_file_per_family(tmp_path: Path) -> None:
     family = "flex_attention"
     grid = DEVICE.cases(family)
-    folder = _results(tmp_path / "r", family, [{**grid[0], "outcome": "wrong", "max_abs_err": "inf"}], {"sm": 90})
+    folder = _results(
+        tmp_path / "r", family, [{**grid[0], "outcome": "wrong", "max_abs_err": "inf"}], {"sm": 90}
+    )
     bundle = tmp_path / "bundle"
     bundle.mkdir()
-    (bundle / "manifest.json").write_text(json.dumps({"wheel": "w.whl", "wheel_sha256": "1" * 64, "files": {}}))
+    (bundle / "manifest.json").write_text(
+        json.dumps({"wheel": "w.whl", "wheel_sha256": "1" * 64, "files": {}})
+    )
     out = tmp_path / "evidence"
     out.mkdir()
-    assert TOOL.main(["collect", "--results", str(folder), "--bundle", str(bundle), "--evidence", str(out)]) == 0
+    assert (
+        TOOL.main(["collect", "--results", str(folder), "--bundle", str(bundle), "--evidence", str(out)]) == 0
+    )
     doc = json.loads((out / "flex_attention_h200.json").read_text())
     assert doc["cases"][0]["outcome"] == "wrong"
     assert doc["off_axis_cases"] == []

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Probe vLLM's attention kernels and torch flex_attention on a GPU, and record the evidence.
+r"""Probe vLLM's attention kernels and torch flex_attention on a GPU, and record the evidence.
 
 Three steps, the middle one on the GPU machine::
 
@@ -111,7 +111,9 @@ def _sha256(path: Path) -> str:
 def bundle(wheel: Path, dest: Path, *, with_fa3: bool) -> dict[str, Any]:
     """Write the carried folder: the wheel's kernel files, the stand-ins, the device script, FA3 zipped."""
     if not wheel.is_file():
-        msg = f"{wheel}: no such wheel; fetch it with: pip download vllm=={VLLM_VERSION} --no-deps -d /tmp/vllm"
+        msg = (
+            f"{wheel}: no such wheel; fetch it with: pip download vllm=={VLLM_VERSION} --no-deps -d /tmp/vllm"
+        )
         raise SystemExit(msg)
     dest.mkdir(parents=True, exist_ok=True)
     manifest: dict[str, Any] = {"wheel": wheel.name, "wheel_sha256": _sha256(wheel), "files": {}}
@@ -145,10 +147,12 @@ FAMILIES: dict[str, dict[str, str]] = {
         "kernel": "triton_unified_attention",
         "probe": "tools/probe_kernels.py (vLLM 0.33.0 Triton unified attention)",
         "call": (
-            "vllm/v1/attention/ops/triton_unified_attention.py unified_attention(...) as TritonAttentionImpl.forward"
+            "vllm/v1/attention/ops/triton_unified_attention.py unified_attention(...) as"
+            " TritonAttentionImpl.forward"
             " calls it: paged K/V caches (blocks, block_size, kv_heads, head), causal, window_size (W-1, 0),"
             " per-tensor FP8 descales of 1.0 (KVQuantMode.FP8_PER_TENSOR), the query in the model dtype,"
-            " seq_threshold_3D = 128 // kv_heads and 16 softmax segments (so decode and <= 8-token generation of"
+            " seq_threshold_3D = 128 // kv_heads and 16 softmax segments (so decode and <= 8-token"
+            " generation of"
             " these small batches take the 3D launch, prefill the 2D one)"
         ),
     },
@@ -177,9 +181,11 @@ FAMILIES: dict[str, dict[str, str]] = {
         "kernel": "flex_attention",
         "probe": "tools/probe_kernels.py (torch flex_attention)",
         "call": (
-            "torch.compile(torch.nn.attention.flex_attention.flex_attention, dynamic=False) with torch's default"
+            "torch.compile(torch.nn.attention.flex_attention.flex_attention, dynamic=False) with torch's"
+            " default"
             " kernel options, a causal (and windowed) block mask from create_block_mask, soft-cap as a"
-            " score_mod, enable_gqa for grouped heads; dense (batch 2, heads, tokens, head) inputs in the query"
+            " score_mod, enable_gqa for grouped heads; dense (batch 2, heads, tokens, head) inputs in the"
+            " query"
             " dtype. vLLM's FLEX_ATTENTION passes its own BLOCK_M/BLOCK_N (get_kernel_options), which this"
             " probe does not."
         ),
@@ -231,7 +237,10 @@ def query_of(case: dict[str, Any]) -> dict[str, Any]:
 
 
 def _row(family: str, rec: dict[str, Any]) -> dict[str, Any]:
-    case = {k: rec[k] for k in ("dtype", "kv", "head", "group", "kv_heads", "block", "mode", "sinks", "window", "softcap")}
+    case = {
+        k: rec[k]
+        for k in ("dtype", "kv", "head", "group", "kv_heads", "block", "mode", "sinks", "window", "softcap")
+    }
     if "sink_dtype" in rec:
         case["sink_dtype"] = rec["sink_dtype"]
     row: dict[str, Any] = {"index": rec["index"], "query": query_of({**rec, "family": family}), "case": case}
@@ -250,9 +259,14 @@ def _row(family: str, rec: dict[str, Any]) -> dict[str, Any]:
 
 
 def collect(family: str, results: list[Path], manifest: dict[str, Any]) -> dict[str, Any]:
-    """One evidence document from the device's JSONL files (a later folder adds the cases an earlier lacked)."""
+    """One evidence document from the device's JSONL files (a later folder adds cases an earlier lacked)."""
     dev = device_module()
-    cases, shapes_of, window, softcap = dev.cases, dev.MLA_SHAPES if family == "triton_mla_decode" else dev.SHAPES, dev.WINDOW, dev.SOFTCAP
+    cases, shapes_of, window, softcap = (
+        dev.cases,
+        dev.MLA_SHAPES if family == "triton_mla_decode" else dev.SHAPES,
+        dev.WINDOW,
+        dev.SOFTCAP,
+    )
     records: dict[int, dict[str, Any]] = {}
     environment: dict[str, Any] = {}
     for folder in results:
@@ -279,7 +293,11 @@ def collect(family: str, results: list[Path], manifest: dict[str, Any]) -> dict[
     for r in on_axis:
         counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
     strict = sum(
-        1 for r in rows if r["case"]["dtype"] == "fp32" and r["outcome"] != "error" and r["max_abs_err"] > TOLERANCE["fp32"] * (FP8_FACTOR if r["case"]["kv"] == "fp8" else 1.0)
+        1
+        for r in rows
+        if r["case"]["dtype"] == "fp32"
+        and r["outcome"] != "error"
+        and r["max_abs_err"] > TOLERANCE["fp32"] * (FP8_FACTOR if r["case"]["kv"] == "fp8" else 1.0)
     )
     info = FAMILIES[family]
     shapes = shapes_of
@@ -299,7 +317,10 @@ def collect(family: str, results: list[Path], manifest: dict[str, Any]) -> dict[
             "python tools/probe_kernels.py bundle --wheel /tmp/vllm/" + manifest["wheel"],
             "# on the GPU machine, out/probe_kernels carried:",
             "python3 -m zipfile -e out/probe_kernels/fa3.zip out/probe_kernels",
-            f"python3 out/probe_kernels/probe_kernels_device.py run --bundle out/probe_kernels --out DIR --families {family}",
+            (
+                "python3 out/probe_kernels/probe_kernels_device.py run --bundle out/probe_kernels --out DIR"
+                f" --families {family}"
+            ),
             "# back here:",
             "python tools/probe_kernels.py collect --results DIR",
         ],
@@ -308,17 +329,25 @@ def collect(family: str, results: list[Path], manifest: dict[str, Any]) -> dict[
             "shapes": (
                 {m: [{"new_tokens": n, "kv_len": kv} for n, kv in v] for m, v in shapes.items()}
                 if family != "flex_attention"
-                else {"decode": "2 x 1 token, 300 keys", "spec4": "2 x 4 tokens, 211 keys", "prefill": "2 x 200 tokens, 200 keys"}
+                else {
+                    "decode": "2 x 1 token, 300 keys",
+                    "spec4": "2 x 4 tokens, 211 keys",
+                    "prefill": "2 x 200 tokens, 200 keys",
+                }
             ),
             "inputs": (
-                "q ~ N(0,1) x 2 in the query dtype, K/V ~ N(0,1) (rounded to E4M3 for an FP8 cache), pages shuffled;"
-                f" window {window} tokens, soft-cap {softcap}, sink logits uniform in [3, 6]; 2 KV heads (1 for MQA"
+                "q ~ N(0,1) x 2 in the query dtype, K/V ~ N(0,1) (rounded to E4M3 for an FP8 cache), pages"
+                " shuffled;"
+                f" window {window} tokens, soft-cap {softcap}, sink logits uniform in [3, 6]; 2 KV heads (1"
+                " for MQA"
                 " and groups >= 32); seed 0 + case index"
             ),
             "reference": (
-                "explicit float32 softmax attention over the same (dequantized) inputs: GQA by repeat_interleave,"
+                "explicit float32 softmax attention over the same (dequantized) inputs: GQA by"
+                " repeat_interleave,"
                 " causal with the queries at the end of the context, window k > q - W, soft-cap c*tanh(s/c),"
-                " sinks as an extra logit in the softmax denominator (tools/probe_kernels_device.py reference;"
+                " sinks as an extra logit in the softmax denominator (tools/probe_kernels_device.py"
+                " reference;"
                 " checked against a float64 brute-force loop, max diff 4e-7)"
             ),
             "tolerance": {
@@ -326,7 +355,8 @@ def collect(family: str, results: list[Path], manifest: dict[str, Any]) -> dict[
                 "fp32_tf32": TF32_TOLERANCE if family in TF32_FAMILIES else None,
                 "fp8_kv_factor": FP8_FACTOR,
             },
-            "outcomes": "pass: ran within tolerance; wrong: ran, above tolerance or not finite; error: raised",
+            "outcomes": "pass: ran within tolerance; wrong: ran, above tolerance or not finite; error:"
+            " raised",
         },
         "summary": {
             "cases": len(on_axis),
@@ -349,7 +379,11 @@ def write_evidence(results: list[Path], bundle_dir: Path, out_dir: Path) -> list
             continue
         doc = collect(family, results, manifest)
         path = out_dir / f"{family}_h200.json"
-        lines = [f'  "{k}": {json.dumps(v, sort_keys=True)}' for k, v in doc.items() if k not in {"cases", "off_axis_cases"}]
+        lines = [
+            f'  "{k}": {json.dumps(v, sort_keys=True)}'
+            for k, v in doc.items()
+            if k not in {"cases", "off_axis_cases"}
+        ]
         body = ",\n".join(lines)
         for key in ("cases", "off_axis_cases"):
             rows = ",\n".join("    " + json.dumps(r, sort_keys=True) for r in doc[key])
@@ -360,6 +394,7 @@ def write_evidence(results: list[Path], bundle_dir: Path, out_dir: Path) -> list
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Command line: bundle (build the carried folder) or collect (write the evidence)."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("bundle", help="build the folder that travels to the GPU machine")
@@ -367,7 +402,9 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--dest", type=Path, default=DEFAULT_BUNDLE)
     b.add_argument("--no-fa3", action="store_true", help="leave the 42 MB FA3 extension out")
     c = sub.add_parser("collect", help="write capabilities/evidence/<family>_h200.json from device results")
-    c.add_argument("--results", type=Path, nargs="+", required=True, help="folders of <family>.jsonl, first wins")
+    c.add_argument(
+        "--results", type=Path, nargs="+", required=True, help="folders of <family>.jsonl, first wins"
+    )
     c.add_argument("--bundle", type=Path, default=DEFAULT_BUNDLE, help="the bundle whose manifest.json ran")
     c.add_argument("--evidence", type=Path, default=EVIDENCE)
     args = parser.parse_args(argv)
@@ -377,7 +414,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     manifest = bundle(args.wheel, args.dest, with_fa3=not args.no_fa3)
     size = sum(p.stat().st_size for p in args.dest.rglob("*") if p.is_file())
-    print(f"{args.dest}: {len(manifest['files'])} files from {manifest['wheel']}, {size / 2**20:.1f} MiB in all")
+    print(
+        f"{args.dest}: {len(manifest['files'])} files from {manifest['wheel']}, {size / 2**20:.1f} MiB in all"
+    )
     return 0
 
 

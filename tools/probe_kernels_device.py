@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Device side of ``tools/probe_kernels.py``: run attention kernels on a GPU against a float32 reference.
+r"""Device side of ``tools/probe_kernels.py``: run attention kernels on a GPU against a float32 reference.
 
 This file travels to the GPU machine inside the bundle that ``tools/probe_kernels.py bundle`` builds
 (next to the vLLM files it needs and the stand-in ``vllm`` modules written by that tool) and runs there
 with the machine's own torch and triton::
 
-    python3 BUNDLE/probe_kernels_device.py run --bundle BUNDLE --out DIR --families triton_unified_attention,...
+    python3 BUNDLE/probe_kernels_device.py run --bundle BUNDLE --out DIR \\
+        --families triton_unified_attention,triton_mla_decode,flash_attn_3,flex_attention
 
 Families (one case grid each, built by :func:`cases`):
 
@@ -36,7 +37,11 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor
 
 #: Max abs error allowed against the float32 reference, by the query dtype; x3 with an FP8 KV cache.
 TOLERANCE = {"fp16": 0.01, "bf16": 0.03, "fp32": 0.002}
@@ -65,7 +70,7 @@ Case = dict[str, Any]
 # ---------------------------------------------------------------- case grids
 
 
-def _case(family: str, **kw: Any) -> Case:
+def _case(family: str, **kw: object) -> Case:
     base: Case = {
         "family": family,
         "dtype": "bf16",
@@ -80,7 +85,7 @@ def _case(family: str, **kw: Any) -> Case:
         "softcap": 0.0,
     }
     base.update(kw)
-    if base["group"] >= 32:  # noqa: PLR2004 - keep the query-head count small for large groups
+    if base["group"] >= 32:
         base["kv_heads"] = 1
     return base
 
@@ -123,7 +128,9 @@ def _paged_cases(family: str) -> list[Case]:
             ("fp16", "bf16"), ("bf16", "fp32"), (64, 128, 256), ("decode", "spec4", "prefill")
         ):
             if dtype != sink_dtype:
-                out.append(_case(family, dtype=dtype, head=head, mode=mode, sinks=True, sink_dtype=sink_dtype))
+                out.append(
+                    _case(family, dtype=dtype, head=head, mode=mode, sinks=True, sink_dtype=sink_dtype)
+                )
     return out
 
 
@@ -133,10 +140,21 @@ def _mla_cases() -> list[Case]:
         ("fp16", "bf16", "fp32"), ("model", "fp8"), (8, 16, 32, 64, 128), (16, 32, 64), ("decode", "spec4")
     ):
         out.append(
-            _case("triton_mla_decode", dtype=dtype, kv=kv, head=576, group=heads, kv_heads=1, block=block, mode=mode)
+            _case(
+                "triton_mla_decode",
+                dtype=dtype,
+                kv=kv,
+                head=576,
+                group=heads,
+                kv_heads=1,
+                block=block,
+                mode=mode,
+            )
         )
     for dtype, block, mode in itertools.product(("fp16", "bf16"), (8, 128), ("decode", "spec4")):
-        out.append(_case("triton_mla_decode", dtype=dtype, head=576, group=16, kv_heads=1, block=block, mode=mode))
+        out.append(
+            _case("triton_mla_decode", dtype=dtype, head=576, group=16, kv_heads=1, block=block, mode=mode)
+        )
     return out
 
 
@@ -177,15 +195,26 @@ def cases(family: str) -> list[Case]:
 # ---------------------------------------------------------------- inputs and reference
 
 
-def _torch_dtype(name: str) -> Any:
+def _torch_dtype(name: str) -> torch.dtype:
     import torch  # noqa: PLC0415
 
-    return {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "fp8": torch.float8_e4m3fn}[name]
+    return {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "fp8": torch.float8_e4m3fn}[
+        name
+    ]
 
 
 def reference(
-    q: Any, k: Any, v: Any, q_pos: Any, kv_len: int, *, scale: float, window: int, softcap: float, sinks: Any
-) -> Any:
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    q_pos: Tensor,
+    kv_len: int,
+    *,
+    scale: float,
+    window: int,
+    softcap: float,
+    sinks: Tensor | None,
+) -> Tensor:
     """float32 attention of one sequence: q (n, Hq, D), k (L, Hk, D), v (L, Hk, Dv) -> (n, Hq, Dv).
 
     Query i sits at absolute position q_pos[i]; it sees key j iff j <= q_pos[i] (causal) and, with a
@@ -212,8 +241,7 @@ def reference(
     denom = p.sum(dim=-1, keepdim=True)
     if sinks is not None:
         denom = denom + torch.exp(sinks.float()[:, None, None] - m)
-    o = torch.einsum("hnl,lhd->nhd", p / denom, vv)
-    return o
+    return torch.einsum("hnl,lhd->nhd", p / denom, vv)
 
 
 class Inputs:
@@ -266,13 +294,17 @@ class Inputs:
         self.cu_q = torch.tensor([0, *itertools.accumulate(self.q_lens)], dtype=torch.int32, device=DEV)
         self.seqused_k = torch.tensor(self.kv_lens, dtype=torch.int32, device=DEV)
         self.sinks = (
-            (3.0 + 3.0 * torch.rand(hq, generator=gen, device=DEV)).to(_torch_dtype(case.get("sink_dtype", case["dtype"])))
+            (3.0 + 3.0 * torch.rand(hq, generator=gen, device=DEV)).to(
+                _torch_dtype(str(case.get("sink_dtype", case["dtype"])))
+            )
             if case["sinks"]
             else None
         )
         self.scale = d**-0.5
 
-    def expected(self, *, q_override: list[Any] | None = None, scale: float | None = None) -> tuple[Any, float]:
+    def expected(
+        self, *, q_override: list[Any] | None = None, scale: float | None = None
+    ) -> tuple[Any, float]:
         """The reference output (all sequences, concatenated) and how much the case's features change it."""
         import torch  # noqa: PLC0415
 
@@ -283,13 +315,15 @@ class Inputs:
             pos = torch.arange(kv - n, kv, device=DEV)
             args = (q, self.k_seqs[s], self.v_seqs[s][..., : self.dv], pos, kv)
             sc = scale or self.scale
-            outs.append(reference(*args, scale=sc, window=c["window"], softcap=c["softcap"], sinks=self.sinks))
+            outs.append(
+                reference(*args, scale=sc, window=c["window"], softcap=c["softcap"], sinks=self.sinks)
+            )
             plain.append(reference(*args, scale=sc, window=0, softcap=0.0, sinks=None))
         ref, base = torch.cat(outs), torch.cat(plain)
         return ref, float((ref - base).abs().max())
 
 
-def _verdict(case: Case, got: Any, ref: Any, effect: float) -> dict[str, Any]:
+def _verdict(case: Case, got: Tensor, ref: Tensor, effect: float) -> dict[str, Any]:
     import torch  # noqa: PLC0415
 
     tol = TOLERANCE[case["dtype"]] * (FP8_FACTOR if case["kv"] == "fp8" else 1.0)
@@ -310,9 +344,10 @@ def _verdict(case: Case, got: Any, ref: Any, effect: float) -> dict[str, Any]:
 
 
 def run_triton_unified(case: Case) -> dict[str, Any]:
+    """Run vLLM's unified_attention on one case, as TritonAttentionImpl.forward calls it."""
     import torch  # noqa: PLC0415
-    from vllm.v1.attention.ops.triton_unified_attention import unified_attention  # noqa: PLC0415
-    from vllm.v1.kv_cache_interface import KVQuantMode  # noqa: PLC0415
+    from vllm.v1.attention.ops.triton_unified_attention import unified_attention  # type: ignore[import-not-found]  # noqa: PLC0415
+    from vllm.v1.kv_cache_interface import KVQuantMode  # type: ignore[import-not-found]  # noqa: PLC0415
 
     x = Inputs(case, SHAPES[case["mode"]])
     ref, effect = x.expected()
@@ -355,8 +390,9 @@ def run_triton_unified(case: Case) -> dict[str, Any]:
 
 
 def run_triton_mla(case: Case) -> dict[str, Any]:
+    """Run vLLM's decode_attention_fwd(is_mla=True) on one case, as TritonMLAImpl.forward_mqa calls it."""
     import torch  # noqa: PLC0415
-    from vllm.v1.attention.ops.triton_decode_attention import decode_attention_fwd  # noqa: PLC0415
+    from vllm.v1.attention.ops.triton_decode_attention import decode_attention_fwd  # type: ignore[import-not-found]  # noqa: PLC0415
 
     kv_lora = 512
     x = Inputs(case, MLA_SHAPES[case["mode"]], head_v=None)
@@ -366,14 +402,26 @@ def run_triton_mla(case: Case) -> dict[str, Any]:
     for s, (n, kv) in enumerate(x.shapes):
         pos = torch.arange(kv - n, kv, device=DEV)
         ref_rows.append(
-            reference(x.q_seqs[s], x.k_seqs[s], x.k_seqs[s][..., :kv_lora], pos, kv, scale=scale, window=0,
-                      softcap=0.0, sinks=None)
+            reference(
+                x.q_seqs[s],
+                x.k_seqs[s],
+                x.k_seqs[s][..., :kv_lora],
+                pos,
+                kv,
+                scale=scale,
+                window=0,
+                softcap=0.0,
+                sinks=None,
+            )
         )
     ref = torch.cat(ref_rows)
     q_len = x.q_lens[0]
     rows = x.q.shape[0]
     max_seq = max(x.kv_lens)
-    splits = min(1 << (max(1, max_seq // 512) - 1).bit_length(), torch.cuda.get_device_properties(0).multi_processor_count * 2)
+    splits = min(
+        1 << (max(1, max_seq // 512) - 1).bit_length(),
+        torch.cuda.get_device_properties(0).multi_processor_count * 2,
+    )
     o = torch.zeros(rows, x.hq, kv_lora, dtype=x.q.dtype, device=DEV)
     lse = torch.zeros(rows, x.hq, dtype=x.q.dtype, device=DEV)
     logits = torch.empty(rows, x.hq, splits, kv_lora + 1, dtype=torch.float32, device=DEV)
@@ -385,8 +433,20 @@ def run_triton_mla(case: Case) -> dict[str, Any]:
         seq_lens = (seq_lens.unsqueeze(1) + offsets).flatten().clamp(min=0)
     one = torch.tensor(1.0, dtype=torch.float32, device=DEV)
     decode_attention_fwd(
-        x.q, cache, cache[..., :kv_lora], o, lse, block_table, seq_lens, logits, splits, scale,
-        cache.size(1), k_scale=one, v_scale=one, is_mla=True,
+        x.q,
+        cache,
+        cache[..., :kv_lora],
+        o,
+        lse,
+        block_table,
+        seq_lens,
+        logits,
+        splits,
+        scale,
+        cache.size(1),
+        k_scale=one,
+        v_scale=one,
+        is_mla=True,
     )
     torch.cuda.synchronize()
     res = _verdict(case, o, ref, 0.0)
@@ -395,8 +455,9 @@ def run_triton_mla(case: Case) -> dict[str, Any]:
 
 
 def run_fa3(case: Case) -> dict[str, Any]:
+    """Run vLLM's flash_attn_varlen_func(fa_version=3) on one case, as FlashAttentionImpl.forward calls it."""
     import torch  # noqa: PLC0415
-    from vllm.vllm_flash_attn.flash_attn_interface import flash_attn_varlen_func  # noqa: PLC0415
+    from vllm.vllm_flash_attn.flash_attn_interface import flash_attn_varlen_func  # type: ignore[import-not-found]  # noqa: PLC0415
 
     x = Inputs(case, SHAPES[case["mode"]])
     fp8 = case["kv"] == "fp8"
@@ -433,6 +494,7 @@ def run_fa3(case: Case) -> dict[str, Any]:
 
 
 def run_flex(case: Case) -> dict[str, Any]:
+    """Run torch's compiled flex_attention on one case (default kernel options)."""
     import torch  # noqa: PLC0415
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention  # noqa: PLC0415
 
@@ -451,18 +513,21 @@ def run_flex(case: Case) -> dict[str, Any]:
     window = case["window"]
     cap = case["softcap"]
 
-    def mask_mod(b: Any, h: Any, qi: Any, ki: Any) -> Any:  # noqa: ARG001
+    def mask_mod(b: Tensor, h: Tensor, qi: Tensor, ki: Tensor) -> Tensor:  # noqa: ARG001
         keep = ki <= qi + offset
         if window:
             keep = keep & (ki > qi + offset - window)
         return keep
 
-    def score_mod(score: Any, b: Any, h: Any, qi: Any, ki: Any) -> Any:  # noqa: ARG001
-        return cap * torch.tanh(score / cap)
+    def score_mod(score: Tensor, b: Tensor, h: Tensor, qi: Tensor, ki: Tensor) -> Tensor:  # noqa: ARG001
+        capped: Tensor = cap * torch.tanh(score / cap)
+        return capped
 
     mask = create_block_mask(mask_mod, None, None, n_q, kv, device=DEV)
     fn = torch.compile(flex_attention, dynamic=False)
-    out = fn(q, k, v, block_mask=mask, score_mod=score_mod if cap else None, enable_gqa=hq != hk, scale=d**-0.5)
+    out = fn(
+        q, k, v, block_mask=mask, score_mod=score_mod if cap else None, enable_gqa=hq != hk, scale=d**-0.5
+    )
     torch.cuda.synchronize()
     pos = torch.arange(offset, kv, device=DEV)
     refs, plain = [], []
@@ -491,7 +556,7 @@ def _error_text(exc: BaseException) -> str:
 
 
 def worker(family: str, case_file: Path, out_file: Path) -> int:
-    """Run the cases of one chunk, appending a start line and a result line per case; 3 after a sticky error."""
+    """Run one chunk's cases, appending a start line and a result line each; 3 after a sticky error."""
     chunk: list[Case] = json.loads(case_file.read_text())
     done = set()
     if out_file.exists():
@@ -525,7 +590,7 @@ def worker(family: str, case_file: Path, out_file: Path) -> int:
 
 def _environment() -> dict[str, Any]:
     import torch  # noqa: PLC0415
-    import triton  # noqa: PLC0415
+    import triton  # type: ignore[import-not-found]  # noqa: PLC0415
 
     props = torch.cuda.get_device_properties(0)
     return {
@@ -557,6 +622,7 @@ def _results(path: Path) -> tuple[dict[int, dict[str, Any]], int | None]:
 
 
 def orchestrate(args: argparse.Namespace) -> int:
+    """Run the families' chunks in worker processes within the time budget; write <family>.jsonl to --out."""
     bundle = Path(args.bundle).resolve()
     out = Path(args.out)
     work = Path("/tmp/probe_work")  # noqa: S108 - the device machine's scratch
@@ -568,7 +634,11 @@ def orchestrate(args: argparse.Namespace) -> int:
         grid = cases(family)
         if args.skip_done:  # cases recorded by an earlier run (their JSONL carried along) are not run again
             prior = Path(args.skip_done) / f"{family}.jsonl"
-            seen = {json.loads(ln)["index"] for ln in prior.read_text().splitlines()} if prior.exists() else set()
+            seen = (
+                {json.loads(ln)["index"] for ln in prior.read_text().splitlines()}
+                if prior.exists()
+                else set()
+            )
             grid = [c for c in grid if c["index"] not in seen]
         size = args.chunk
         for n in range(0, len(grid), size):
@@ -587,7 +657,9 @@ def orchestrate(args: argparse.Namespace) -> int:
             with log.open("ab") as lf:
                 proc = subprocess.Popen(  # noqa: S603
                     [sys.executable, str(Path(__file__).resolve()), "worker", family, str(cf), str(of)],
-                    env=env, stdout=lf, stderr=lf,
+                    env=env,
+                    stdout=lf,
+                    stderr=lf,
                 )
             running.append((proc, job, log))
         if not running:
@@ -606,7 +678,11 @@ def orchestrate(args: argparse.Namespace) -> int:
                 if started is not None:
                     tail = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()][-1:]
                     case = next(c for c in chunk if c["index"] == started)
-                    rec = {**case, "outcome": "error", "error": f"worker died (rc {proc.returncode}): {' '.join(tail)[:400]}"}
+                    rec = {
+                        **case,
+                        "outcome": "error",
+                        "error": f"worker died (rc {proc.returncode}): {' '.join(tail)[:400]}",
+                    }
                     with of.open("a") as fh:
                         fh.write(json.dumps(rec) + "\n")
                     crashes.setdefault(of, []).append(rec)
@@ -637,6 +713,7 @@ def orchestrate(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Command line: run (orchestrate), worker (one chunk), count (grid sizes)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     run = sub.add_parser("run")
