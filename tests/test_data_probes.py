@@ -44,8 +44,9 @@ def _verdict(matrix: capmatrix.Matrix, kernel: str, query: dict[str, Any]) -> ca
 @pytest.mark.parametrize("name", sorted(FILES))
 def test_evidence_says_which_probe_made_it(evidence: dict[str, dict[str, Any]], name: str) -> None:
     doc = evidence[name]
-    assert doc["format"] == 1
+    assert doc["format"] == "capmatrix-kernel-probe/1"
     assert doc["kernel"] == FILES[name]
+    assert doc["kernels"] == [FILES[name]]
     assert doc["probe"].startswith("tools/probe_kernels.py (")
     assert doc["environment"]["gpu"] == "NVIDIA H200"
     assert doc["environment"]["sm"] == 90

@@ -37,6 +37,9 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_BUNDLE = ROOT / "out" / "probe_kernels"
 EVIDENCE = ROOT / "capabilities" / "evidence"
 DEVICE_SCRIPT = Path(__file__).resolve().parent / "probe_kernels_device.py"
+#: Not capmatrix probe's SDPA evidence format (1): each row holds one kernel's outcome, checked by
+#: tests/test_data_probes.py; ``capmatrix export`` lists these files with this record format.
+EVIDENCE_FORMAT = "capmatrix-kernel-probe/1"
 VLLM_VERSION = "0.33.0"
 VLLM_COMMIT = "4ba787ec9"
 #: Files taken from the wheel, as they are.
@@ -302,9 +305,10 @@ def collect(family: str, results: list[Path], manifest: dict[str, Any]) -> dict[
     info = FAMILIES[family]
     shapes = shapes_of
     return {
-        "format": 1,
+        "format": EVIDENCE_FORMAT,
         "probe": info["probe"],
         "kernel": info["kernel"],
+        "kernels": [info["kernel"]],
         "environment": environment,
         "software": {
             "vllm": f"{VLLM_VERSION} (commit {VLLM_COMMIT})",
