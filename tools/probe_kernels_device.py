@@ -625,12 +625,22 @@ def orchestrate(args: argparse.Namespace) -> int:
     """Run the families' chunks in worker processes within the time budget; write <family>.jsonl to --out."""
     bundle = Path(args.bundle).resolve()
     out = Path(args.out)
+    families = args.families.split(",")
+    for family in families:
+        cases(family)  # an unknown family stops here, before any worker starts
+    so = bundle / "vllm" / "vllm_flash_attn" / "_vllm_fa3_C.abi3.so"
+    if "flash_attn_3" in families and not so.is_file():
+        print(
+            f"{so}: missing; unpack it first: python3 -m zipfile -e {bundle}/fa3.zip {bundle}",
+            file=sys.stderr,
+        )
+        return 2
     work = Path("/tmp/probe_work")  # noqa: S108 - the device machine's scratch
     work.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + args.budget_s
     env = {**os.environ, "PYTHONPATH": str(bundle), "PYTHONUNBUFFERED": "1"}
     jobs: list[tuple[str, Path, Path, list[Case]]] = []
-    for family in args.families.split(","):
+    for family in families:
         grid = cases(family)
         if args.skip_done:  # cases recorded by an earlier run (their JSONL carried along) are not run again
             prior = Path(args.skip_done) / f"{family}.jsonl"
@@ -689,7 +699,7 @@ def orchestrate(args: argparse.Namespace) -> int:
                 pending.insert(0, job)
     env_facts = _environment()
     summary: dict[str, Any] = {"environment": env_facts, "families": {}}
-    for family in args.families.split(","):
+    for family in families:
         rows: list[dict[str, Any]] = []
         missing = 0
         for fam, _cf, of, chunk in jobs:
