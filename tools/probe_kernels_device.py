@@ -1,0 +1,754 @@
+#!/usr/bin/env python3
+r"""Device side of ``tools/probe_kernels.py``: run attention kernels on a GPU against a float32 reference.
+
+This file travels to the GPU machine inside the bundle that ``tools/probe_kernels.py bundle`` builds
+(next to the vLLM files it needs and the stand-in ``vllm`` modules written by that tool) and runs there
+with the machine's own torch and triton::
+
+    python3 BUNDLE/probe_kernels_device.py run --bundle BUNDLE --out DIR \\
+        --families triton_unified_attention,triton_mla_decode,flash_attn_3,flex_attention
+
+Families (one case grid each, built by :func:`cases`):
+
+- ``triton_unified_attention``: vLLM's ``unified_attention`` (TRITON_ATTN), paged KV, 2D and 3D launches.
+- ``triton_mla_decode``: vLLM's ``decode_attention_fwd(is_mla=True)`` (TRITON_MLA decode), called the way
+  ``TritonMLAImpl.forward_mqa`` calls it (multi-token rows as per-row causal extents).
+- ``flash_attn_3``: vLLM's FA3 extension through ``flash_attn_varlen_func(fa_version=3)``, paged KV, the
+  way FLASH_ATTN passes an FP8 cache (query quantized too), sinks (``s_aux``) in the model dtype.
+- ``flex_attention``: ``torch.nn.attention.flex_attention`` compiled (flex decoding for one or four query
+  tokens, the flex attention template for prefill).
+
+Every case is compared with :func:`reference`, an explicit float32 softmax attention over the same
+(dequantized) inputs. A case's outcome is ``pass`` (max abs error within the tolerance of its dtype),
+``wrong`` (ran, error above tolerance or not finite) or ``error`` (raised; the text is kept). Cases run in
+worker processes, a chunk each; a worker that dies (a sticky CUDA error, a crash) is restarted on the rest
+of its chunk and the case it was running is recorded as an error with the worker's last stderr line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor
+
+#: Max abs error allowed against the float32 reference, by the query dtype; x3 with an FP8 KV cache.
+TOLERANCE = {"fp16": 0.01, "bf16": 0.03, "fp32": 0.002}
+FP8_FACTOR = 3.0
+#: Decode: one token for each of three sequences; spec4: four tokens for each of two; prefill: 40 new
+#: tokens with no prefix and 17 new tokens after 80 cached.
+SHAPES: dict[str, tuple[tuple[int, int], ...]] = {
+    "decode": ((1, 37), (1, 130), (1, 300)),
+    "spec4": ((4, 60), (4, 211)),
+    "prefill": ((40, 40), (17, 97)),
+}
+#: MLA decode: longer contexts so that the split-KV path (one split per 512 tokens) has two splits.
+MLA_SHAPES: dict[str, tuple[tuple[int, int], ...]] = {
+    "decode": ((1, 37), (1, 300), (1, 1100)),
+    "spec4": ((4, 60), (4, 1030)),
+}
+WINDOW = 32
+SOFTCAP = 3.0
+Q_GAIN = 2.0
+SEED = 0
+#: Where tensors live; "cpu" lets the reference and the inputs be checked on a machine with no GPU.
+DEV = os.environ.get("PROBE_DEVICE", "cuda")
+Case = dict[str, Any]
+
+
+# ---------------------------------------------------------------- case grids
+
+
+def _case(family: str, **kw: object) -> Case:
+    base: Case = {
+        "family": family,
+        "dtype": "bf16",
+        "kv": "model",
+        "head": 128,
+        "group": 4,
+        "kv_heads": 2,
+        "block": 16,
+        "mode": "decode",
+        "sinks": False,
+        "window": 0,
+        "softcap": 0.0,
+    }
+    base.update(kw)
+    if base["group"] >= 32:
+        base["kv_heads"] = 1
+    return base
+
+
+HEADS = (32, 48, 64, 72, 80, 96, 104, 112, 128, 144, 160, 192, 224, 256, 512, 576)
+FEATURES: tuple[dict[str, Any], ...] = (
+    {"sinks": True},
+    {"window": WINDOW},
+    {"softcap": SOFTCAP},
+    {"sinks": True, "window": WINDOW},
+    {"group": 1},
+    {"group": 8, "kv_heads": 1},
+    {"group": 5},
+    {"group": 7},
+    {"group": 16},
+    {"group": 32},
+    {"block": 8},
+    {"block": 32},
+    {"block": 64},
+    {"block": 128},
+)
+
+
+def _paged_cases(family: str) -> list[Case]:
+    out: list[Case] = []
+    for dtype, kv, head, mode in itertools.product(
+        ("fp16", "bf16", "fp32"), ("model", "fp8"), HEADS, ("decode", "spec4", "prefill")
+    ):
+        out.append(_case(family, dtype=dtype, kv=kv, head=head, mode=mode))
+    for dtype, head, mode, feat in itertools.product(
+        ("fp16", "bf16"), (64, 128, 256), ("decode", "spec4", "prefill"), FEATURES
+    ):
+        out.append(_case(family, dtype=dtype, head=head, mode=mode, **feat))
+    for mode, feat in itertools.product(("decode", "spec4", "prefill"), FEATURES[:4]):
+        out.append(_case(family, dtype="fp32", head=128, mode=mode, **feat))
+        out.append(_case(family, dtype="bf16", kv="fp8", head=128, mode=mode, **feat))
+        out.append(_case(family, dtype="fp16", kv="fp8", head=128, mode=mode, **feat))
+    if family == "flash_attn_3":  # sinks in a dtype other than the model's (vLLM passes the model's)
+        for dtype, sink_dtype, head, mode in itertools.product(
+            ("fp16", "bf16"), ("bf16", "fp32"), (64, 128, 256), ("decode", "spec4", "prefill")
+        ):
+            if dtype != sink_dtype:
+                out.append(
+                    _case(family, dtype=dtype, head=head, mode=mode, sinks=True, sink_dtype=sink_dtype)
+                )
+    return out
+
+
+def _mla_cases() -> list[Case]:
+    out: list[Case] = []
+    for dtype, kv, heads, block, mode in itertools.product(
+        ("fp16", "bf16", "fp32"), ("model", "fp8"), (8, 16, 32, 64, 128), (16, 32, 64), ("decode", "spec4")
+    ):
+        out.append(
+            _case(
+                "triton_mla_decode",
+                dtype=dtype,
+                kv=kv,
+                head=576,
+                group=heads,
+                kv_heads=1,
+                block=block,
+                mode=mode,
+            )
+        )
+    for dtype, block, mode in itertools.product(("fp16", "bf16"), (8, 128), ("decode", "spec4")):
+        out.append(
+            _case("triton_mla_decode", dtype=dtype, head=576, group=16, kv_heads=1, block=block, mode=mode)
+        )
+    return out
+
+
+def _flex_cases() -> list[Case]:
+    out: list[Case] = []
+    variants: tuple[dict[str, Any], ...] = (
+        {"group": 1},
+        {"group": 4},
+        {"group": 8, "kv_heads": 1},
+        {"group": 1, "window": WINDOW},
+        {"group": 1, "softcap": SOFTCAP},
+    )
+    heads = (32, 64, 80, 96, 128, 192, 256, 512, 576)
+    for dtype, head, mode, var in itertools.product(
+        ("fp16", "bf16", "fp32"), heads, ("decode", "spec4", "prefill"), variants
+    ):
+        kw = {"kv_heads": 2, **var}
+        out.append(_case("flex_attention", dtype=dtype, head=head, mode=mode, block=0, **kw))
+    return out
+
+
+def cases(family: str) -> list[Case]:
+    """The case grid of one family, each case with its index."""
+    if family in {"triton_unified_attention", "flash_attn_3"}:
+        grid = _paged_cases(family)
+    elif family == "triton_mla_decode":
+        grid = _mla_cases()
+    elif family == "flex_attention":
+        grid = _flex_cases()
+    else:
+        msg = f"unknown family {family!r}"
+        raise ValueError(msg)
+    for i, case in enumerate(grid):
+        case["index"] = i
+    return grid
+
+
+# ---------------------------------------------------------------- inputs and reference
+
+
+def _torch_dtype(name: str) -> torch.dtype:
+    import torch  # noqa: PLC0415
+
+    return {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "fp8": torch.float8_e4m3fn}[
+        name
+    ]
+
+
+def reference(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    q_pos: Tensor,
+    kv_len: int,
+    *,
+    scale: float,
+    window: int,
+    softcap: float,
+    sinks: Tensor | None,
+) -> Tensor:
+    """float32 attention of one sequence: q (n, Hq, D), k (L, Hk, D), v (L, Hk, Dv) -> (n, Hq, Dv).
+
+    Query i sits at absolute position q_pos[i]; it sees key j iff j <= q_pos[i] (causal) and, with a
+    window W > 0, j > q_pos[i] - W. Soft-cap is c * tanh(s / c); sinks (Hq,) add exp(sink) to the softmax
+    denominator. GQA repeats each KV head over its group.
+    """
+    import torch  # noqa: PLC0415
+
+    group = q.shape[1] // k.shape[1]
+    kk = k[:kv_len].float().repeat_interleave(group, dim=1)
+    vv = v[:kv_len].float().repeat_interleave(group, dim=1)
+    s = torch.einsum("nhd,lhd->hnl", q.float(), kk) * scale
+    if softcap > 0:
+        s = softcap * torch.tanh(s / softcap)
+    j = torch.arange(kv_len, device=q.device)
+    allowed = j[None, :] <= q_pos[:, None]
+    if window > 0:
+        allowed &= j[None, :] > (q_pos[:, None] - window)
+    s = s.masked_fill(~allowed[None], float("-inf"))
+    m = s.amax(dim=-1, keepdim=True)
+    if sinks is not None:
+        m = torch.maximum(m, sinks.float()[:, None, None])
+    p = torch.exp(s - m)
+    denom = p.sum(dim=-1, keepdim=True)
+    if sinks is not None:
+        denom = denom + torch.exp(sinks.float()[:, None, None] - m)
+    return torch.einsum("hnl,lhd->nhd", p / denom, vv)
+
+
+class Inputs:
+    """Random paged inputs for one case: per-sequence dense K/V, a shuffled page pool, block table."""
+
+    def __init__(self, case: Case, shapes: tuple[tuple[int, int], ...], *, head_v: int | None = None) -> None:
+        import torch  # noqa: PLC0415
+
+        gen = torch.Generator(device=DEV).manual_seed(SEED + case["index"])
+        self.case = case
+        dt = _torch_dtype(case["dtype"])
+        d = case["head"]
+        dv = head_v or d
+        hk = case["kv_heads"]
+        hq = hk * case["group"]
+        self.hq, self.hk, self.d, self.dv = hq, hk, d, dv
+        self.shapes = shapes
+        block = max(case["block"], 1)
+        self.q_lens = [n for n, _ in shapes]
+        self.kv_lens = [kv for _, kv in shapes]
+        pages_per = [math.ceil(kv / block) for kv in self.kv_lens]
+        n_pages = sum(pages_per) + 3
+        perm = torch.randperm(n_pages, generator=gen, device=DEV)
+        self.block_table = torch.zeros(len(shapes), max(pages_per), dtype=torch.int32, device=DEV)
+        fp8 = case["kv"] == "fp8"
+        kv_dt = _torch_dtype("fp8") if fp8 else dt
+        store_dt = torch.float32 if fp8 else dt
+        self.k_cache = torch.zeros(n_pages, block, hk, d, dtype=store_dt, device=DEV)
+        self.v_cache = torch.zeros(n_pages, block, hk, dv, dtype=store_dt, device=DEV)
+        self.q_seqs, self.k_seqs, self.v_seqs = [], [], []
+        used = 0
+        for s, (n, kv) in enumerate(shapes):
+            k = torch.randn(kv, hk, d, generator=gen, device=DEV).to(kv_dt)
+            v = torch.randn(kv, hk, dv, generator=gen, device=DEV).to(kv_dt)
+            qv = (torch.randn(n, hq, d, generator=gen, device=DEV) * Q_GAIN).to(dt)
+            self.q_seqs.append(qv)
+            self.k_seqs.append(k.float())
+            self.v_seqs.append(v.float())
+            for p in range(pages_per[s]):
+                page = int(perm[used])
+                used += 1
+                self.block_table[s, p] = page
+                lo, hi = p * block, min((p + 1) * block, kv)
+                self.k_cache[page, : hi - lo] = k[lo:hi].float().to(store_dt)
+                self.v_cache[page, : hi - lo] = v[lo:hi].float().to(store_dt)
+        if fp8:
+            self.k_cache = self.k_cache.to(kv_dt)
+            self.v_cache = self.v_cache.to(kv_dt)
+        self.q = torch.cat(self.q_seqs)
+        self.cu_q = torch.tensor([0, *itertools.accumulate(self.q_lens)], dtype=torch.int32, device=DEV)
+        self.seqused_k = torch.tensor(self.kv_lens, dtype=torch.int32, device=DEV)
+        self.sinks = (
+            (3.0 + 3.0 * torch.rand(hq, generator=gen, device=DEV)).to(
+                _torch_dtype(str(case.get("sink_dtype", case["dtype"])))
+            )
+            if case["sinks"]
+            else None
+        )
+        self.scale = d**-0.5
+
+    def expected(
+        self, *, q_override: list[Any] | None = None, scale: float | None = None
+    ) -> tuple[Any, float]:
+        """The reference output (all sequences, concatenated) and how much the case's features change it."""
+        import torch  # noqa: PLC0415
+
+        c = self.case
+        outs, plain = [], []
+        for s, (n, kv) in enumerate(self.shapes):
+            q = (q_override or self.q_seqs)[s]
+            pos = torch.arange(kv - n, kv, device=DEV)
+            args = (q, self.k_seqs[s], self.v_seqs[s][..., : self.dv], pos, kv)
+            sc = scale or self.scale
+            outs.append(
+                reference(*args, scale=sc, window=c["window"], softcap=c["softcap"], sinks=self.sinks)
+            )
+            plain.append(reference(*args, scale=sc, window=0, softcap=0.0, sinks=None))
+        ref, base = torch.cat(outs), torch.cat(plain)
+        return ref, float((ref - base).abs().max())
+
+
+def _verdict(case: Case, got: Tensor, ref: Tensor, effect: float) -> dict[str, Any]:
+    import torch  # noqa: PLC0415
+
+    tol = TOLERANCE[case["dtype"]] * (FP8_FACTOR if case["kv"] == "fp8" else 1.0)
+    got = got.float()
+    finite = bool(torch.isfinite(got).all())
+    err = float((got - ref).abs().max()) if finite else float("inf")
+    out: dict[str, Any] = {
+        "outcome": "pass" if finite and err <= tol else "wrong",
+        "max_abs_err": round(err, 6) if finite else "inf",
+        "tolerance": tol,
+    }
+    if case["sinks"] or case["window"] or case["softcap"]:
+        out["feature_effect"] = round(effect, 4)
+    return out
+
+
+# ---------------------------------------------------------------- the kernels
+
+
+def run_triton_unified(case: Case) -> dict[str, Any]:
+    """Run vLLM's unified_attention on one case, as TritonAttentionImpl.forward calls it."""
+    import torch  # noqa: PLC0415
+    from vllm.v1.attention.ops.triton_unified_attention import unified_attention  # type: ignore[import-not-found]  # noqa: PLC0415
+    from vllm.v1.kv_cache_interface import KVQuantMode  # type: ignore[import-not-found]  # noqa: PLC0415
+
+    x = Inputs(case, SHAPES[case["mode"]])
+    ref, effect = x.expected()
+    out = torch.empty(x.q.shape[0], x.hq, x.d, dtype=x.q.dtype, device=DEV)
+    segments = 16
+    rows = x.q.shape[0]
+    pad = 1 << (x.d - 1).bit_length()
+    segm_out = torch.empty(rows, x.hq, segments, pad, dtype=torch.float32, device=DEV)
+    segm_max = torch.empty(rows, x.hq, segments, dtype=torch.float32, device=DEV)
+    segm_sum = torch.empty(rows, x.hq, segments, dtype=torch.float32, device=DEV)
+    one = torch.ones(len(x.shapes), x.hk, dtype=torch.float32, device=DEV)
+    fp8 = case["kv"] == "fp8"
+    unified_attention(
+        q=x.q,
+        k=x.k_cache,
+        v=x.v_cache,
+        out=out,
+        cu_seqlens_q=x.cu_q,
+        max_seqlen_q=max(x.q_lens),
+        seqused_k=x.seqused_k,
+        max_seqlen_k=max(x.kv_lens),
+        softmax_scale=x.scale,
+        causal=True,
+        window_size=(case["window"] - 1, 0) if case["window"] else (-1, -1),
+        block_table=x.block_table,
+        softcap=case["softcap"],
+        q_descale=None,
+        k_descale=one,
+        v_descale=one,
+        seq_threshold_3D=128 // x.hk,
+        num_par_softmax_segments=segments,
+        softmax_segm_output=segm_out,
+        softmax_segm_max=segm_max,
+        softmax_segm_expsum=segm_sum,
+        sinks=x.sinks,
+        kv_quant_mode=KVQuantMode.FP8_PER_TENSOR if fp8 else KVQuantMode.NONE,
+    )
+    torch.cuda.synchronize()
+    return _verdict(case, out, ref, effect)
+
+
+def run_triton_mla(case: Case) -> dict[str, Any]:
+    """Run vLLM's decode_attention_fwd(is_mla=True) on one case, as TritonMLAImpl.forward_mqa calls it."""
+    import torch  # noqa: PLC0415
+    from vllm.v1.attention.ops.triton_decode_attention import decode_attention_fwd  # type: ignore[import-not-found]  # noqa: PLC0415
+
+    kv_lora = 512
+    x = Inputs(case, MLA_SHAPES[case["mode"]], head_v=None)
+    scale = 192**-0.5
+    # The latent cache holds one "KV head" of 576 values; V is its first 512 (kv_c).
+    ref_rows = []
+    for s, (n, kv) in enumerate(x.shapes):
+        pos = torch.arange(kv - n, kv, device=DEV)
+        ref_rows.append(
+            reference(
+                x.q_seqs[s],
+                x.k_seqs[s],
+                x.k_seqs[s][..., :kv_lora],
+                pos,
+                kv,
+                scale=scale,
+                window=0,
+                softcap=0.0,
+                sinks=None,
+            )
+        )
+    ref = torch.cat(ref_rows)
+    q_len = x.q_lens[0]
+    rows = x.q.shape[0]
+    max_seq = max(x.kv_lens)
+    splits = min(
+        1 << (max(1, max_seq // 512) - 1).bit_length(),
+        torch.cuda.get_device_properties(0).multi_processor_count * 2,
+    )
+    o = torch.zeros(rows, x.hq, kv_lora, dtype=x.q.dtype, device=DEV)
+    lse = torch.zeros(rows, x.hq, dtype=x.q.dtype, device=DEV)
+    logits = torch.empty(rows, x.hq, splits, kv_lora + 1, dtype=torch.float32, device=DEV)
+    cache = x.k_cache  # (pages, block, 1, 576)
+    block_table, seq_lens = x.block_table, x.seqused_k
+    if q_len > 1:  # TritonMLAImpl.forward_mqa: one row per query token, causal per-row extents
+        block_table = block_table.repeat_interleave(q_len, dim=0)
+        offsets = torch.arange(1 - q_len, 1, device=DEV, dtype=seq_lens.dtype)
+        seq_lens = (seq_lens.unsqueeze(1) + offsets).flatten().clamp(min=0)
+    one = torch.tensor(1.0, dtype=torch.float32, device=DEV)
+    decode_attention_fwd(
+        x.q,
+        cache,
+        cache[..., :kv_lora],
+        o,
+        lse,
+        block_table,
+        seq_lens,
+        logits,
+        splits,
+        scale,
+        cache.size(1),
+        k_scale=one,
+        v_scale=one,
+        is_mla=True,
+    )
+    torch.cuda.synchronize()
+    res = _verdict(case, o, ref, 0.0)
+    res["kv_splits"] = splits
+    return res
+
+
+def run_fa3(case: Case) -> dict[str, Any]:
+    """Run vLLM's flash_attn_varlen_func(fa_version=3) on one case, as FlashAttentionImpl.forward calls it."""
+    import torch  # noqa: PLC0415
+    from vllm.vllm_flash_attn.flash_attn_interface import flash_attn_varlen_func  # type: ignore[import-not-found]  # noqa: PLC0415
+
+    x = Inputs(case, SHAPES[case["mode"]])
+    fp8 = case["kv"] == "fp8"
+    q = x.q
+    q_seqs = None
+    if fp8:  # FLASH_ATTN quantizes the query too when the cache is FP8 (supports_quant_query_input)
+        q = x.q.float().to(torch.float8_e4m3fn)
+        q_seqs = list(torch.split(q.float(), x.q_lens))
+    ref, effect = x.expected(q_override=q_seqs)
+    out = torch.empty(x.q.shape[0], x.hq, x.d, dtype=x.q.dtype, device=DEV)
+    one = torch.ones(len(x.shapes), x.hk, dtype=torch.float32, device=DEV)
+    flash_attn_varlen_func(
+        q=q,
+        k=x.k_cache,
+        v=x.v_cache,
+        max_seqlen_q=max(x.q_lens),
+        cu_seqlens_q=x.cu_q,
+        max_seqlen_k=max(x.kv_lens),
+        seqused_k=x.seqused_k,
+        softmax_scale=x.scale,
+        causal=True,
+        window_size=[case["window"] - 1, 0] if case["window"] else [-1, -1],
+        softcap=case["softcap"],
+        block_table=x.block_table,
+        out=out,
+        q_descale=one if fp8 else None,
+        k_descale=one if fp8 else None,
+        v_descale=one if fp8 else None,
+        fa_version=3,
+        s_aux=x.sinks,
+    )
+    torch.cuda.synchronize()
+    return _verdict(case, out, ref, effect)
+
+
+def run_flex(case: Case) -> dict[str, Any]:
+    """Run torch's compiled flex_attention on one case (default kernel options)."""
+    import torch  # noqa: PLC0415
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention  # noqa: PLC0415
+
+    torch._dynamo.reset()  # noqa: SLF001 - one compile per case, no recompile limit
+    n_q, kv = {"decode": (1, 300), "spec4": (4, 211), "prefill": (200, 200)}[case["mode"]]
+    batch = 2
+    dt = _torch_dtype(case["dtype"])
+    gen = torch.Generator(device=DEV).manual_seed(SEED + case["index"])
+    hk = case["kv_heads"]
+    hq = hk * case["group"]
+    d = case["head"]
+    q = (torch.randn(batch, hq, n_q, d, generator=gen, device=DEV) * Q_GAIN).to(dt)
+    k = torch.randn(batch, hk, kv, d, generator=gen, device=DEV).to(dt)
+    v = torch.randn(batch, hk, kv, d, generator=gen, device=DEV).to(dt)
+    offset = kv - n_q
+    window = case["window"]
+    cap = case["softcap"]
+
+    def mask_mod(b: Tensor, h: Tensor, qi: Tensor, ki: Tensor) -> Tensor:  # noqa: ARG001
+        keep = ki <= qi + offset
+        if window:
+            keep = keep & (ki > qi + offset - window)
+        return keep
+
+    def score_mod(score: Tensor, b: Tensor, h: Tensor, qi: Tensor, ki: Tensor) -> Tensor:  # noqa: ARG001
+        capped: Tensor = cap * torch.tanh(score / cap)
+        return capped
+
+    mask = create_block_mask(mask_mod, None, None, n_q, kv, device=DEV)
+    fn = torch.compile(flex_attention, dynamic=False)
+    out = fn(
+        q, k, v, block_mask=mask, score_mod=score_mod if cap else None, enable_gqa=hq != hk, scale=d**-0.5
+    )
+    torch.cuda.synchronize()
+    pos = torch.arange(offset, kv, device=DEV)
+    refs, plain = [], []
+    for b in range(batch):
+        qb, kb, vb = (t[b].transpose(0, 1) for t in (q, k, v))
+        refs.append(reference(qb, kb, vb, pos, kv, scale=d**-0.5, window=window, softcap=cap, sinks=None))
+        plain.append(reference(qb, kb, vb, pos, kv, scale=d**-0.5, window=0, softcap=0.0, sinks=None))
+    ref = torch.stack(refs)
+    effect = float((ref - torch.stack(plain)).abs().max())
+    return _verdict(case, out.transpose(1, 2), ref, effect)
+
+
+RUNNERS = {
+    "triton_unified_attention": run_triton_unified,
+    "triton_mla_decode": run_triton_mla,
+    "flash_attn_3": run_fa3,
+    "flex_attention": run_flex,
+}
+STICKY = ("CUDA error", "illegal memory access", "device-side assert", "unspecified launch failure")
+
+
+def _error_text(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return " | ".join(lines[:3])[:600]
+
+
+def worker(family: str, case_file: Path, out_file: Path) -> int:
+    """Run one chunk's cases, appending a start line and a result line each; 3 after a sticky error."""
+    chunk: list[Case] = json.loads(case_file.read_text())
+    done = set()
+    if out_file.exists():
+        for line in out_file.read_text().splitlines():
+            rec = json.loads(line)
+            if "outcome" in rec:
+                done.add(rec["index"])
+    with out_file.open("a") as fh:
+        for case in chunk:
+            if case["index"] in done:
+                continue
+            fh.write(json.dumps({"index": case["index"], "start": True}) + "\n")
+            fh.flush()
+            t0 = time.perf_counter()
+            try:
+                res = RUNNERS[family](case)
+            except Exception as exc:  # noqa: BLE001 - every failure is a recorded outcome
+                res = {"outcome": "error", "error": _error_text(exc)}
+                if os.environ.get("PROBE_TRACE"):
+                    traceback.print_exc()
+            res["seconds"] = round(time.perf_counter() - t0, 3)
+            fh.write(json.dumps({**case, **res}) + "\n")
+            fh.flush()
+            if res["outcome"] == "error" and any(s in res["error"] for s in STICKY):
+                return 3
+    return 0
+
+
+# ---------------------------------------------------------------- orchestration
+
+
+def _environment() -> dict[str, Any]:
+    import torch  # noqa: PLC0415
+    import triton  # type: ignore[import-not-found]  # noqa: PLC0415
+
+    props = torch.cuda.get_device_properties(0)
+    return {
+        "gpu": torch.cuda.get_device_name(0),
+        "sm": props.major * 10 + props.minor,
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "cuda": torch.version.cuda,
+        "python": sys.version.split()[0],
+    }
+
+
+def _results(path: Path) -> tuple[dict[int, dict[str, Any]], int | None]:
+    """Finished cases of a worker's file, and the index of a case started but never finished."""
+    done: dict[int, dict[str, Any]] = {}
+    started: int | None = None
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if "outcome" in rec:
+                done[rec["index"]] = rec
+                started = None
+            else:
+                started = rec["index"]
+    return done, started
+
+
+def orchestrate(args: argparse.Namespace) -> int:
+    """Run the families' chunks in worker processes within the time budget; write <family>.jsonl to --out."""
+    bundle = Path(args.bundle).resolve()
+    out = Path(args.out)
+    families = args.families.split(",")
+    for family in families:
+        cases(family)  # an unknown family stops here, before any worker starts
+    so = bundle / "vllm" / "vllm_flash_attn" / "_vllm_fa3_C.abi3.so"
+    if "flash_attn_3" in families and not so.is_file():
+        print(
+            f"{so}: missing; unpack it first: python3 -m zipfile -e {bundle}/fa3.zip {bundle}",
+            file=sys.stderr,
+        )
+        return 2
+    work = Path("/tmp/probe_work")  # noqa: S108 - the device machine's scratch
+    work.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + args.budget_s
+    env = {**os.environ, "PYTHONPATH": str(bundle), "PYTHONUNBUFFERED": "1"}
+    jobs: list[tuple[str, Path, Path, list[Case]]] = []
+    for family in families:
+        grid = cases(family)
+        if args.skip_done:  # cases recorded by an earlier run (their JSONL carried along) are not run again
+            prior = Path(args.skip_done) / f"{family}.jsonl"
+            seen = (
+                {json.loads(ln)["index"] for ln in prior.read_text().splitlines()}
+                if prior.exists()
+                else set()
+            )
+            grid = [c for c in grid if c["index"] not in seen]
+        size = args.chunk
+        for n in range(0, len(grid), size):
+            chunk = grid[n : n + size]
+            cf = work / f"{family}-{n}.json"
+            cf.write_text(json.dumps(chunk))
+            jobs.append((family, cf, work / f"{family}-{n}.jsonl", chunk))
+    pending = list(jobs)
+    running: list[tuple[subprocess.Popen[bytes], tuple[str, Path, Path, list[Case]], Path]] = []
+    crashes: dict[Path, list[dict[str, Any]]] = {}
+    while pending or running:
+        while pending and len(running) < args.workers and time.monotonic() < deadline:
+            job = pending.pop(0)
+            family, cf, of, _ = job
+            log = of.with_suffix(".log")
+            with log.open("ab") as lf:
+                proc = subprocess.Popen(  # noqa: S603
+                    [sys.executable, str(Path(__file__).resolve()), "worker", family, str(cf), str(of)],
+                    env=env,
+                    stdout=lf,
+                    stderr=lf,
+                )
+            running.append((proc, job, log))
+        if not running:
+            break
+        time.sleep(0.2)
+        for item in list(running):
+            proc, job, log = item
+            if time.monotonic() > deadline and proc.poll() is None:
+                proc.kill()
+            if proc.poll() is None:
+                continue
+            running.remove(item)
+            family, cf, of, chunk = job
+            done, started = _results(of)
+            if len(done) < len(chunk) and time.monotonic() < deadline:
+                if started is not None:
+                    tail = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()][-1:]
+                    case = next(c for c in chunk if c["index"] == started)
+                    rec = {
+                        **case,
+                        "outcome": "error",
+                        "error": f"worker died (rc {proc.returncode}): {' '.join(tail)[:400]}",
+                    }
+                    with of.open("a") as fh:
+                        fh.write(json.dumps(rec) + "\n")
+                    crashes.setdefault(of, []).append(rec)
+                pending.insert(0, job)
+    env_facts = _environment()
+    summary: dict[str, Any] = {"environment": env_facts, "families": {}}
+    for family in families:
+        rows: list[dict[str, Any]] = []
+        missing = 0
+        for fam, _cf, of, chunk in jobs:
+            if fam != family:
+                continue
+            done, _ = _results(of)
+            for c in chunk:
+                if c["index"] in done:
+                    rows.append(done[c["index"]])
+                else:
+                    missing += 1
+        rows.sort(key=lambda r: r["index"])
+        (out / f"{family}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        counts: dict[str, int] = {}
+        for r in rows:
+            counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
+        summary["families"][family] = {"cases": len(rows), "not_run": missing, "outcomes": counts}
+    (out / "environment.json").write_text(json.dumps(summary, indent=1))
+    print(json.dumps(summary, indent=1))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: run (orchestrate), worker (one chunk), count (grid sizes)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    run = sub.add_parser("run")
+    run.add_argument("--bundle", required=True)
+    run.add_argument("--out", required=True)
+    run.add_argument("--families", required=True)
+    run.add_argument("--workers", type=int, default=14)
+    run.add_argument("--chunk", type=int, default=12)
+    run.add_argument("--budget-s", type=float, default=480.0)
+    run.add_argument("--skip-done", help="folder of earlier <family>.jsonl results whose cases are skipped")
+    count = sub.add_parser("count")
+    count.add_argument("families")
+    w = sub.add_parser("worker")
+    w.add_argument("family")
+    w.add_argument("case_file")
+    w.add_argument("out_file")
+    args = parser.parse_args(argv)
+    if args.cmd == "worker":
+        return worker(args.family, Path(args.case_file), Path(args.out_file))
+    if args.cmd == "count":
+        for family in args.families.split(","):
+            print(family, len(cases(family)))
+        return 0
+    return orchestrate(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
