@@ -360,7 +360,8 @@ def test_forced_spellings_are_upper_cased() -> None:
     assert info.value.backends == ("FLASHMLA",)
 
 
-@pytest.mark.parametrize("name", ["FLASH_ATTN_DIFFKV", "TRITON_ATTN_DIFFKV", "hpc_attn", "ROCM_ATTN", "CUSTOM"])
+@pytest.mark.parametrize("name", ["FLASH_ATTN_DIFFKV", "TRITON_ATTN_DIFFKV", "hpc_attn", "ROCM_ATTN",
+                                  "CUSTOM"])
 def test_vllm_backends_not_modelled(name: str) -> None:
     """A backend vLLM knows but the matrix does not model: a documented error, not an unknown name."""
     from capmatrix.engine.vllm import VLLM_BACKENDS, BackendNotModelled
