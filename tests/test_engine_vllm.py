@@ -382,3 +382,14 @@ def test_every_kernel_of_the_role_is_a_vllm_backend() -> None:
 
     kernels = {k for k in capmatrix.default_matrix().kernels if k.startswith("vllm_")}
     assert {"vllm_" + b.lower() for b in VLLM_BACKENDS} >= kernels
+
+
+def test_triton_flash_attn_takes_flash_attn_limits() -> None:
+    """The SM90 multimodal composite: FLASH_ATTN's half brings its FP8 head-512 block list and head limit."""
+    mm: dict[str, Any] = {"capability": (9, 0), "head_size": 512, "dtype": "bf16", "use_mla": False,
+                          "extra": {"use_mm_prefix": True}}
+    assert select_backend(**mm, kv_cache_dtype="fp8", block_size=64) == "TRITON_FLASH_ATTN"
+    assert select_backend(**mm, kv_cache_dtype="fp8", block_size=48) == "TRITON_ATTN"
+    assert select_backend(**mm, kv_cache_dtype="auto", block_size=None) == "TRITON_FLASH_ATTN"
+    no_fa4 = {**mm, "extra": {"use_mm_prefix": True, "vllm_fa4_built": False}}
+    assert select_backend(**no_fa4, kv_cache_dtype="auto", block_size=None) == "TRITON_ATTN"
