@@ -266,6 +266,7 @@ _FakeTorchDType.__name__ = "dtype"
     ({"kv_cache_dtype": "fp9"}, "kv_cache_dtype"),
     ({"extra": {"sm": 100}}, "extra['sm']"),
     ({"extra": {"attention_sinks": True}}, "extra['attention_sinks']"),
+    ({"extra": [("use_mm_prefix", True)]}, "extra"),
     ({"selected": 3}, "selected"),
     ({"selected": "FLASH_ATTENTION"}, "selected"),
 ])

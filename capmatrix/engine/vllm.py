@@ -8,6 +8,7 @@ spelling: ``FLASH_ATTN`` is ``vllm_flash_attn``.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from capmatrix._default import _resolver
@@ -15,8 +16,6 @@ from capmatrix.errors import CapmatrixError, InvalidQuery, did_you_mean, echo
 from capmatrix.query import KernelQuery
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from capmatrix.matrix import Matrix
     from capmatrix.model import AxisValue
     from capmatrix.resolver import Resolution, Resolver
@@ -247,6 +246,8 @@ def select_backend(
     :raises NoValidBackend: when no backend is valid, or the selected one is not.
     """
     resolver = _resolver(matrix)
+    if extra and not isinstance(extra, Mapping):
+        raise InvalidArgument("extra", extra, "a mapping of axis names to values, or None")
     # vLLM memoises its selector (``functools.cache`` on the selector config) and an engine asks again
     # for every layer, so a chosen backend is remembered per argument tuple and compiled matrix.
     # Types are part of the key: ``True`` and ``1`` hash alike, and so do ``(9, 0)`` and ``(9.0, 0)``,
@@ -304,6 +305,8 @@ def backend_order(
     The arguments are read and checked as :func:`select_backend` reads them.
     """
     resolver = _resolver(matrix)
+    if extra and not isinstance(extra, Mapping):
+        raise InvalidArgument("extra", extra, "a mapping of axis names to values, or None")
     query = _query(resolver, capability, head_size, dtype, kv_cache_dtype, block_size,
                    (use_mla, use_sparse, has_sink), extra)
     candidates, _decided = resolver.matrix.roles[ROLE].order_for(resolver.derived_values(query))
