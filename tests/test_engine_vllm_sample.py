@@ -183,3 +183,19 @@ def test_pending_class_is_recognised() -> None:
     assert not _pending(off, [*fa, "FLASHINFER: vLLM valid=True"])
     assert not _pending(off, ["FLASH_ATTN_MLA: vLLM valid=True"])
     assert not _pending(off, ["auto: vLLM FLASH_ATTN_MLA, matrix TRITON_MLA"])
+
+
+def test_sample_is_the_documented_draw(sample: tuple[dict[str, Any], list[list[dict[str, Any]]]]) -> None:
+    """The recorded inputs are exactly what the tool's seeded draw gives, capability by capability, in order
+    (so the record is the documented draw, and ``--seed`` reproduces it)."""
+    from scripts import load_script
+
+    tool = load_script("tools/record_vllm_selection.py")
+    head, rows = sample
+    assert head["seed"] == tool.SAMPLE_SEED
+    assert head["classes"]["capability"] == [f"{a}.{b}" for a, b in tool.SAMPLE_CAPABILITIES]
+    drawn = [s.as_json() for cap in tool.SAMPLE_CAPABILITIES
+             for s in tool._samples(cap, head["per_capability"], head["seed"])]
+    assert drawn == [config for config, _answer in rows]
+    first = tool.SAMPLE_CAPABILITIES[0]
+    assert [s.as_json() for s in tool._samples(first, 5, head["seed"] + 1)] != drawn[:5]  # the seed matters
