@@ -394,3 +394,43 @@ def test_triton_flash_attn_takes_flash_attn_limits() -> None:
     assert select_backend(**mm, kv_cache_dtype="auto", block_size=None) == "TRITON_FLASH_ATTN"
     no_fa4 = {**mm, "extra": {"use_mm_prefix": True, "vllm_fa4_built": False}}
     assert select_backend(**no_fa4, kv_cache_dtype="auto", block_size=None) == "TRITON_ATTN"
+
+
+@pytest.mark.parametrize(("capability", "changes", "want"), [
+    # every 10.x is Blackwell: FLASHINFER first on 10.1 as on 10.0
+    ((10, 1), {}, "FLASHINFER"),
+    # KV spellings beyond the grid: the turboquant family and Triton's per-token-head caches
+    ((9, 0), {"kv_cache_dtype": "turboquant_4bit_nc"}, "TURBOQUANT"),
+    ((9, 0), {"kv_cache_dtype": "int8_per_token_head"}, "TRITON_ATTN"),
+    # FlashInfer tests startswith("nvfp4"): nvfp4_ds_mla passes for a non-MLA model on 10.x ...
+    ((10, 0), {"kv_cache_dtype": "nvfp4_ds_mla"}, "FLASHINFER"),
+    # ... and refuses nvfp4 on 11.0 (no backend left)
+    ((11, 0), {"kv_cache_dtype": "nvfp4"}, None),
+    # MLA: no backend takes the multimodal prefix or a sliding window; non-causal leaves TRITON_MLA on SM90
+    ((9, 0), {"head_size": 576, "use_mla": True, "extra": {"use_mm_prefix": True}}, None),
+    ((9, 0), {"head_size": 576, "use_mla": True, "extra": {"sliding_window": True}}, None),
+    ((9, 0), {"head_size": 576, "use_mla": True, "extra": {"use_non_causal": True}}, "TRITON_MLA"),
+    # MLA head 320 is on the MLA backends' list
+    ((10, 1), {"head_size": 320, "use_mla": True}, "FLASHINFER_MLA"),
+])
+def test_classes_beyond_the_grid(capability: tuple[int, int], changes: dict[str, Any],
+                                 want: str | None) -> None:
+    """One case per class the grid did not reach, each as vLLM 0.33.0's own selector answers it
+    (tools/record_vllm_selection.py run on these configurations; the sample holds the rest)."""
+    kwargs = {**_MHA, "capability": capability, **changes}
+    if want is None:
+        with pytest.raises(NoValidBackend):
+            select_backend(**kwargs)
+    else:
+        assert select_backend(**kwargs) == want
+
+
+def test_flashmla_sparse_asks_no_flashmla_build() -> None:
+    """FLASHMLA_SPARSE never checks that FlashMLA is built (its combination check reads head and KV only)."""
+    sparse: dict[str, Any] = {"capability": (9, 0), "head_size": 576, "dtype": "bf16",
+                              "kv_cache_dtype": "fp8", "block_size": None, "use_mla": True,
+                              "use_sparse": True}
+    assert select_backend(**sparse, extra={"vllm_flashmla_built": False}) == "FLASHMLA_SPARSE"
+    with pytest.raises(NoValidBackend):  # dense FLASHMLA does
+        select_backend(**{**sparse, "use_sparse": False}, extra={"vllm_flashmla_built": False},
+                       selected="FLASHMLA")
