@@ -212,6 +212,31 @@ def test_query_from_a_config_object_and_overrides() -> None:
     assert q.axes["sm"] == 120
 
 
+def test_index_topk_makes_mla_sparse_for_vllm() -> None:
+    """DeepSeek-V3.2's index_topk: vLLM builds the indexer and asks for a sparse MLA backend."""
+    from capmatrix.engine.vllm import select_backend
+
+    v32 = dict(DEEPSEEK_V3, model_type="deepseek_v32", index_topk=2048)
+    q = query_from_hf_config(v32)
+    assert q.model == "deepseek_v3_2"
+    assert q.axes["use_sparse"] is True
+    assert "use_sparse" not in query_from_hf_config(DEEPSEEK_V3).axes  # dense: the default decides
+    # a non-MLA config with the field is not sparse attention (vLLM reads it on DeepSeek's MLA layers)
+    assert "use_sparse" not in query_from_hf_config(dict(LLAMA3_8B, index_topk=2048)).axes
+    for bad in (0, "2048", True):
+        with pytest.raises(capmatrix.InvalidQuery, match="index_topk"):
+            query_from_hf_config(dict(v32, index_topk=bad))
+    # the model entry says the same, so --model deepseek_v3_2 gets a sparse MLA backend
+    assert capmatrix.default_matrix().models["deepseek_v3_2"].axes["use_sparse"] is True
+    q = query_from_hf_config(v32, sm=90, vllm_kv_cache_dtype="auto", block_size=64)
+    backend = capmatrix.select("vllm_attention", q).kernel
+    assert backend == "vllm_" + select_backend(
+        capability=(9, 0), head_size=576, dtype="bf16", kv_cache_dtype="auto", block_size=64,
+        use_mla=True, use_sparse=True).lower()
+    assert backend is not None
+    assert "sparse" in backend
+
+
 def test_mla_is_recognised_by_truthy_fields_only() -> None:
     config = dict(LLAMA3_8B, kv_lora_rank=0, qk_rope_head_dim=64)
     assert query_from_hf_config(config).axes["attention"] == "gqa"

@@ -221,3 +221,216 @@ def test_repeated_selection_is_remembered_per_matrix() -> None:
     del matrix, resolver, raised, info
     gc.collect()
     assert len(vllm._MEMO) == before - 1
+
+
+_MHA: dict[str, Any] = {"capability": (9, 0), "head_size": 128, "dtype": "bf16", "kv_cache_dtype": "auto",
+                        "block_size": None, "use_mla": False}
+
+
+class _FakeTorchDType:
+    """Stands in for ``torch.dtype`` (same module and class name) without importing torch."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __str__(self) -> str:
+        return f"torch.{self._name}"
+
+
+_FakeTorchDType.__module__ = "torch"
+_FakeTorchDType.__name__ = "dtype"
+
+
+@pytest.mark.parametrize(("changes", "argument"), [
+    ({"use_mla": "False"}, "use_mla"),
+    ({"use_mla": 0}, "use_mla"),
+    ({"use_sparse": "true"}, "use_sparse"),
+    ({"has_sink": 1}, "has_sink"),
+    ({"capability": (9, 0, 0)}, "capability"),
+    ({"capability": (9,)}, "capability"),
+    ({"capability": [9, 0]}, "capability"),
+    ({"capability": (9.0, 0)}, "capability"),
+    ({"capability": (9, True)}, "capability"),
+    ({"capability": (9, 10)}, "capability"),
+    ({"capability": (-1, 0)}, "capability"),
+    ({"capability": "9.0"}, "capability"),
+    ({"head_size": 128.0}, "head_size"),
+    ({"head_size": True}, "head_size"),
+    ({"head_size": 0}, "head_size"),
+    ({"block_size": 0}, "block_size"),
+    ({"block_size": "16"}, "block_size"),
+    ({"dtype": "float8"}, "dtype"),
+    ({"dtype": 16}, "dtype"),
+    ({"dtype": _FakeTorchDType("float8_e4m3fn")}, "dtype"),
+    ({"kv_cache_dtype": None}, "kv_cache_dtype"),
+    ({"kv_cache_dtype": "fp9"}, "kv_cache_dtype"),
+    ({"extra": {"sm": 100}}, "extra['sm']"),
+    ({"extra": {"attention_sinks": True}}, "extra['attention_sinks']"),
+    ({"extra": [("use_mm_prefix", True)]}, "extra"),
+    ({"selected": 3}, "selected"),
+    ({"selected": "FLASH_ATTENTION"}, "selected"),
+])
+def test_arguments_are_validated(changes: dict[str, Any], argument: str) -> None:
+    """A wrong type or value raises InvalidArgument naming the argument, in both entry points."""
+    from capmatrix.engine.vllm import InvalidArgument
+    from capmatrix.errors import InvalidQuery
+
+    kwargs = {**_MHA, **changes}
+    with pytest.raises(InvalidArgument) as info:
+        select_backend(**kwargs)
+    assert info.value.argument == argument
+    assert isinstance(info.value, InvalidQuery)
+    assert repr(argument) in str(info.value)
+    if "selected" not in changes:
+        with pytest.raises(InvalidArgument) as order:
+            backend_order(**kwargs)
+        assert order.value.argument == argument
+
+
+def test_argument_suggestions() -> None:
+    from capmatrix.engine.vllm import InvalidArgument
+
+    with pytest.raises(InvalidArgument) as kv:
+        select_backend(**{**_MHA, "kv_cache_dtype": "fp8_e4m"})
+    assert kv.value.suggestion == "fp8_e4m3"
+    with pytest.raises(InvalidArgument) as dtype:
+        select_backend(**{**_MHA, "dtype": "bfloat61"})
+    assert dtype.value.suggestion == "bfloat16"
+    with pytest.raises(InvalidArgument) as name:
+        select_backend(**_MHA, selected="flash_atn")
+    assert name.value.suggestion == "FLASH_ATTN"
+
+
+def test_float_capability_is_refused_before_and_after_the_int_one() -> None:
+    """``(9.0, 0)`` hashes as ``(9, 0)``; the memo must not let it through once ``(9, 0)`` is known."""
+    from capmatrix.engine.vllm import InvalidArgument
+
+    matrix = capmatrix.load()
+    with pytest.raises(InvalidArgument):
+        select_backend(**{**_MHA, "capability": (9.0, 0)}, matrix=matrix)
+    assert select_backend(**_MHA, matrix=matrix) == "FLASH_ATTN"
+    with pytest.raises(InvalidArgument):
+        select_backend(**{**_MHA, "capability": (9.0, 0)}, matrix=matrix)
+    with pytest.raises(InvalidArgument):  # unhashable: no memo key, validated and refused
+        select_backend(**{**_MHA, "capability": [9, 0]}, matrix=matrix)
+
+
+def test_torch_dtypes_are_read_by_name() -> None:
+    """``torch.bfloat16`` (the object) is bf16, without capmatrix importing torch."""
+    sparse: dict[str, Any] = {"capability": (9, 0), "head_size": 576, "kv_cache_dtype": "fp8",
+                              "block_size": None, "use_mla": True, "use_sparse": True}
+    for spelling in (_FakeTorchDType("bfloat16"), "torch.bfloat16", "bfloat16", "bf16"):
+        assert select_backend(**sparse, dtype=spelling) == "FLASHMLA_SPARSE"
+    fp32 = {**_MHA, "dtype": _FakeTorchDType("float32")}
+    assert select_backend(**fp32) == "TRITON_ATTN"  # FLASH_ATTN and FLASHINFER refuse fp32
+    assert backend_order(**fp32) == backend_order(**_MHA)
+
+
+def test_no_valid_backend_text_lists_each_refusal() -> None:
+    """``str(NoValidBackend)`` names every refused backend with its first reason, a short line each."""
+    with pytest.raises(NoValidBackend) as info:
+        select_backend(capability=(9, 0), head_size=576, dtype="float32", kv_cache_dtype="auto",
+                       block_size=None, use_mla=True)
+    lines = str(info.value).splitlines()
+    assert lines[0] == "No valid attention backend found."
+    assert [line.split(":")[0].strip() for line in lines[1:]] == list(info.value.reasons)
+    for line, reasons in zip(lines[1:], info.value.reasons.values(), strict=True):
+        assert reasons[0] in line
+        assert len(line) < 200
+    with pytest.raises(NoValidBackend) as forced:
+        select_backend(**{**_MHA, "dtype": "fp32"}, selected="FLASH_ATTN")
+    text = str(forced.value).splitlines()
+    assert text[0] == "Selected backend FLASH_ATTN is not valid for this configuration."
+    assert text[1].startswith("  FLASH_ATTN: ")
+
+
+@pytest.mark.parametrize("spelling", ["auto", "AUTO", "Auto", "CUTLASS_MSA", "triton_msa"])
+def test_forced_automatic_spellings(spelling: str) -> None:
+    """``auto`` in any case, and MiniMax's MSA aliases, are automatic selection as vLLM reads them."""
+    assert select_backend(**_MHA, selected=spelling) == select_backend(**_MHA) == "FLASH_ATTN"
+    mla = {**_MHA, "head_size": 576, "use_mla": True}
+    assert select_backend(**mla, selected=spelling) == select_backend(**mla)
+
+
+def test_forced_spellings_are_upper_cased() -> None:
+    for spelling in ("flash_attn", "Flash_Attn", "FLASH_ATTN"):
+        assert select_backend(**_MHA, selected=spelling) == "FLASH_ATTN"
+    assert select_backend(**_MHA, selected="triton_attn") == "TRITON_ATTN"
+    with pytest.raises(NoValidBackend) as info:
+        select_backend(**_MHA, selected="flashmla")
+    assert info.value.backends == ("FLASHMLA",)
+
+
+@pytest.mark.parametrize("name", ["FLASH_ATTN_DIFFKV", "TRITON_ATTN_DIFFKV", "hpc_attn", "ROCM_ATTN",
+                                  "CUSTOM"])
+def test_vllm_backends_not_modelled(name: str) -> None:
+    """A backend vLLM knows but the matrix does not model: a documented error, not an unknown name."""
+    from capmatrix.engine.vllm import VLLM_BACKENDS, BackendNotModelled
+    from capmatrix.errors import InvalidQuery
+
+    with pytest.raises(BackendNotModelled) as info:
+        select_backend(**_MHA, selected=name)
+    assert not isinstance(info.value, InvalidQuery)
+    assert info.value.backend == name.upper()
+    assert "FLASH_ATTN" in info.value.modelled
+    assert name.upper() not in info.value.modelled
+    assert set(info.value.modelled) < set(VLLM_BACKENDS)
+    assert "does not model" in str(info.value)
+
+
+def test_every_kernel_of_the_role_is_a_vllm_backend() -> None:
+    from capmatrix.engine.vllm import VLLM_BACKENDS
+
+    kernels = {k for k in capmatrix.default_matrix().kernels if k.startswith("vllm_")}
+    assert {"vllm_" + b.lower() for b in VLLM_BACKENDS} >= kernels
+
+
+def test_triton_flash_attn_takes_flash_attn_limits() -> None:
+    """The SM90 multimodal composite: FLASH_ATTN's half brings its FP8 head-512 block list and head limit."""
+    mm: dict[str, Any] = {"capability": (9, 0), "head_size": 512, "dtype": "bf16", "use_mla": False,
+                          "extra": {"use_mm_prefix": True}}
+    assert select_backend(**mm, kv_cache_dtype="fp8", block_size=64) == "TRITON_FLASH_ATTN"
+    assert select_backend(**mm, kv_cache_dtype="fp8", block_size=48) == "TRITON_ATTN"
+    assert select_backend(**mm, kv_cache_dtype="auto", block_size=None) == "TRITON_FLASH_ATTN"
+    no_fa4 = {**mm, "extra": {"use_mm_prefix": True, "vllm_fa4_built": False}}
+    assert select_backend(**no_fa4, kv_cache_dtype="auto", block_size=None) == "TRITON_ATTN"
+
+
+@pytest.mark.parametrize(("capability", "changes", "want"), [
+    # every 10.x is Blackwell: FLASHINFER first on 10.1 as on 10.0
+    ((10, 1), {}, "FLASHINFER"),
+    # KV spellings beyond the grid: the turboquant family and Triton's per-token-head caches
+    ((9, 0), {"kv_cache_dtype": "turboquant_4bit_nc"}, "TURBOQUANT"),
+    ((9, 0), {"kv_cache_dtype": "int8_per_token_head"}, "TRITON_ATTN"),
+    # FlashInfer tests startswith("nvfp4"): nvfp4_ds_mla passes for a non-MLA model on 10.x ...
+    ((10, 0), {"kv_cache_dtype": "nvfp4_ds_mla"}, "FLASHINFER"),
+    # ... and refuses nvfp4 on 11.0 (no backend left)
+    ((11, 0), {"kv_cache_dtype": "nvfp4"}, None),
+    # MLA: no backend takes the multimodal prefix or a sliding window; non-causal leaves TRITON_MLA on SM90
+    ((9, 0), {"head_size": 576, "use_mla": True, "extra": {"use_mm_prefix": True}}, None),
+    ((9, 0), {"head_size": 576, "use_mla": True, "extra": {"sliding_window": True}}, None),
+    ((9, 0), {"head_size": 576, "use_mla": True, "extra": {"use_non_causal": True}}, "TRITON_MLA"),
+    # MLA head 320 is on the MLA backends' list
+    ((10, 1), {"head_size": 320, "use_mla": True}, "FLASHINFER_MLA"),
+])
+def test_classes_beyond_the_grid(capability: tuple[int, int], changes: dict[str, Any],
+                                 want: str | None) -> None:
+    """One case per class the grid did not reach, each as vLLM 0.33.0's own selector answers it
+    (tools/record_vllm_selection.py run on these configurations; the sample holds the rest)."""
+    kwargs = {**_MHA, "capability": capability, **changes}
+    if want is None:
+        with pytest.raises(NoValidBackend):
+            select_backend(**kwargs)
+    else:
+        assert select_backend(**kwargs) == want
+
+
+def test_flashmla_sparse_asks_no_flashmla_build() -> None:
+    """FLASHMLA_SPARSE never checks that FlashMLA is built (its combination check reads head and KV only)."""
+    sparse: dict[str, Any] = {"capability": (9, 0), "head_size": 576, "dtype": "bf16",
+                              "kv_cache_dtype": "fp8", "block_size": None, "use_mla": True,
+                              "use_sparse": True}
+    assert select_backend(**sparse, extra={"vllm_flashmla_built": False}) == "FLASHMLA_SPARSE"
+    with pytest.raises(NoValidBackend):  # dense FLASHMLA does
+        select_backend(**{**sparse, "use_sparse": False}, extra={"vllm_flashmla_built": False},
+                       selected="FLASHMLA")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -63,8 +64,8 @@ BASES: dict[str, str] = {
     "MLACommonBackend": "vllm/model_executor/layers/attention/mla_attention.py",
 }
 TORCH_DTYPES = {"float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp32", "float": "fp32"}
-#: The MLA base class lists head size 320, which the matrix's head_dim axis does not declare.
-OUTSIDE_HEAD = 320
+#: A head size the head_dim axis does not list is written as a one-value range (``"[320, 320]"``).
+ONE_VALUE_RANGE = re.compile(r"\[(\d+), *(\d+)\]")
 FIELDS = ("supported_dtypes", "supported_kv_cache_dtypes", "head_sizes", "block_sizes")
 METHODS = {"get_supported_head_sizes": "head_sizes", "get_supported_kernel_block_sizes": "block_sizes"}
 
@@ -165,6 +166,14 @@ def _as_list(value: object) -> list[object]:
     return value if isinstance(value, list) else [value]
 
 
+def _head(value: object) -> object:
+    """A head_dim list entry as an int where it names one value (``"[320, 320]"`` is 320)."""
+    match = ONE_VALUE_RANGE.fullmatch(value) if isinstance(value, str) else None
+    if match is not None and match[1] == match[2]:
+        return int(match[1])
+    return value
+
+
 def check(table: Mapping[str, Any], kernels_text: str, axes_text: str) -> list[str]:
     """Where the YAML's base grants disagree with the table (empty: none)."""
     kernels = yaml.safe_load(kernels_text)["kernels"]
@@ -192,11 +201,10 @@ def check(table: Mapping[str, Any], kernels_text: str, axes_text: str) -> list[s
             if got != want:
                 problems.append(f"{where}: vllm_kv_cache_dtype {got} != {want} ({kv['path']}:{kv['line']})")
         heads = facts["head_sizes"]
-        if heads and heads["value"] and "head_dim" in base:
-            declared = [v for v in heads["value"] if v != OUTSIDE_HEAD]
-            if sorted(_as_list(base["head_dim"]), key=str) != sorted(declared, key=str):
-                problems.append(f"{where}: head_dim {base['head_dim']} != {heads['value']} "
-                                f"({heads['path']}:{heads['line']})")
+        declared = sorted(map(_head, _as_list(base.get("head_dim"))), key=str)
+        if heads and heads["value"] and "head_dim" in base and declared != sorted(heads["value"], key=str):
+            problems.append(f"{where}: head_dim {base['head_dim']} != {heads['value']} "
+                            f"({heads['path']}:{heads['line']})")
         blocks = facts["block_sizes"]
         if blocks and blocks["value"] and "block_size" in base:
             # vLLM reads a block list as "a multiple of any entry" (backend.py:122-138): the smallest

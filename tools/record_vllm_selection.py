@@ -81,7 +81,14 @@ The grid: capability {8.0, 8.6, 8.9, 9.0, 10.0, 10.3, 12.0, 12.1} x head size {6
 automatic choice and every backend of ``FORCED`` forced. ``num_heads`` is passed as the MLA layer
 passes it (128) and left out for non-MLA layers, as the attention layer does.
 
-The tool runs vLLM and so is not part of ``make test``; the tests read the record it wrote.
+The sample (``--sample N``): N configurations per capability of ``SAMPLE_CAPABILITIES`` (7.0 to 12.1,
+10.1, 10.3 and 11.0 included), drawn from a seed over head sizes on and off every list, all 22 KV-cache
+spellings, every block-size class, dense and sparse MLA, sinks, the multimodal prefix, non-causal
+attention, a sliding window and forced spellings (any case, ``auto``, the MiniMax aliases) passed through
+vLLM's own ``AttentionConfig``. Written as gzipped JSON lines to
+``capabilities/evidence/vllm_0.33.0_sample.json.gz``; docs/vllm-differential.md gives its design.
+
+The tool runs vLLM and so is not part of ``make test``; the tests read the records it wrote.
 """
 
 from __future__ import annotations
@@ -92,6 +99,7 @@ import importlib.abc
 import importlib.machinery
 import json
 import os
+import random
 import subprocess
 import sys
 import types
@@ -365,6 +373,7 @@ class _Vllm:
     vllm_config: Any
     set_current_vllm_config: Any
     classes: dict[str, Any]
+    attention_config: Any = None
 
 
 def _load_vllm(vllm_src: Path, capability: tuple[int, int]) -> _Vllm:
@@ -431,6 +440,7 @@ def _load_vllm(vllm_src: Path, capability: tuple[int, int]) -> _Vllm:
         vllm_config=config.VllmConfig(),
         set_current_vllm_config=config.set_current_vllm_config,
         classes=classes,
+        attention_config=config.AttentionConfig,
     )
 
 
@@ -644,6 +654,181 @@ def _worker(vllm_src: Path, capability: tuple[int, int]) -> None:
     sys.stdout.flush()
 
 
+# --------------------------------------------------------------------------------------------- sample
+
+SAMPLE_FORMAT = "capmatrix-vllm-sample/1"
+HALF = 0.5
+SAMPLE_SEED = 20260333
+#: Records per capability worker (``--sample``).
+SAMPLE_PER_CAPABILITY = 600
+#: Every compute capability vLLM 0.33.0's CUDA code tells apart (majors 7 to 12, the minors devices report).
+SAMPLE_CAPABILITIES: tuple[tuple[int, int], ...] = (
+    (7, 0), (7, 5), (8, 0), (8, 6), (8, 7), (8, 9), (9, 0),
+    (10, 0), (10, 1), (10, 3), (11, 0), (12, 0), (12, 1),
+)
+#: Head sizes on every backend's list and off all of them (odd multiples of 8, between the lists, above 256).
+SAMPLE_HEAD_SIZES: tuple[int, ...] = (
+    24, 32, 40, 48, 64, 72, 80, 96, 100, 112, 128, 136, 160, 192, 200, 224, 256, 264, 320, 384, 512, 576, 640,
+)
+#: vLLM 0.33.0's CacheDType (vllm/config/cache.py), every spelling.
+SAMPLE_KV_CACHE_DTYPES: tuple[str, ...] = (
+    "auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla", "nvfp4_ds_mla",
+    "turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_3bit_nc", "octave_k3v4",
+    "octave_k3v3", "octave_k3v3_compact", "ultraquant_4bit", "int4_per_token_head", "int8_per_token_head",
+    "fp8_per_token_head", "nvfp4", "nvfp4_4over6",
+)
+#: Block-size classes: unset, below 16, not a multiple of 16, and multiples of 16, 32, 64, 128 and 256.
+SAMPLE_BLOCK_SIZES: tuple[int | None, ...] = (None, 1, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+#: Forced spellings beyond the enum names of ``FORCED``: automatic selection and the MiniMax aliases that
+#: AttentionConfig resets to automatic (vllm/config/attention.py:172-181, :219-229).
+SAMPLE_FORCED_EXTRA: tuple[str, ...] = ("auto", "AUTO", "Auto", "CUTLASS_MSA", "triton_msa")
+
+
+@dataclass(frozen=True)
+class _Sample:
+    capability: tuple[int, int]
+    head_size: int
+    dtype: str
+    kv_cache_dtype: str
+    block_size: int | None
+    use_mla: bool
+    use_sparse: bool
+    has_sink: bool
+    use_mm_prefix: bool
+    use_non_causal: bool
+    has_sliding_window: bool
+    forced: str | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"capability": list(self.capability), "head_size": self.head_size, "dtype": self.dtype,
+                "kv_cache_dtype": self.kv_cache_dtype, "block_size": self.block_size,
+                "use_mla": self.use_mla, "use_sparse": self.use_sparse, "has_sink": self.has_sink,
+                "use_mm_prefix": self.use_mm_prefix, "use_non_causal": self.use_non_causal,
+                "has_sliding_window": self.has_sliding_window, "forced": self.forced}
+
+
+def _spelling(rng: random.Random, name: str) -> str:
+    """A backend name as a user may type it: vLLM upper-cases it (AttentionConfig.validate_backend_before)."""
+    return str(rng.choice((name, name.lower(), name.capitalize())))
+
+
+def _samples(capability: tuple[int, int], count: int, seed: int) -> Iterator[_Sample]:
+    """``count`` configurations for one capability, each input drawn uniformly from its classes.
+
+    Half the records are drawn over every class (most of them refused by every backend); the other half
+    stay near what some backend accepts (fp16/bf16, no block size or a multiple of 16, each flag on one
+    time in ten), so that valid choices are well covered too. Every record draws its KV dtype from all of
+    vLLM's spellings and its head size from all of ``SAMPLE_HEAD_SIZES``; MLA layers (a third dense, a
+    third sparse) take an MLA head size (576 or 512, kv_lora_rank + qk_rope as an MLA layer passes it)
+    half the time. Half the records force a backend (any of ``FORCED`` or ``SAMPLE_FORCED_EXTRA``, in a
+    random case). The draw depends on the seed and the capability only.
+    """
+    rng = random.Random(f"{seed}/{capability[0]}.{capability[1]}")  # noqa: S311 - not cryptography
+    for _ in range(count):
+        near = rng.random() < HALF  # half the records stay near the accepted region
+        flag = 0.1 if near else 0.25
+        use_mla, use_sparse = rng.choice(ATTENTION_KINDS)
+        mla_head = use_mla and rng.random() < HALF  # half of MLA layers take an MLA head size
+        head = rng.choice((576, 512)) if mla_head else rng.choice(SAMPLE_HEAD_SIZES)
+        forced: str | None = None
+        if rng.random() < HALF:  # half the records force a backend
+            forced = _spelling(rng, rng.choice(FORCED + SAMPLE_FORCED_EXTRA))
+        blocks = SAMPLE_BLOCK_SIZES
+        if near:
+            blocks = tuple(b for b in SAMPLE_BLOCK_SIZES if b is None or b % 16 == 0)
+        yield _Sample(
+            capability=capability,
+            head_size=head,
+            dtype=rng.choice(DTYPES[:2] if near else DTYPES),
+            kv_cache_dtype=rng.choice(SAMPLE_KV_CACHE_DTYPES),
+            block_size=rng.choice(blocks),
+            use_mla=use_mla,
+            use_sparse=use_sparse,
+            has_sink=rng.random() < flag,
+            use_mm_prefix=rng.random() < flag,
+            use_non_causal=rng.random() < flag,
+            has_sliding_window=rng.random() < flag,
+            forced=forced,
+        )
+
+
+def _run_sample(v: _Vllm, s: _Sample) -> dict[str, Any]:
+    """Answer one drawn configuration as vLLM does.
+
+    The automatic choice with its priority list, each backend of ``FORCED`` validated alone, and the
+    forced spelling (if any) through vLLM's own AttentionConfig parsing and ``get_attn_backend``.
+    """
+    torch_dtype = getattr(v.torch, TORCH_DTYPE_NAMES[s.dtype])
+    cfg = v.vllm_config
+    cfg.cache_config.cache_dtype = s.kv_cache_dtype
+    cfg.cache_config.block_size = 16 if s.block_size is None else s.block_size
+    cfg.cache_config.user_specified_block_size = s.block_size is not None
+    object.__setattr__(cfg, "model_config", _model_stand_in(
+        s.head_size, torch_dtype, use_mla=s.use_mla, use_sparse=s.use_sparse))
+    num_heads = MLA_MODEL["num_attention_heads"] if s.use_mla else None
+    kwargs = {"head_size": s.head_size, "dtype": torch_dtype, "kv_cache_dtype": s.kv_cache_dtype,
+              "use_mla": s.use_mla, "has_sink": s.has_sink, "use_sparse": s.use_sparse,
+              "use_mm_prefix": s.use_mm_prefix, "has_sliding_window": s.has_sliding_window,
+              "num_heads": num_heads}
+    by_class = {cls: name for name, cls in v.classes.items()}
+    out: dict[str, Any] = {}
+    with v.set_current_vllm_config(cfg):
+        object.__setattr__(cfg, "attention_config", v.attention_config(use_non_causal=s.use_non_causal))
+        v.selector._cached_get_attn_backend.cache_clear()  # noqa: SLF001 - memoised per config
+        try:
+            out["chosen"] = by_class[v.selector.get_attn_backend(**kwargs)]
+        except ValueError:
+            out["chosen"] = None
+        selector_config = v.selector.AttentionSelectorConfig(
+            head_size=s.head_size, dtype=torch_dtype, kv_cache_dtype=s.kv_cache_dtype,
+            block_size=s.block_size, use_mla=s.use_mla, has_sink=s.has_sink, use_sparse=s.use_sparse,
+            use_mm_prefix=s.use_mm_prefix, use_non_causal=s.use_non_causal,
+            has_sliding_window=s.has_sliding_window,
+        )
+        valid, invalid = v.platform.get_valid_backends(
+            device_capability=v.device_capability, attn_selector_config=selector_config, num_heads=num_heads
+        )
+        order = sorted([(c.priority, c.backend.name) for c in valid]
+                       + [(p, b.name) for b, (p, _) in invalid.items()])
+        out["order"] = [name for _, name in order]
+        expected = min(((c.priority, c.backend.name) for c in valid), default=(None, None))[1]
+        if out["chosen"] != expected:
+            raise AssertionError(f"{s}: get_attn_backend chose {out['chosen']}, "
+                                 f"get_valid_backends {expected}")
+        out["verdicts"] = {name: _verdict(v, name, selector_config) for name in FORCED}
+        if s.forced is not None:
+            attention = v.attention_config(backend=s.forced, use_non_causal=s.use_non_causal)
+            object.__setattr__(cfg, "attention_config", attention)
+            v.selector._cached_get_attn_backend.cache_clear()  # noqa: SLF001
+            try:
+                got = v.selector.get_attn_backend(**kwargs)
+            except (AttributeError, KeyError, TypeError) as exc:
+                out["forced"] = {"raises": type(exc).__name__, "message": str(exc)}
+            except ValueError as exc:
+                out["forced"] = {"refused": str(exc)[:300]}
+            else:
+                out["forced"] = {"backend": by_class[got],
+                                 "automatic": attention.backend is None}
+        object.__setattr__(cfg, "attention_config", v.attention_config())
+    return out
+
+
+def _verdict(v: _Vllm, name: str, selector_config: Any) -> list[str] | dict[str, str]:  # noqa: ANN401
+    """One backend's ``validate_configuration`` reasons, or the exception vLLM raised instead."""
+    try:
+        return list(v.classes[name].validate_configuration(
+            device_capability=v.device_capability, **selector_config._asdict()))
+    except (AttributeError, KeyError, TypeError) as exc:
+        return {"raises": type(exc).__name__, "message": str(exc)}
+
+
+def _sample_worker(vllm_src: Path, capability: tuple[int, int], count: int, seed: int) -> None:
+    v = _load_vllm(vllm_src, capability)
+    for sample in _samples(capability, count, seed):
+        sys.stdout.write(json.dumps([sample.as_json(), _run_sample(v, sample)]) + "\n")
+    sys.stdout.flush()
+
+
 # --------------------------------------------------------------------------------------------- driver
 
 
@@ -771,6 +956,60 @@ def _write(record: dict[str, Any], out: Path) -> None:
     json.loads(out.read_text(encoding="utf-8"))  # the hand-laid layout must still be JSON
 
 
+def _run_sample_worker(vllm_src: Path, capability: tuple[int, int], count: int,
+                       seed: int) -> list[list[Any]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
+    env["VLLM_LOGGING_LEVEL"] = "ERROR"  # logging only; selection never reads it
+    command = [sys.executable, __file__, "--vllm-src", str(vllm_src), "--sample-worker",
+               f"{capability[0]}.{capability[1]}", "--sample", str(count), "--seed", str(seed)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)  # noqa: S603
+    if done.returncode != 0:
+        raise SystemExit(f"sample worker for {capability} failed:\n{done.stderr[-4000:]}")
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def _write_sample(rows: list[list[Any]], out: Path, count: int, seed: int) -> None:
+    """Gzipped JSON, one record a line, written byte-for-byte reproducibly (no gzip timestamp)."""
+    import gzip  # noqa: PLC0415 - only the sample is compressed
+
+    head = {
+        "format": SAMPLE_FORMAT,
+        "about": ("vLLM's own CUDA attention-backend selection on configurations drawn off the grid; "
+                  "see docs/vllm-differential.md for the design and tools/record_vllm_selection.py for "
+                  "what is stubbed"),
+        "vllm": {"version": VLLM_VERSION, "commit": VLLM_COMMIT, "wheel": VLLM_WHEEL},
+        "regenerate": ("python tools/record_vllm_selection.py --vllm-src DL/vllm-0.33.0 "
+                       f"--sample {count} --seed {seed} "
+                       "--out capabilities/evidence/vllm_0.33.0_sample.json.gz"),
+        "seed": seed,
+        "per_capability": count,
+        "classes": {
+            "capability": [f"{a}.{b}" for a, b in SAMPLE_CAPABILITIES],
+            "head_size": list(SAMPLE_HEAD_SIZES),
+            "dtype": list(DTYPES),
+            "kv_cache_dtype": list(SAMPLE_KV_CACHE_DTYPES),
+            "block_size": list(SAMPLE_BLOCK_SIZES),
+            "use_mla/use_sparse": [[m, sp] for m, sp in ATTENTION_KINDS],
+            "forced": [*FORCED, *SAMPLE_FORCED_EXTRA],
+        },
+        "defaults": DEFAULTS,
+        "forced": list(FORCED),
+        "layout": [
+            ("records: [input, answer]; input: the configuration (forced: the spelling given to "
+             "AttentionConfig.backend, or null)"),
+            ("answer.chosen: the automatic choice (null: 'No valid attention backend found'); "
+             "answer.order: the priority list; answer.verdicts: each backend of 'forced' validated alone "
+             "([] = valid, a list of vLLM's reasons, or {'raises': type, 'message': text}); answer.forced "
+             "(forced records): {'backend': name, 'automatic': whether AttentionConfig reset it to "
+             "automatic} or {'refused': vLLM's message}"),
+        ],
+    }
+    lines = [json.dumps(head, separators=(",", ":"))]
+    lines += [json.dumps(row, separators=(",", ":")) for row in rows]
+    with out.open("wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz:
+        gz.write(("\n".join(lines) + "\n").encode("utf-8"))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: record the grid (default) or, with ``--worker``, answer one capability."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
@@ -780,6 +1019,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="where to write the record (JSON)")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes at once (default 2)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--sample-worker", help=argparse.SUPPRESS)
+    parser.add_argument("--sample", type=int, metavar="N",
+                        help="record N drawn configurations per capability of SAMPLE_CAPABILITIES "
+                             "(gzipped JSON lines) instead of the grid")
+    parser.add_argument("--seed", type=int, default=SAMPLE_SEED, help="--sample: the draw's seed")
     parser.add_argument("--bench", action="store_true",
                         help="time vLLM's selector against capmatrix's on a few SM90 cells; print JSON")
     parser.add_argument("--repeat", type=int, default=5, help="--bench: samples per timing (default 5)")
@@ -791,8 +1035,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         major, minor = (int(x) for x in args.worker.split("."))
         _worker(args.vllm_src.resolve(), (major, minor))
         return 0
+    if args.sample_worker:
+        major, minor = (int(x) for x in args.sample_worker.split("."))
+        _sample_worker(args.vllm_src.resolve(), (major, minor), args.sample, args.seed)
+        return 0
     if args.out is None:
         parser.error("--out is required")
+    if args.sample:
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            drawn = list(pool.map(
+                lambda cap: _run_sample_worker(args.vllm_src.resolve(), cap, args.sample, args.seed),
+                SAMPLE_CAPABILITIES))
+        sample_rows = [row for part in drawn for row in part]
+        _write_sample(sample_rows, args.out, args.sample, args.seed)
+        print(f"wrote {args.out}: {len(sample_rows)} drawn configurations")
+        return 0
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         parts = list(pool.map(lambda cap: _run_worker(args.vllm_src.resolve(), cap), CAPABILITIES))
     rows = [row for part in parts for row in part]

@@ -154,6 +154,12 @@ def _config_axes(config: object) -> dict[str, AxisValue]:
         axes["head_dim"] = kv_lora_rank + rope_dim
         if heads is not None:
             axes["q_per_kv"] = heads  # every query head shares the one latent KV head
+        # DeepSeek Sparse Attention: vLLM builds the indexer, and so asks for a sparse MLA backend, when
+        # the config has index_topk at all (is_v32 = hasattr(config, "index_topk"),
+        # vllm/model_executor/models/deepseek_v2.py:1138 @ 4ba787ec9).
+        if _has_field(config, "index_topk"):
+            _positive_int(config, ("index_topk",))  # a present field must still be a positive int
+            axes["use_sparse"] = True
     elif heads is not None:
         kv_heads = _positive_int(config, ("num_key_value_heads", "num_kv_heads", "n_head_kv"))
         if kv_heads is None and _field(config, "multi_query") is True:
@@ -301,7 +307,8 @@ def query_from_hf_config(
     read from its nested ``text_config`` (llava, mllama, Llama 4, Gemma 3). per_layer_window from
     ``layer_types`` / ``sliding_window_pattern``, chunked_attention from ``attention_chunk_size``,
     logit_softcapping from ``attn_logit_softcapping``, attention_sinks from ``use_sinks`` or a model_type
-    whose attention always has sinks (gpt_oss).
+    whose attention always has sinks (gpt_oss); for MLA, use_sparse (vLLM's sparse MLA) from an
+    ``index_topk`` field (DeepSeek-V3.2).
     ``overrides`` (axis values) win over everything derived.
 
     :raises InvalidQuery: for a config field of the wrong type, an unknown dtype, an enum value or axis

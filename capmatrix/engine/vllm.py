@@ -8,20 +8,20 @@ spelling: ``FLASH_ATTN`` is ``vllm_flash_attn``.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from capmatrix._default import _resolver
-from capmatrix.errors import CapmatrixError
+from capmatrix.errors import CapmatrixError, InvalidQuery, did_you_mean, echo
 from capmatrix.query import KernelQuery
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from capmatrix.matrix import Matrix
     from capmatrix.model import AxisValue
     from capmatrix.resolver import Resolution, Resolver
 
-__all__ = ["ROLE", "NoValidBackend", "backend_order", "select_backend"]
+__all__ = ["ROLE", "VLLM_BACKENDS", "BackendNotModelled", "InvalidArgument", "NoValidBackend",
+           "backend_order", "select_backend"]
 
 #: The role that holds vLLM's priority lists.
 ROLE = "vllm_attention"
@@ -31,6 +31,66 @@ _MEMO_SIZE = 4096
 _MEMO: weakref.WeakKeyDictionary[Resolver, dict[tuple[object, ...], str]] = weakref.WeakKeyDictionary()
 _DTYPES = {"fp16": "fp16", "float16": "fp16", "half": "fp16", "bf16": "bf16", "bfloat16": "bf16",
            "fp32": "fp32", "float32": "fp32", "float": "fp32"}
+#: The axes the named arguments set; ``extra`` may not name them.
+_NAMED_AXES = {"sm": "capability", "head_dim": "head_size", "dtype": "dtype",
+               "vllm_kv_cache_dtype": "kv_cache_dtype", "block_size": "block_size", "attention": "use_mla",
+               "use_sparse": "use_sparse", "attention_sinks": "has_sink"}
+#: Every ``AttentionBackendEnum`` member of vLLM 0.33.0 (vllm/v1/attention/backends/registry.py:34-161 @
+#: 4ba787ec9), in its order. A forced name among them that the matrix has no kernel for raises
+#: :class:`BackendNotModelled`; any other name is not vLLM's (it raises there too) and is an
+#: :class:`InvalidArgument`.
+VLLM_BACKENDS: tuple[str, ...] = (
+    "FLASH_ATTN", "FLASH_ATTN_DIFFKV", "TRITON_ATTN", "TRITON_ATTN_DIFFKV", "TRITON_FLASH_ATTN",
+    "ROCM_ATTN", "ROCM_SEGMENTED_ATTN", "ROCM_AITER_MLA", "ROCM_AITER_TRITON_MLA", "ROCM_AITER_FA",
+    "ROCM_AITER_MLA_SPARSE", "XPU_MLA_SPARSE", "TORCH_SDPA", "FLASHINFER", "TRITON_FLASHINFER",
+    "FLASHINFER_MLA", "TOKENSPEED_MLA", "FLASHINFER_MLA_SPARSE", "FLASHINFER_MLA_SPARSE_SM120",
+    "FLASHINFER_MLA_SPARSE_SM90", "TRITON_MLA", "CUTLASS_MLA", "FLASHMLA", "FLASHMLA_SPARSE",
+    "FLASHMLA_SPARSE_DSV4", "FLASHINFER_MLA_SPARSE_DSV4", "ROCM_FLASHMLA_SPARSE_DSV4",
+    "FLASHMLA_SPARSE_DSV41", "FLASHINFER_MLA_SPARSE_DSV41", "ROCM_FLASHMLA_SPARSE_DSV41",
+    "FLASHMLA_MEGA_ATTN_DSV41", "B12X", "FLASH_ATTN_MLA", "FLASH_ATTN_MLA_SPARSE",
+    "FLASH_ATTN_MLA_SPARSE_FA4", "MINIMAX_M3_SPARSE", "CUTLASS_MSA", "TRITON_MSA", "STEP5_DSA",
+    "NO_ATTENTION", "FLEX_ATTENTION", "HPC_ATTN", "ROCM_AITER_UNIFIED_ATTN", "CPU_ATTN", "CPU_MLA",
+    "AMX_MLA", "TURBOQUANT", "ROCM_OCTAVE", "ULTRAQUANT", "CUSTOM",
+)
+#: Aliases AttentionConfig turns into automatic selection for dense layers (MiniMax M3's sparse decode
+#: kernel choice; vllm/config/attention.py:172-181 @ 4ba787ec9).
+_AUTOMATIC_ALIASES = frozenset({"CUTLASS_MSA", "TRITON_MSA"})
+_MAX_MINOR = 9
+
+
+class InvalidArgument(InvalidQuery):
+    """An argument of :func:`select_backend` or :func:`backend_order` has the wrong type or value.
+
+    ``argument`` names it (``use_mla``, ``capability``, ``extra['sm']``), ``value`` is what was given and
+    ``expected`` says what it takes.
+
+    >>> print(InvalidArgument("use_mla", "False", "True or False (a bool)"))
+    argument 'use_mla' expects True or False (a bool), got 'False'
+    """
+
+    def __init__(self, argument: str, value: object, expected: str, *, suggestion: str | None = None) -> None:
+        self.argument = argument
+        self.value = value
+        self.expected = expected
+        super().__init__(f"argument {argument!r} expects {expected}, got {echo(value)}",
+                         suggestion=suggestion)
+
+
+class BackendNotModelled(CapmatrixError, LookupError):
+    """The forced backend is one of vLLM 0.33.0's, but the matrix does not model it.
+
+    vLLM would validate it (and may accept it on CUDA: FLASH_ATTN_DIFFKV, TRITON_ATTN_DIFFKV, HPC_ATTN,
+    ...); the matrix cannot say whether it would, so it answers neither yes nor no.
+    """
+
+    def __init__(self, backend: str, modelled: tuple[str, ...]) -> None:
+        super().__init__(backend, modelled)
+        self.backend = backend
+        self.modelled = modelled
+
+    def __str__(self) -> str:
+        return (f"backend {self.backend!r} is vLLM 0.33.0's, but the matrix does not model it (modelled: "
+                f"{', '.join(self.modelled)}); ask vLLM itself, or leave 'selected' unset")
 
 
 class NoValidBackend(CapmatrixError, ValueError):
@@ -57,37 +117,111 @@ class NoValidBackend(CapmatrixError, ValueError):
             self._reasons = {_backend(r.kernel): tuple(str(x) for x in r.reasons) for r in self.rejected}
         return self._reasons
 
+    def __str__(self) -> str:
+        """The message, then each rejected backend and its first reason, a short line each."""
+        lines = [str(self.args[0])]
+        for backend, reasons in self.reasons.items():
+            first = reasons[0] if reasons else "no reason recorded"
+            more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
+            lines.append(f"  {backend}: {first}{more}")
+        return "\n".join(lines)
+
 
 def _backend(kernel: str) -> str:
     return kernel[len(_PREFIX):].upper()
 
 
+def _int(argument: str, value: object, *, low: int) -> int:
+    if type(value) is not int or value < low:  # bool is an int subclass: refused by the exact type
+        raise InvalidArgument(argument, value, f"an integer >= {low}")
+    return value
+
+
+def _flag(argument: str, value: object) -> bool:
+    if type(value) is not bool:
+        raise InvalidArgument(argument, value, "True or False (a bool)")
+    return value
+
+
+def _dtype(value: object) -> str:
+    """A dtype name, a torch name (``torch.bfloat16``) or a ``torch.dtype`` (by name; torch not imported)."""
+    kind = type(value)
+    if kind.__module__ == "torch" and kind.__name__ == "dtype":
+        value = str(value)
+    if isinstance(value, str):
+        canonical = _DTYPES.get(value.removeprefix("torch."))
+        if canonical is not None:
+            return canonical
+    raise InvalidArgument("dtype", value, "a model dtype: fp16, bf16 or fp32 (a name or a torch.dtype)",
+                          suggestion=did_you_mean(value, _DTYPES) if isinstance(value, str) else None)
+
+
+def _capability(value: object) -> int:
+    if (not isinstance(value, tuple) or len(value) != 2  # (major, minor)
+            or type(value[0]) is not int or type(value[1]) is not int
+            or value[0] < 0 or not 0 <= value[1] <= _MAX_MINOR):
+        raise InvalidArgument("capability", value, "a (major, minor) tuple of ints, minor 0-9, e.g. (9, 0)")
+    return value[0] * 10 + value[1]
+
+
 def _query(
-    capability: tuple[int, int], head_size: int, dtype: str, kv_cache_dtype: str, block_size: int | None,
-    flags: tuple[bool, bool, bool], extra: Mapping[str, AxisValue] | None,
+    resolver: Resolver, capability: object, head_size: object, dtype: object, kv_cache_dtype: object,
+    block_size: object, flags: tuple[object, object, object], extra: Mapping[str, AxisValue] | None,
 ) -> KernelQuery:
     use_mla, use_sparse, has_sink = flags
+    kv_values = resolver.matrix.axes["vllm_kv_cache_dtype"].values
+    if not isinstance(kv_cache_dtype, str) or kv_cache_dtype not in kv_values:
+        spellings = [str(v) for v in kv_values]
+        raise InvalidArgument(
+            "kv_cache_dtype", kv_cache_dtype, f"one of vLLM's KV-cache dtypes: {', '.join(spellings)}",
+            suggestion=did_you_mean(kv_cache_dtype, spellings) if isinstance(kv_cache_dtype, str) else None)
     axes: dict[str, AxisValue] = {
-        "sm": capability[0] * 10 + capability[1],
-        "head_dim": head_size,
-        "dtype": _DTYPES.get(dtype.removeprefix("torch."), dtype),
+        "sm": _capability(capability),
+        "head_dim": _int("head_size", head_size, low=1),
+        "dtype": _dtype(dtype),
         "vllm_kv_cache_dtype": kv_cache_dtype,
-        "attention": "mla" if use_mla else "gqa",
-        "use_sparse": use_sparse,
-        "attention_sinks": has_sink,
+        "attention": "mla" if _flag("use_mla", use_mla) else "gqa",
+        "use_sparse": _flag("use_sparse", use_sparse),
+        "attention_sinks": _flag("has_sink", has_sink),
     }
     if block_size is not None:
-        axes["block_size"] = block_size
+        axes["block_size"] = _int("block_size", block_size, low=1)
     if not extra:  # the common case: one query built, no copy
         return KernelQuery(None, **axes)  # type: ignore[arg-type] # axes never holds kernel or model
+    for name in extra:
+        if name in _NAMED_AXES:
+            raise InvalidArgument(f"extra[{name!r}]", extra[name],
+                                  f"no value here: axis {name!r} is set by argument {_NAMED_AXES[name]!r}")
     return KernelQuery().replace(**{**axes, **extra})
+
+
+def _forced(resolver: Resolver, selected: object) -> str | None:
+    """The enum name vLLM validates for ``selected``, or None for automatic selection.
+
+    vLLM's AttentionConfig upper-cases the name, takes ``auto`` (any case) as automatic and resets the
+    MiniMax aliases to automatic (vllm/config/attention.py:172-181, :219-229 @ 4ba787ec9).
+    """
+    if selected is None:
+        return None
+    if not isinstance(selected, str):
+        raise InvalidArgument("selected", selected, "an AttentionBackendEnum name (a str) or None")
+    name = selected.upper()
+    if name == "AUTO" or name in _AUTOMATIC_ALIASES:
+        return None
+    if _PREFIX + name.lower() in resolver.matrix.kernels:
+        return name
+    modelled = tuple(b for b in VLLM_BACKENDS if _PREFIX + b.lower() in resolver.matrix.kernels)
+    if name in VLLM_BACKENDS:
+        raise BackendNotModelled(name, modelled)
+    raise InvalidArgument("selected", selected, "one of vLLM 0.33.0's AttentionBackendEnum names, or 'auto'",
+                          suggestion=did_you_mean(name, VLLM_BACKENDS))
 
 
 def select_backend(
     *,
     capability: tuple[int, int],
     head_size: int,
-    dtype: str,
+    dtype: object,
     kv_cache_dtype: str,
     block_size: int | None,
     use_mla: bool,
@@ -99,33 +233,49 @@ def select_backend(
 ) -> str:
     """The ``AttentionBackendEnum`` name vLLM 0.33.0 picks (or validates, when ``selected``).
 
-    ``extra`` gives other axes of the matrix (environment axes such as ``vllm_b12x``, model axes such
-    as ``vllm_mla_heads``, ``use_mm_prefix``, ``use_non_causal``); left out, they take their defaults.
+    ``dtype`` is ``fp16``/``bf16``/``fp32``, a torch name (``torch.bfloat16``, ``half``) or a
+    ``torch.dtype`` object (read by name). ``selected`` is read as vLLM reads ``--attention-backend``:
+    any case, ``auto`` and the MiniMax aliases ``CUTLASS_MSA``/``TRITON_MSA`` mean automatic selection;
+    the answer is vLLM's enum name. ``extra`` gives other axes of the matrix (environment axes such as
+    ``vllm_b12x``, model axes such as ``vllm_mla_heads``, ``use_mm_prefix``, ``use_non_causal``); left
+    out, they take their defaults. It may not name an axis a named argument sets.
 
+    :raises InvalidArgument: an argument of the wrong type or value (bools must be bools, the capability a
+        ``(major, minor)`` tuple of ints), naming the argument.
+    :raises BackendNotModelled: ``selected`` is vLLM's but the matrix does not model it.
     :raises NoValidBackend: when no backend is valid, or the selected one is not.
     """
     resolver = _resolver(matrix)
+    if extra and not isinstance(extra, Mapping):
+        raise InvalidArgument("extra", extra, "a mapping of axis names to values, or None")
     # vLLM memoises its selector (``functools.cache`` on the selector config) and an engine asks again
     # for every layer, so a chosen backend is remembered per argument tuple and compiled matrix.
-    # Types are part of the key: ``True`` and ``1`` hash alike, but only one of them is a valid value.
-    # Refusals are not kept: they end the engine's start, and their reasons hold the resolver.
-    key = (capability, head_size, type(head_size), dtype, kv_cache_dtype, block_size, type(block_size),
-           use_mla, use_sparse, type(use_sparse), has_sink, type(has_sink), selected,
-           None if not extra else tuple(sorted((k, v, type(v)) for k, v in extra.items())))
+    # Types are part of the key: ``True`` and ``1`` hash alike, and so do ``(9, 0)`` and ``(9.0, 0)``,
+    # but only one of each is a valid value; an argument that cannot be a key (unhashable) is validated
+    # first, which refuses it. Refusals are not kept: they end the engine's start, and their reasons hold
+    # the resolver.
     memo = _MEMO.get(resolver)
     if memo is None:
         memo = _MEMO.setdefault(resolver, {})
-    known = memo.get(key)
+    key = (capability, type(capability), *(map(type, capability) if isinstance(capability, tuple) else ()),
+           head_size, type(head_size), dtype, type(dtype), kv_cache_dtype, block_size, type(block_size),
+           use_mla, type(use_mla), use_sparse, type(use_sparse), has_sink, type(has_sink), selected,
+           None if not extra else tuple(sorted((k, v, type(v)) for k, v in extra.items())))
+    try:
+        known = memo.get(key)
+    except TypeError:  # an unhashable argument: never a valid one, refused below
+        known = None
     if known is not None:
         return known
-    query = _query(capability, head_size, dtype, kv_cache_dtype, block_size,
+    query = _query(resolver, capability, head_size, dtype, kv_cache_dtype, block_size,
                    (use_mla, use_sparse, has_sink), extra)
-    if selected is not None:
-        resolution = resolver.resolve(query.with_kernel(_PREFIX + selected.lower()))
+    forced = _forced(resolver, selected)
+    if forced is not None:
+        resolution = resolver.resolve(query.with_kernel(_PREFIX + forced.lower()))
         if not resolution:
-            raise NoValidBackend(f"Selected backend {selected} is not valid for this configuration.",
+            raise NoValidBackend(f"Selected backend {forced} is not valid for this configuration.",
                                  (resolution,))
-        known = selected
+        known = forced
     else:
         selection = resolver.select(ROLE, query)
         if selection.kernel is None:
@@ -141,7 +291,7 @@ def backend_order(
     *,
     capability: tuple[int, int],
     head_size: int,
-    dtype: str,
+    dtype: object,
     kv_cache_dtype: str,
     block_size: int | None,
     use_mla: bool,
@@ -150,9 +300,14 @@ def backend_order(
     extra: Mapping[str, AxisValue] | None = None,
     matrix: Matrix | None = None,
 ) -> tuple[str, ...]:
-    """The priority list vLLM walks for the query (``_get_backend_priorities``), from the role's orders."""
-    query = _query(capability, head_size, dtype, kv_cache_dtype, block_size,
-                   (use_mla, use_sparse, has_sink), extra)
+    """The priority list vLLM walks for the query (``_get_backend_priorities``), from the role's orders.
+
+    The arguments are read and checked as :func:`select_backend` reads them.
+    """
     resolver = _resolver(matrix)
+    if extra and not isinstance(extra, Mapping):
+        raise InvalidArgument("extra", extra, "a mapping of axis names to values, or None")
+    query = _query(resolver, capability, head_size, dtype, kv_cache_dtype, block_size,
+                   (use_mla, use_sparse, has_sink), extra)
     candidates, _decided = resolver.matrix.roles[ROLE].order_for(resolver.derived_values(query))
     return tuple(_backend(k) for k in candidates)

@@ -1,0 +1,201 @@
+"""capmatrix.engine.vllm against vLLM 0.33.0's own answers off the grid (the drawn sample).
+
+The record (capabilities/evidence/vllm_0.33.0_sample.json.gz, made by ``tools/record_vllm_selection.py
+--sample``; its design is in docs/vllm-differential.md) holds configurations drawn over every input class
+vLLM accepts: 13 capabilities (7.0-12.1 with 10.1, 10.3 and 11.0), head sizes on and off every list, all 22
+KV-cache spellings, block sizes of every class, dense/sparse MLA, sinks, the multimodal prefix,
+non-causal attention, a sliding window and forced names in any case (``auto`` and the MiniMax aliases
+included). Every record is compared: the automatic choice, the priority list, the refused backends when
+none is valid, each of the 20 modelled backends validated alone, and the forced spelling's answer.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import capmatrix
+from capmatrix.engine.vllm import NoValidBackend, backend_order, select_backend
+
+RECORD = Path(__file__).resolve().parent.parent / "capabilities/evidence/vllm_0.33.0_sample.json.gz"
+#: The axes that decide ``vllm_fa_version`` / ``vllm_fa_default``. Until derived axes are computed from a
+#: query's own values (open value domains), a capability or head size the axes do not list can answer
+#: FLASH_ATTN's FA-version checks wrongly; such records are reported apart (see the strict xfail below).
+_PENDING_AXES = ("sm", "head_dim")
+#: The record's flags that are matrix axes passed through ``extra``.
+_FLAG_AXES = (("use_mm_prefix", "use_mm_prefix"), ("use_non_causal", "use_non_causal"),
+              ("has_sliding_window", "sliding_window"))
+_FLASH_ATTN = re.compile(r"(?<![A-Z_])FLASH_ATTN(?![A-Z_])")
+
+
+def _load() -> tuple[dict[str, Any], list[list[dict[str, Any]]]]:
+    with gzip.open(RECORD, "rt", encoding="utf-8") as lines:
+        head = json.loads(next(lines))
+        rows = [json.loads(line) for line in lines]
+    return head, rows
+
+
+@pytest.fixture(scope="module")
+def sample() -> tuple[dict[str, Any], list[list[dict[str, Any]]]]:
+    return _load()
+
+
+def _kwargs(config: dict[str, Any]) -> dict[str, Any]:
+    extra = {axis: True for flag, axis in _FLAG_AXES if config[flag]}
+    return {
+        "capability": tuple(config["capability"]),
+        "head_size": config["head_size"],
+        "dtype": config["dtype"],
+        "kv_cache_dtype": config["kv_cache_dtype"],
+        "block_size": config["block_size"],
+        "use_mla": config["use_mla"],
+        "use_sparse": config["use_sparse"],
+        "has_sink": config["has_sink"],
+        "extra": extra or None,
+    }
+
+
+def _choice(kwargs: dict[str, Any], selected: str | None = None) -> str | None:
+    try:
+        return select_backend(**kwargs, selected=selected)
+    except NoValidBackend:
+        return None
+
+
+def _disagreements(config: dict[str, Any], answer: dict[str, Any], forced: list[str]) -> list[str]:
+    """Every way the matrix's answer for one record differs from vLLM's (empty: none)."""
+    kwargs = _kwargs(config)
+    found: list[str] = []
+    try:
+        got: str | None = select_backend(**kwargs)
+        rejected: tuple[str, ...] | None = None
+    except NoValidBackend as exc:
+        got, rejected = None, exc.backends
+    if got != answer["chosen"]:
+        found.append(f"auto: vLLM {answer['chosen']}, matrix {got}")
+    order = list(backend_order(**kwargs))
+    if order != answer["order"]:
+        found.append(f"order: vLLM {answer['order']}, matrix {order}")
+    if got is None and list(rejected or ()) != answer["order"]:
+        found.append(f"refused: vLLM {answer['order']}, matrix {rejected}")
+    for backend in forced:
+        valid = answer["verdicts"][backend] == []
+        if (_choice(kwargs, backend) == backend) is not valid:
+            found.append(f"{backend}: vLLM valid={valid}")
+    if config["forced"] is not None:
+        want = answer["forced"].get("backend")
+        mine = _choice(kwargs, config["forced"])
+        if mine != want:
+            found.append(f"forced {config['forced']!r}: vLLM {want}, matrix {mine}")
+    return found
+
+
+def _pending(config: dict[str, Any], found: list[str]) -> bool:
+    """A disagreement of the class open value domains settle: a capability or head size the axes do not
+    list, and every difference is about FLASH_ATTN (whose FA-version gates read the derived axes).
+    """
+    axes = capmatrix.default_matrix().axes
+    values = {"sm": config["capability"][0] * 10 + config["capability"][1], "head_dim": config["head_size"]}
+    off_list = any(values[name] not in axes[name].values for name in _PENDING_AXES)
+    return off_list and all(_FLASH_ATTN.search(line) for line in found)
+
+
+def _compare(sample: tuple[dict[str, Any], list[list[dict[str, Any]]]]) -> tuple[dict[str, list[str]], int]:
+    head, rows = sample
+    found: dict[str, list[str]] = {}
+    for config, answer in rows:
+        lines = _disagreements(config, answer, head["forced"])
+        if lines:
+            found[json.dumps(config, sort_keys=True)] = lines
+    return found, len(rows)
+
+
+@pytest.fixture(scope="module")
+def compared(sample: tuple[dict[str, Any], list[list[dict[str, Any]]]]) -> tuple[dict[str, list[str]], int]:
+    return _compare(sample)
+
+
+def test_sample_design(sample: tuple[dict[str, Any], list[list[dict[str, Any]]]]) -> None:
+    """The sample covers what its design says, and the record is vLLM 0.33.0's."""
+    head, rows = sample
+    assert head["format"] == "capmatrix-vllm-sample/1"
+    assert head["vllm"] == {"version": "0.33.0", "commit": "4ba787ec9",
+                            "wheel": "vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl"}
+    classes = head["classes"]
+    assert {"7.0", "8.0", "9.0", "10.0", "10.1", "10.3", "11.0", "12.0", "12.1"} <= set(classes["capability"])
+    assert {72, 136, 200, 264, 320, 384, 512, 576} <= set(classes["head_size"])
+    kv_axis = capmatrix.default_matrix().axes["vllm_kv_cache_dtype"].values
+    assert set(classes["kv_cache_dtype"]) == set(kv_axis)
+    assert len(kv_axis) == 22  # every CacheDType spelling of vllm/config/cache.py
+    assert {None, 1, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256} <= set(classes["block_size"])
+    assert {"auto", "AUTO", "CUTLASS_MSA"} <= set(classes["forced"])
+    assert len(rows) == head["per_capability"] * len(classes["capability"])
+    seen: dict[str, set[str]] = {}
+    for config, _answer in rows:
+        for name, value in config.items():
+            seen.setdefault(name, set()).add(json.dumps(value))
+    # every class of every input is drawn at least once
+    assert {json.loads(v) for v in seen["head_size"]} == set(classes["head_size"])
+    assert {json.loads(v) for v in seen["kv_cache_dtype"]} == set(classes["kv_cache_dtype"])
+    assert {json.loads(v) for v in seen["block_size"]} == set(classes["block_size"])
+    assert {tuple(json.loads(v)) for v in seen["capability"]} == {
+        tuple(int(x) for x in c.split(".")) for c in classes["capability"]}
+    flags = ("use_mla", "use_sparse", "has_sink", "use_mm_prefix", "use_non_causal", "has_sliding_window")
+    for flag in flags:
+        assert seen[flag] == {"true", "false"}, flag
+    forced = {json.loads(v) for v in seen["forced"]}
+    assert None in forced
+    assert {f.upper() for f in forced if f} == {f.upper() for f in classes["forced"]}
+    # vLLM chose a backend in a good share of the records, and refused in a good share
+    chosen = sum(1 for _config, answer in rows if answer["chosen"] is not None)
+    assert len(rows) // 10 < chosen < len(rows) // 2
+
+
+def test_sample_differential(compared: tuple[dict[str, list[str]], int]) -> None:
+    """Every record: no disagreement outside the class open value domains settle (see ``_pending``)."""
+    found, total = compared
+    assert total > 10000
+    other = {key: lines for key, lines in found.items() if not _pending(json.loads(key), lines)}
+    assert not other, (len(other), dict(list(other.items())[:5]))
+
+
+@pytest.mark.xfail(strict=True, reason="derived axes (vllm_fa_version, vllm_fa_default) are expanded over "
+                   "listed values only; open value domains settle FLASH_ATTN on 10.1 and off-list head sizes")
+def test_sample_differential_complete(compared: tuple[dict[str, list[str]], int]) -> None:
+    """Every record agrees, FA-version gates included; when this passes, drop the xfail and ``_pending``."""
+    found, _total = compared
+    assert not found, (len(found), dict(list(found.items())[:5]))
+
+
+def test_pending_class_is_recognised() -> None:
+    """``_pending`` takes only FLASH_ATTN differences on a value the axes do not list."""
+    off = {"capability": [10, 1], "head_size": 128}
+    listed = {"capability": [10, 0], "head_size": 128}
+    fa = ["FLASH_ATTN: vLLM valid=False", "auto: vLLM TRITON_ATTN, matrix FLASH_ATTN"]
+    assert _pending(off, fa)
+    assert _pending({"capability": [9, 0], "head_size": 264}, fa)
+    assert not _pending(listed, fa)
+    assert not _pending(off, [*fa, "FLASHINFER: vLLM valid=True"])
+    assert not _pending(off, ["FLASH_ATTN_MLA: vLLM valid=True"])
+    assert not _pending(off, ["auto: vLLM FLASH_ATTN_MLA, matrix TRITON_MLA"])
+
+
+def test_sample_is_the_documented_draw(sample: tuple[dict[str, Any], list[list[dict[str, Any]]]]) -> None:
+    """The recorded inputs are exactly what the tool's seeded draw gives, capability by capability, in order
+    (so the record is the documented draw, and ``--seed`` reproduces it)."""
+    from scripts import load_script
+
+    tool = load_script("tools/record_vllm_selection.py")
+    head, rows = sample
+    assert head["seed"] == tool.SAMPLE_SEED
+    assert head["classes"]["capability"] == [f"{a}.{b}" for a, b in tool.SAMPLE_CAPABILITIES]
+    drawn = [s.as_json() for cap in tool.SAMPLE_CAPABILITIES
+             for s in tool._samples(cap, head["per_capability"], head["seed"])]
+    assert drawn == [config for config, _answer in rows]
+    first = tool.SAMPLE_CAPABILITIES[0]
+    assert [s.as_json() for s in tool._samples(first, 5, head["seed"] + 1)] != drawn[:5]  # the seed matters
