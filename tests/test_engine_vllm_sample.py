@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -23,14 +22,9 @@ import capmatrix
 from capmatrix.engine.vllm import NoValidBackend, backend_order, select_backend
 
 RECORD = Path(__file__).resolve().parent.parent / "capabilities/evidence/vllm_0.33.0_sample.json.gz"
-#: The axes that decide ``vllm_fa_version`` / ``vllm_fa_default``. Until derived axes are computed from a
-#: query's own values (open value domains), a capability or head size the axes do not list can answer
-#: FLASH_ATTN's FA-version checks wrongly; such records are reported apart (see the strict xfail below).
-_PENDING_AXES = ("sm", "head_dim")
 #: The record's flags that are matrix axes passed through ``extra``.
 _FLAG_AXES = (("use_mm_prefix", "use_mm_prefix"), ("use_non_causal", "use_non_causal"),
               ("has_sliding_window", "sliding_window"))
-_FLASH_ATTN = re.compile(r"(?<![A-Z_])FLASH_ATTN(?![A-Z_])")
 
 
 def _load() -> tuple[dict[str, Any], list[list[dict[str, Any]]]]:
@@ -95,16 +89,6 @@ def _disagreements(config: dict[str, Any], answer: dict[str, Any], forced: list[
     return found
 
 
-def _pending(config: dict[str, Any], found: list[str]) -> bool:
-    """A disagreement of the class open value domains settle: a capability or head size the axes do not
-    list, and every difference is about FLASH_ATTN (whose FA-version gates read the derived axes).
-    """
-    axes = capmatrix.default_matrix().axes
-    values = {"sm": config["capability"][0] * 10 + config["capability"][1], "head_dim": config["head_size"]}
-    off_list = any(values[name] not in axes[name].values for name in _PENDING_AXES)
-    return off_list and all(_FLASH_ATTN.search(line) for line in found)
-
-
 def _compare(sample: tuple[dict[str, Any], list[list[dict[str, Any]]]]) -> tuple[dict[str, list[str]], int]:
     head, rows = sample
     found: dict[str, list[str]] = {}
@@ -157,32 +141,10 @@ def test_sample_design(sample: tuple[dict[str, Any], list[list[dict[str, Any]]]]
 
 
 def test_sample_differential(compared: tuple[dict[str, list[str]], int]) -> None:
-    """Every record: no disagreement outside the class open value domains settle (see ``_pending``)."""
+    """Every record agrees: the automatic choice, the order, every forced backend and spelling."""
     found, total = compared
     assert total > 10000
-    other = {key: lines for key, lines in found.items() if not _pending(json.loads(key), lines)}
-    assert not other, (len(other), dict(list(other.items())[:5]))
-
-
-@pytest.mark.xfail(strict=True, reason="derived axes (vllm_fa_version, vllm_fa_default) are expanded over "
-                   "listed values only; open value domains settle FLASH_ATTN on 10.1 and off-list head sizes")
-def test_sample_differential_complete(compared: tuple[dict[str, list[str]], int]) -> None:
-    """Every record agrees, FA-version gates included; when this passes, drop the xfail and ``_pending``."""
-    found, _total = compared
     assert not found, (len(found), dict(list(found.items())[:5]))
-
-
-def test_pending_class_is_recognised() -> None:
-    """``_pending`` takes only FLASH_ATTN differences on a value the axes do not list."""
-    off = {"capability": [10, 1], "head_size": 128}
-    listed = {"capability": [10, 0], "head_size": 128}
-    fa = ["FLASH_ATTN: vLLM valid=False", "auto: vLLM TRITON_ATTN, matrix FLASH_ATTN"]
-    assert _pending(off, fa)
-    assert _pending({"capability": [9, 0], "head_size": 264}, fa)
-    assert not _pending(listed, fa)
-    assert not _pending(off, [*fa, "FLASHINFER: vLLM valid=True"])
-    assert not _pending(off, ["FLASH_ATTN_MLA: vLLM valid=True"])
-    assert not _pending(off, ["auto: vLLM FLASH_ATTN_MLA, matrix TRITON_MLA"])
 
 
 def test_sample_is_the_documented_draw(sample: tuple[dict[str, Any], list[list[dict[str, Any]]]]) -> None:
