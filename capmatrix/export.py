@@ -66,6 +66,8 @@ def _axis(axis: Axis) -> dict[str, object]:
         out["environment"] = True
     if axis.families:
         out["families"] = {name: list(members) for name, members in axis.families.items()}
+    if axis.cuts:
+        out["cuts"] = [_condition(cut) for cut in axis.cuts]
     return out
 
 
@@ -88,6 +90,9 @@ def _condition(cond: Condition) -> dict[str, object]:
     }
     if cond.optional:
         out["admits_none"] = cond.admits_none
+    if cond.cuts:  # a class condition: an int's signature over its axis's cuts decides
+        out["axis"] = cond.axis
+        out["signatures"] = [hex(s) for s in sorted(cond.signatures)]
     return out
 
 

@@ -61,10 +61,18 @@ def _in_interval(interval: dict[str, Any], value: Value) -> bool:
     return True
 
 
-def _holds(cond: dict[str, Any], value: Value) -> bool:
+def _signature(cuts: list[dict[str, Any]], value: Value) -> int:
+    """Which of an axis's cuts an int meets, as a bit set."""
+    return sum(1 << i for i, cut in enumerate(cuts) if _holds(cut, value, {}))
+
+
+def _holds(cond: dict[str, Any], value: Value, axes: dict[str, Any]) -> bool:
     """A condition, for a value outside the axis's universe."""
     if "admits_none" in cond and _same(value, "none"):
         return bool(cond["admits_none"])
+    if "signatures" in cond and type(value) is int:
+        wanted = {int(s, 16) for s in cond["signatures"]}
+        return _signature(axes[cond["axis"]]["cuts"], value) in wanted
     hit = (
         any(_same(v, value) for v in cond["values"])
         or any(_in_interval(i, value) for i in cond["intervals"])
@@ -91,7 +99,7 @@ class Evaluator:
             return True
         if self.known(axis, value) is not None:
             return any(_same(v, value) for v in rule["box"][axis])
-        return _holds(rule["conditions"][axis], value)
+        return _holds(rule["conditions"][axis], value, self.axes)
 
     def model(self, name: str) -> dict[str, Any]:
         found: dict[str, Any] | None = self.models.get(name)
@@ -170,7 +178,7 @@ class Evaluator:
                 if any(_same(v, value) for v in universe):
                     hit = any(_same(v, value) for v in part["values"])
                 else:
-                    hit = _holds(part["condition"], value)
+                    hit = _holds(part["condition"], value, self.axes)
                 if not hit:
                     inside = False
                     break

@@ -36,9 +36,22 @@
     return true;
   }
 
+  /* Which of an open int axis's cuts an int meets, as a bit set (BigInt: an axis may have many). */
+  function signature(cuts, value) {
+    var out = BigInt(0);
+    for (var i = 0; i < cuts.length; i++) {
+      if (holds(cuts[i], value)) { out |= BigInt(1) << BigInt(i); }
+    }
+    return out;
+  }
+
   /* A condition, for a value outside the axis's universe. */
   function holds(cond, value) {
     if ('admits_none' in cond && value === 'none') { return Boolean(cond.admits_none); }
+    if ('signatures' in cond && typeof value === 'number' && Number.isInteger(value)) {
+      var mine = signature(AXES[cond.axis].cuts, value);
+      return cond.signatures.some(function (s) { return BigInt(s) === mine; });
+    }
     var hit = cond.values.some(function (v) { return v === value; }) ||
       cond.intervals.some(function (iv) { return inInterval(iv, value); }) ||
       (typeof value === 'number' && Number.isInteger(value) &&
