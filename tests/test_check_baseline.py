@@ -172,3 +172,9 @@ def test_baseline_options_exclude_each_other(tmp_path: Path) -> None:
     code, _, err = cli("check", "--baseline", str(tmp_path / "a"), "--write-baseline", str(tmp_path / "b"))
     assert code == 2
     assert "not allowed with argument" in err
+
+
+def test_a_finding_about_kernels_only_is_keyed_by_them() -> None:
+    finding = capmatrix.analysis.Finding(code="C110", severity=capmatrix.analysis.Severity.ERROR,
+                                         message="k supports nothing", kernels=("k",))
+    assert finding.key == "C110 k"

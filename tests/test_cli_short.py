@@ -181,3 +181,32 @@ def test_a_near_miss_without_axis_or_file_keeps_its_message() -> None:
     assert _near_miss_line("k.r", [located]) == "x k.r (f.yaml:3) needs sm 90 (got 80)"
     both = _near_miss_line("k.r", [located, reason])
     assert both == "x k.r (f.yaml:3) needs sm 90 (got 80); k.r needs something"
+
+
+def test_explain_of_a_supported_answer_has_no_would_work() -> None:
+    code, out, _ = cli("query", "xqa", "--sm", "120", "--model", "llama", "--spec-dec", "one_model", "-v")
+    assert code == 0
+    assert "  why:\n    + xqa.hmma_multi_token " in out
+    assert "would work" not in out
+
+
+def test_a_role_whose_order_is_undecided_tried_nothing(write_matrix: WriteMatrix) -> None:
+    root = write_matrix({"roles2.yaml": """\
+        roles:
+          by_sm:
+            description: the list depends on the SM
+            orders:
+              - when: {sm: 90}
+                candidates: [xqa]
+              - candidates: [fallback]
+        """})
+    code, out, _ = cli("select", "by_sm", "--matrix", str(root), "--attention", "gqa")
+    assert code == 3
+    assert out == "by_sm: no supported candidate\n"
+    code, out, _ = cli("select", "by_sm", "--matrix", str(root), "--attention", "gqa", "--sm", "80")
+    assert code == 0
+    assert out.splitlines()[0] == "by_sm: fallback"
+    data = json.loads(cli("select", "by_sm", "--matrix", str(root), "--attention", "gqa", "--sm", "90",
+                          "--json")[1])
+    assert data["kernel"] == "xqa"
+    assert data["alternatives"] == []  # the order for sm 90 lists xqa alone
