@@ -13,6 +13,7 @@ from capmatrix.cli._query import (
     SHOWN_RULES,
     _near_miss_line,
     format_selection,
+    format_short,
     read_axes,
 )
 from capmatrix.resolver import Reason, ReasonKind
@@ -49,7 +50,11 @@ def test_the_seed_deepseek_answer_is_short_and_complete() -> None:
     assert lines[closest + 1] == (
         "    x xqa.mla_sm12x (capabilities/kernels/xqa.yaml:411) needs kv_cache_dtype fp8 (got bf16)"
     )
-    assert lines[closest + 1 + SHOWN_CLOSEST].startswith("    ... and ")
+    grants = len(capmatrix.load().kernels["xqa"].grants)
+    assert lines[closest + 1 + SHOWN_CLOSEST] == (
+        f"    ... and {grants - SHOWN_CLOSEST} other grants (--explain lists them, closest first; "
+        "--closest K sets how many)"
+    )
     assert out.endswith("  would work:\n    set dtype=fp8 and kv_cache_dtype=fp8\n")
 
 
@@ -95,7 +100,7 @@ def test_a_depends_answer_says_where_first_and_counts_the_rest() -> None:
     decided = lines.index("  decided by:")
     assert lines[decided + 1].startswith("    ~ supported when ")
     assert lines[decided + 1 + SHOWN_RULES].startswith("    ... and ")
-    assert lines[decided + 1 + SHOWN_RULES].endswith(" more (--explain lists every rule)")
+    assert lines[decided + 1 + SHOWN_RULES].endswith(" more (--explain lists them)")
     assert len(lines) <= 15
 
 
@@ -210,3 +215,18 @@ def test_a_role_whose_order_is_undecided_tried_nothing(write_matrix: WriteMatrix
                           "--json")[1])
     assert data["kernel"] == "xqa"
     assert data["alternatives"] == []  # the order for sm 90 lists xqa alone
+
+
+def test_short_form_counts_the_grants_it_does_not_show() -> None:
+    query = capmatrix.KernelQuery("xqa", sm=121, model="deepseek_v3", spec_dec="one_model")
+    resolution = capmatrix.resolve(query)
+    misses = {r.rule_id for r in resolution.reasons if r.kind is ReasonKind.MISMATCH}
+    def last_count(grants: int | None) -> str:
+        text = format_short(resolution, resolution.reasons, [], shown_defaults=None, vary=False,
+                            grants=grants)
+        return next(line for line in text.splitlines() if "other grant" in line).split(" (")[0]
+    assert last_count(None) == f"    ... and {len(misses) - SHOWN_CLOSEST} other grants"
+    assert last_count(SHOWN_CLOSEST + 1) == "    ... and 1 other grant"
+    text = format_short(resolution, resolution.reasons, [], shown_defaults=None, vary=False,
+                        grants=SHOWN_CLOSEST)
+    assert "other grant" not in text

@@ -159,15 +159,19 @@ def _deciding(resolution: Resolution, reasons: Sequence[Reason], limit: int) -> 
 
 
 def format_short(resolution: Resolution, reasons: Sequence[Reason], suggestions: Sequence[Suggestion],
-                 *, shown_defaults: Collection[str] | None, vary: bool) -> str:
-    """The short answer: verdict, values, the rules that decided it, the closest grants, what would work."""
+                 *, shown_defaults: Collection[str] | None, vary: bool, grants: int | None = None) -> str:
+    """The short answer: verdict, values, the rules that decided it, the closest grants, what would work.
+
+    ``grants``: how many grants the kernel has, so that the ones not shown are counted (None: count
+    only the near misses among ``reasons``).
+    """
     lines = [f"{resolution.kernel}: {resolution.verdict}", *_values_lines(resolution, shown_defaults)]
     decided = _deciding(resolution, reasons, SHORT_REASON)
     if decided:
         lines.append("  decided by:")
         lines.extend(f"    {line}" for line in decided[:SHOWN_RULES])
         if len(decided) > SHOWN_RULES:
-            lines.append(f"    ... and {len(decided) - SHOWN_RULES} more (--explain lists every rule)")
+            lines.append(f"    ... and {len(decided) - SHOWN_RULES} more (--explain lists them)")
     misses = _near_misses(reasons)
     if resolution.verdict is not Verdict.SUPPORTED and misses and not any(
         r.kind is ReasonKind.GRANT for r in reasons
@@ -175,9 +179,11 @@ def format_short(resolution: Resolution, reasons: Sequence[Reason], suggestions:
         lines.append("  no grant applies; the closest:")
         lines.extend(f"    {_cut(_near_miss_line(rule, m), SHORT_REASON)}"
                      for rule, m in misses[:SHOWN_CLOSEST])
-        more = len(misses) - SHOWN_CLOSEST + sum(1 for r in reasons if r.kind is ReasonKind.MORE)
+        shown = min(len(misses), SHOWN_CLOSEST)
+        more = (len(misses) if grants is None else grants) - shown
         if more > 0:
-            lines.append(f"    ... and {more} more grants (--explain lists every rule)")
+            lines.append(f"    ... and {more} other grant{'s' if more > 1 else ''} (--explain lists "
+                         "them, closest first; --closest K sets how many)")
     if resolution.verdict is not Verdict.SUPPORTED:
         lines.extend(_would_work(suggestions, vary=vary, limit=SHOWN_SHORT_SUGGESTIONS))
     return "\n".join(lines)
@@ -258,7 +264,7 @@ def cmd_query(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextIO
                 text += "\n" + "\n".join(_would_work(found, vary=bool(args.vary)))
         else:
             text = format_short(resolution, reasons, found, shown_defaults=shown_defaults,
-                                vary=bool(args.vary))
+                                vary=bool(args.vary), grants=len(matrix.kernels[resolution.kernel].grants))
         out.write(text + "\n")
     return {Verdict.SUPPORTED: EXIT_OK, Verdict.UNSUPPORTED: EXIT_FAIL}.get(
         resolution.verdict, EXIT_DEPENDS
