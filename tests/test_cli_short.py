@@ -110,6 +110,11 @@ def test_select_fits_and_gives_one_reason_per_candidate() -> None:
     lines = out.splitlines()
     assert len(lines) <= 15
     assert lines[0] == "trtllm_generation: fmha_v2"
+    assert lines[1:4] == [
+        "  query: sm=121",
+        "  model deepseek_v3: attention=mla dtype=bf16 kv_cache_dtype=bf16 head_dim=576 q_per_kv=128",
+        "  role trtllm_generation: phase=generation",  # the role's own axis value, not the query's
+    ]
     first = "trtllm_gen.mla_generation (capabilities/kernels/trtllm_gen.yaml:65) needs sm sm_100f (got 121)"
     assert f"   trtllm_gen: unsupported; x {first}" in lines
     assert any(line.startswith("   xqa: unsupported; - xqa.mla_fp8_only ") for line in lines)

@@ -85,22 +85,29 @@ def read_axes(matrix: Matrix, kernels: Iterable[str]) -> frozenset[str]:
     return frozenset(read)
 
 
-def _values_lines(resolution: Resolution, shown_defaults: Collection[str] | None) -> list[str]:
-    """The query's values by origin; axis defaults only where ``shown_defaults`` names them (if given)."""
+def _values_lines(resolution: Resolution, shown_defaults: Collection[str] | None,
+                  role: tuple[str, Collection[str]] | None = None) -> list[str]:
+    """The query's values by origin; axis defaults only where ``shown_defaults`` names them (if given).
+
+    ``role``: a role's name and the axes it set for its candidates (shown as the role's, not the query's).
+    """
     lines: list[str] = []
-    by_origin: dict[Origin, list[str]] = {}
+    by_origin: dict[str, list[str]] = {}
     for name, value in resolution.values.items():
         origin = resolution.origins[name]
         if origin.kind is OriginKind.DEFAULT and shown_defaults is not None and name not in shown_defaults:
             continue
-        by_origin.setdefault(origin, []).append(f"{name}={format_value(value)}")
-    for origin, items in by_origin.items():
-        if origin.kind is OriginKind.MODEL:
-            label = f"model {origin.model}"
-        else:
-            label = "axis defaults" if origin.kind is OriginKind.DEFAULT else "query"
-        lines.append(f"  {label}: {' '.join(items)}")
+        by_origin.setdefault(_label(origin, name, role), []).append(f"{name}={format_value(value)}")
+    lines.extend(f"  {label}: {' '.join(items)}" for label, items in by_origin.items())
     return lines
+
+
+def _label(origin: Origin, name: str, role: tuple[str, Collection[str]] | None) -> str:
+    if origin.kind is OriginKind.MODEL:
+        return f"model {origin.model}"
+    if origin.kind is OriginKind.DEFAULT:
+        return "axis defaults"
+    return f"role {role[0]}" if role is not None and name in role[1] else "query"
 
 
 def format_resolution(resolution: Resolution, reasons: Sequence[Reason] | None = None,
@@ -322,7 +329,11 @@ def format_selection(selection: Selection, also: Sequence[Resolution] = (), *,
     if selection.trace:
         kernels = [r.kernel for r in (*selection.trace, *also)]
         shown = read_axes(matrix, kernels) if matrix is not None else None
-        lines.extend(_values_lines(selection.trace[-1], shown))
+        pinned = None
+        if matrix is not None:
+            pinned = (selection.role, [a for a in matrix.roles[selection.role].axes
+                                       if a not in selection.query.axes])
+        lines.extend(_values_lines(selection.trace[-1], shown, pinned))
     for resolution in selection.trace:
         mark = "=>" if resolution.kernel == selection.kernel else "  "
         if not explain:
