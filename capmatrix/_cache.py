@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from capmatrix._atomic import write_text_atomic
 from capmatrix.matrix import Matrix
 from capmatrix.model import (
+    GPU,
     Axis,
     AxisType,
     Condition,
@@ -484,6 +485,19 @@ def _underived(data: list[Any]) -> DerivedAxis:
     return DerivedAxis(axis=_unaxis(axis), rows=tuple(out))
 
 
+def _gpu(g: GPU) -> list[Any]:
+    return [g.key, g.name, g.sm, list(g.aliases), g.source, _loc(g.location)]
+
+
+def _ungpu(data: list[Any]) -> GPU:
+    key, name, sm, aliases, source, loc = data
+    location = _unloc(loc)
+    if location is None:
+        raise _Mismatch
+    return GPU(key=_str(key), name=_str(name), sm=_int(sm), aliases=tuple(map(_str, aliases)),
+               source=_opt_str(source), location=location)
+
+
 def _encode(m: Matrix) -> dict[str, Any]:
     global _table  # noqa: PLW0603 - the condition table of the entry being written
     with _lock:
@@ -515,6 +529,7 @@ def _encode_tables(m: Matrix) -> dict[str, Any]:
         "kernels": [_kernel(k) for k in m.kernels.values()],
         "models": [_model(x) for x in m.models.values()],
         "roles": [_role(r) for r in m.roles.values()],
+        "gpus": [_gpu(g) for g in m.gpus.values()],
     }
 
 
@@ -523,6 +538,7 @@ def _decode_tables(data: dict[str, Any]) -> Matrix:
     kernels = [_unkernel(k) for k in data["kernels"]]
     models = [_unmodel(x) for x in data["models"]]
     roles = [_unrole(r) for r in data["roles"]]
+    gpus = [_ungpu(g) for g in data["gpus"]]
     return Matrix(
         root=_str(data["root"]),
         files=tuple(map(_str, data["files"])),
@@ -531,4 +547,5 @@ def _decode_tables(data: dict[str, Any]) -> Matrix:
         models={x.name: x for x in models},
         roles={r.name: r for r in roles},
         derived={_str(name): _underived(d) for name, d in data["derived"]},
+        gpus={g.key: g for g in gpus},
     )

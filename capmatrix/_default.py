@@ -20,7 +20,11 @@ if TYPE_CHECKING:
     import os
     from collections.abc import Collection
 
-__all__ = ["default_matrix", "reload", "resolve", "select", "set_default_matrix", "suggest"]
+    from capmatrix.model import AxisValue
+
+__all__ = [
+    "default_matrix", "derived_values", "reload", "resolve", "select", "set_default_matrix", "suggest",
+]
 
 _default_lock = threading.Lock()
 _default: Matrix | None = None
@@ -103,6 +107,11 @@ def resolve(query: KernelQuery, matrix: Matrix | None = None) -> Resolution:
             if found is not None:
                 return found  # type: ignore[no-any-return]
     return _resolver(m).resolve(query)
+
+
+def derived_values(query: KernelQuery, matrix: Matrix | None = None) -> dict[str, AxisValue]:
+    """The query's effective values plus the derived axes they decide (what a role's orders read)."""
+    return _resolver(matrix).derived_values(query)
 
 
 def select(role: str, query: KernelQuery, matrix: Matrix | None = None) -> Selection:

@@ -58,6 +58,8 @@ ERROR_CODES: dict[str, str] = {
     "E243": "a role order that never applies",
     "E244": "a gate guards an unknown kernel or role",
     "E245": "a kernel that is not a gate guards others",
+    "E250": "a GPU whose sm the sm axis does not declare",
+    "E251": "a GPU name or alias used twice",
     "T001": "an expectation file of the wrong shape",
     "T002": "a malformed expectation case",
     "T003": "no expectation case found",
@@ -196,6 +198,13 @@ class InvalidQuery(CapmatrixError, ValueError):
         return f"{self.message} (did you mean {self.suggestion!r}?)"
 
 
+#: The most names an unknown-name message lists; more are left to ``capmatrix list``.
+SHOWN_CHOICES = 12
+#: What ``capmatrix list`` calls each kind of name (a kernel may also be a gate).
+_LISTS = {"kernel": "`capmatrix list kernels` and `capmatrix list gates`", "axis": "`capmatrix list axes`",
+          "GPU": "`capmatrix list gpus`"}
+
+
 class UnknownName(InvalidQuery, LookupError):
     """A query or call names a kernel, model, role or axis the matrix does not declare."""
 
@@ -204,8 +213,12 @@ class UnknownName(InvalidQuery, LookupError):
         self.what = what
         self.name = name
         self.choices = tuple(choices)
-        known = ", ".join(choices[:12]) + (", ..." if len(choices) > 12 else "")
-        listing = f"known: {known}" if choices else f"the matrix declares no {what}s"
+        if not choices:
+            listing = f"the matrix declares no {what}s"
+        elif len(choices) <= SHOWN_CHOICES:
+            listing = f"known: {', '.join(choices)}"
+        else:
+            listing = f"{len(choices)} known, listed by {_LISTS.get(what, f'`capmatrix list {what}s`')}"
         super().__init__(
             f"unknown {what} {echo(name)}; {listing}",
             suggestion=did_you_mean(name, choices) if isinstance(name, str) else None,

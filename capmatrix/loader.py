@@ -13,9 +13,10 @@ from capmatrix import _cache, _hints
 from capmatrix._classes import representatives
 from capmatrix._files import read_bytes
 from capmatrix.errors import CapabilityError, CapabilityErrors, echo
-from capmatrix.matrix import Matrix
+from capmatrix.matrix import Matrix, gpu_spelling
 from capmatrix.model import (
     CORE,
+    GPU,
     NONE,
     Axis,
     AxisType,
@@ -411,6 +412,7 @@ class _Semantics:
             models=models,
             roles=roles,
             derived={n: d for n, d in self.derived.items() if n in all_axes},
+            gpus=_gpus(self, docs, axes),
         )
 
     def _entries(
@@ -1215,6 +1217,40 @@ class _Semantics:
             axes=pinned,
             orders=tuple(orders),
         )
+
+
+#: The spellings of a GPU before its aliases: its key and its name.
+_GPU_FIELDS = ("key", "name")
+
+
+def _gpus(
+    builder: _Semantics, docs: list[tuple[dict[str, Any], _yaml.SourceMap]], axes: dict[str, Axis],
+) -> dict[str, GPU]:
+    """The ``gpus:`` entries: each GPU's sm must be a value of the ``sm`` axis, each name one GPU's."""
+    gpus: dict[str, GPU] = {}
+    owners: dict[str, str] = {}  # a spelling as compared -> the key of the GPU it names
+    sm = axes.get("sm")
+    for key, raw, smap in builder._entries("gpu", docs, gpus):  # noqa: SLF001 - the loader's own walk
+        path: tuple[str | int, ...] = ("gpus", key)
+        if sm is None or sm.type is not AxisType.INT or sm.index(raw["sm"]) is None:
+            known = "the matrix has no int axis 'sm'" if sm is None or sm.type is not AxisType.INT \
+                else f"the sm axis has {', '.join(map(format_value, sm.known))}"
+            builder.fail(smap, (*path, "sm"), f"GPU {echo(key)} has sm {echo(raw['sm'])}; {known}",
+                         hint="add the SM to the sm axis's values, or correct the GPU's sm",
+                         code="E250")
+        aliases = tuple(raw.get("aliases", ()))
+        for i, spelling in enumerate((key, raw["name"], *aliases)):
+            owner = owners.setdefault(gpu_spelling(spelling), key)
+            if owner != key:
+                where = ((path, (*path, "name"))[i] if i < len(_GPU_FIELDS)
+                         else (*path, "aliases", i - len(_GPU_FIELDS)))
+                builder.fail(smap, where, f"{echo(spelling)} already names GPU {echo(owner)}",
+                             hint="a name or alias names one GPU, whatever its case, spaces, - and _",
+                             key=i == 0, code="E251")
+        line, col = smap.locate(path, key=True)
+        gpus[key] = GPU(key=key, name=raw["name"], sm=raw["sm"], aliases=aliases,
+                        source=raw.get("source"), location=Location(path=smap.path, line=line, column=col))
+    return gpus
 
 
 class _Multiple:

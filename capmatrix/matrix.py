@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -12,9 +13,9 @@ from capmatrix.regions import Space
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from capmatrix.model import Axis, DerivedAxis, Kernel, ModelFamily, Role, Rule
+    from capmatrix.model import GPU, Axis, DerivedAxis, Kernel, ModelFamily, Role, Rule
 
-__all__ = ["ROOT_LABEL", "Matrix"]
+__all__ = ["ROOT_LABEL", "Matrix", "gpu_spelling"]
 
 #: How the matrix root is named in pages and artifacts, whatever directory was loaded: the shipped
 #: matrix lives in ``capabilities/`` and readers of generated output know it by that name.
@@ -34,6 +35,8 @@ class Matrix:
     #: Axes computed from others by decision tables (not part of :attr:`space`; rules on them are
     #: expanded into rules on the axes the tables read).
     derived: Mapping[str, DerivedAxis] = field(default_factory=dict)
+    #: GPU products by key, each with its compute capability (``--gpu NAME`` answers as ``--sm``).
+    gpus: Mapping[str, GPU] = field(default_factory=dict)
     _compiled: Any = field(default=None, repr=False, compare=False)
 
     @property
@@ -61,6 +64,17 @@ class Matrix:
                 return model
         return None
 
+    def gpu(self, name: str) -> GPU | None:
+        """The GPU whose key, name or an alias is ``name``, ignoring case, spaces, ``-`` and ``_``.
+
+        ``RTX 5090``, ``rtx5090`` and ``rtx_5090`` are one GPU; ``None`` when no GPU answers to ``name``.
+        """
+        wanted = gpu_spelling(name)
+        for gpu in self.gpus.values():
+            if any(gpu_spelling(spelling) == wanted for spelling in gpu.spellings):
+                return gpu
+        return None
+
     def rule(self, rule_id: str) -> Rule:
         """The rule with id ``rule_id``.
 
@@ -74,6 +88,18 @@ class Matrix:
     def show_path(self, path: str) -> str:
         """``path`` as ``capabilities/...`` when it lies under :attr:`root`, else as given (POSIX form)."""
         return _shown(self.root, path, str(Path.cwd()))
+
+
+def gpu_spelling(name: str) -> str:
+    """The form GPU names are compared in: lower case without spaces, ``-`` or ``_``.
+
+    >>> gpu_spelling("RTX PRO-6000"), gpu_spelling("gb_10")
+    ('rtxpro6000', 'gb10')
+    """
+    return _SEPARATORS.sub("", name).lower()
+
+
+_SEPARATORS = re.compile(r"[\s_-]+")
 
 
 @functools.lru_cache(maxsize=4096)

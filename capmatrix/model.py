@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CORE",
+    "GPU",
     "NONE",
     "Axis",
     "AxisType",
@@ -443,6 +444,26 @@ class Kernel:
     def exclusions(self) -> tuple[Rule, ...]:
         """The rules that take support away."""
         return tuple(r for r in self.rules if r.effect is Effect.EXCLUDE)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GPU:
+    """A GPU product and its compute capability: what ``--gpu NAME`` stands for (``--sm``)."""
+
+    #: The entry's key in ``gpus:`` (``rtx_5090``).
+    key: str
+    #: The product name as NVIDIA writes it (``RTX 5090``).
+    name: str
+    sm: int
+    location: Location
+    #: Other names of the same chip (``GeForce RTX 5090``, ``GB202``); matched like ``name``.
+    aliases: tuple[str, ...] = ()
+    source: str | None = None
+
+    @property
+    def spellings(self) -> tuple[str, ...]:
+        """Every name the GPU answers to: its key, its name, then its aliases."""
+        return (self.key, self.name, *self.aliases)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

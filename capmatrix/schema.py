@@ -72,7 +72,7 @@ def shape_problems(
         yield smap.error(
             (),
             f"a capability file is a mapping of sections, not {_KINDS.get(type(data), 'this value')}",
-            hint="start it with one of axes:, kernels:, models: or roles:",
+            hint="start it with one of axes:, kernels:, models:, roles: or gpus:",
             code="E103",
         ), ()
         return

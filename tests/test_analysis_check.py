@@ -216,7 +216,7 @@ def test_finding_as_dict_round_trips_through_json(small: capmatrix.Matrix) -> No
     finding = Finding(code="C105", severity=Severity.INFO, message="m")
     data = json.loads(json.dumps(finding.as_dict()))
     assert data == {
-        "code": "C105", "severity": "info", "title": "subsumed rule", "message": "m",
+        "code": "C105", "key": "C105 m", "severity": "info", "title": "subsumed rule", "message": "m",
         "locations": [], "rules": [], "kernels": [], "witness": None, "regions": [],
     }
 

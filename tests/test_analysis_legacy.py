@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).parent.parent
 TRTLLM = ROOT / "examples" / "legacy" / "trtllm_release_1_2.py"
 PREDICATES = Path(__file__).parent / "analysis_cases" / "legacy_predicates.py"
-SEED_REGION = "sm in {120, 121, >=122} and attention in {mha, gqa, mqa} and spec_dec=one_model"
+SEED_REGION = "sm in {120, 121, ([122, 129]), >=130} and attention in {mha, gqa, mqa} and spec_dec=one_model"
 
 
 def _run(*argv: str) -> tuple[int, str, str]:
@@ -61,7 +61,7 @@ def test_pre_fix_conditional_disagrees_exactly_on_sm12x_non_mla_one_model() -> N
     assert result.legacy_only == ()
     assert [a.description for a in result.matrix_only] == [SEED_REGION]
     area = result.matrix_only[0]
-    assert area.values["sm"] == (120, 121, 122)  # 122 stands for every later SM (open domain)
+    assert area.values["sm"] == (120, 121, 122, 130)  # 122 and 130 stand for every later SM (open domain)
     assert area.values["attention"] == ("mha", "gqa", "mqa")
     assert area.values["spec_dec"] == ("one_model",)
     assert all(area.values[a] == axis.values for a, axis in matrix.axes.items()
@@ -80,7 +80,7 @@ def test_cli_compare_legacy_trtllm() -> None:
     assert data["agree"] is False
     assert data["legacy_only"] == []
     [region] = data["matrix_only"]
-    assert region["region"]["sm"] == [120, 121, 122]  # 122: every SM after 121 (open domain)
+    assert region["region"]["sm"] == [120, 121, 122, 130]  # every SM after 121 (open domain)
     assert region["region"]["attention"] == ["mha", "gqa", "mqa"]
     assert region["region"]["spec_dec"] == ["one_model"]
     assert region["witness"]["sm"] == 120

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import html.parser
 import io
 import json
@@ -87,7 +88,7 @@ def shipped_doc(shipped: capmatrix.Matrix) -> Document:
 def test_committed_docs_match_the_shipped_matrix(shipped: capmatrix.Matrix) -> None:
     diffs = check_files(shipped, DOCS)
     assert not diffs, (
-        "docs/support-matrix.{md,html} are stale; run `python tools/render_matrix.py` and commit:\n"
+        "docs/support-matrix.{md,html} are stale; run `capmatrix render` and commit:\n"
         + "\n".join(diffs)
     )
 
@@ -116,8 +117,62 @@ def test_check_fails_after_a_one_line_yaml_edit(tmp_path: Path) -> None:
     assert code == 1
     assert f"--- {MARKDOWN_NAME} (committed)" in err
     assert f"+++ {MARKDOWN_NAME} (rendered)" in err
-    assert "python tools/render_matrix.py" in err
+    assert "python tools/render_matrix.py" not in err
+    assert err.endswith(f"capmatrix: stale in {out}: {MARKDOWN_NAME}, {HTML_NAME}; run "
+                        f"`capmatrix render --matrix {caps} --out-dir {out}` and commit the result\n")
     assert "-| 120 (sm_12x)" in err  # the grid rows that changed
+    # Bounded: a few kilobytes, never the page's embedded data, each line cut short.
+    assert len(err) < 6000
+    assert 'id="ask-data">{' not in err
+    assert all(len(line) < 300 for line in err.splitlines()[:-1])  # the last: the command to run
+    assert "more diff lines)" in err
+
+
+def test_a_stale_embedded_data_line_is_shown_as_its_length_and_digest(tmp_path: Path) -> None:
+    out = tmp_path / "docs"
+    pages = render_pages(capmatrix.load())
+    out.mkdir()
+    (out / MARKDOWN_NAME).write_text(pages[MARKDOWN_NAME], encoding="utf-8")
+    data = next(line for line in pages[HTML_NAME].splitlines() if 'id="ask-data"' in line)
+    assert len(data) >= render._files.DATA_LINE_CHARS
+    (out / HTML_NAME).write_text(pages[HTML_NAME].replace(data, data.replace("xqa", "xqb", 1)),
+                                 encoding="utf-8")
+    stale = render.stale_pages(capmatrix.load(), out)
+    assert list(stale) == [HTML_NAME]
+    diff = stale[HTML_NAME]
+    assert len(diff) < 1000
+    (removed,) = [line for line in diff.splitlines() if line.startswith("-[")]
+    (added,) = [line for line in diff.splitlines() if line.startswith("+[")]
+    assert removed.startswith(f"-[the embedded page data: {len(data):,} characters, sha256 ")
+    assert removed != added
+    assert check_files(capmatrix.load(), out) == [diff]
+
+
+def test_a_long_diff_is_cut_by_lines_and_characters() -> None:
+    lines = [f"+line {i}" for i in range(100)]
+    cut = render._files._bounded(lines)
+    assert cut.splitlines()[-1] == f"... ({100 - render._files.MAX_DIFF_LINES} more diff lines)"
+    wide = ["+" + "x" * 1000] * 30
+    cut = render._files._bounded(wide)
+    assert len(cut) <= render._files.MAX_DIFF_CHARS + 100
+    assert cut.splitlines()[0].endswith(f"... ({1001 - render._files.MAX_LINE_CHARS:,} more characters)")
+    assert cut.splitlines()[-1].endswith("more diff lines)")
+    digest = hashlib.sha256(b"z" * 20_000).hexdigest()[:12]
+    assert render._files._readable("a\n" + "z" * 20_000) == [
+        "a", f"[a line of data: 20,000 characters, sha256 {digest}...]",
+    ]
+
+
+def test_pages_that_differ_only_in_the_final_newline(tmp_path: Path) -> None:
+    out = tmp_path / "docs"
+    out.mkdir()
+    for name, text in render_pages(capmatrix.load()).items():
+        (out / name).write_text(text.rstrip("\n"), encoding="utf-8")
+    stale = render.stale_pages(capmatrix.load(), out)
+    assert stale == {
+        name: f"{name}: the files differ only in line endings or the final newline"
+        for name in (MARKDOWN_NAME, HTML_NAME)
+    }
 
 
 def test_tool_wrapper_checks_and_writes(tmp_path: Path) -> None:

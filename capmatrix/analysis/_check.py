@@ -161,6 +161,28 @@ class Finding:
     kernels: tuple[str, ...] = ()
     witness: Witness | None = None
     regions: tuple[Area, ...] = field(default=())
+    #: What the finding is about beyond its rules and kernels, where they do not tell two findings
+    #: apart: the axis of an open-ended range, the family split, the role (and candidate).
+    subject: str = ""
+
+    @property
+    def key(self) -> str:
+        """A key that names this finding across edits: code, subject, rules (else kernels).
+
+        It holds no line, count or region, so a finding keeps its key while the files around it
+        change; a finding with none of those (a loading problem) is keyed by its file and message.
+        """
+        parts = [self.code]
+        if self.subject:
+            parts.append(self.subject)
+        if self.rules:
+            parts.append(",".join(self.rules))
+        elif self.kernels and not self.subject:
+            parts.append(",".join(self.kernels))
+        elif not self.subject:
+            first = self.locations[0].path if self.locations else ""
+            parts.append(f"{first}: {self.message}" if first else self.message)
+        return " ".join(parts)
 
     @property
     def title(self) -> str:
@@ -176,6 +198,7 @@ class Finding:
         """JSON-ready form (witness commands name ``--matrix DIR`` when ``matrix`` is given)."""
         return {
             "code": self.code,
+            "key": self.key,
             "severity": str(self.severity),
             "title": self.title,
             "message": self.message,
@@ -488,7 +511,7 @@ def _open_ended(
         severity=Severity.WARNING if grant else Severity.INFO,
         locations=(rule.location,), rules=(rule.id,), kernels=(rule.kernel,),
         witness=Witness.at(space, values, kernel=rule.kernel),
-        regions=_rule_area(space, box),
+        regions=_rule_area(space, box), subject=axis.name,
     )
 
 
@@ -511,7 +534,7 @@ def _family_split(axis: Axis, a: int, rule: Rule, box: Box, space: Space) -> Ite
             f"({axis.name} {rule.conditions[axis.name].text})",
             locations=(rule.location,), rules=(rule.id,), kernels=(rule.kernel,),
             witness=Witness.at(space, values, kernel=rule.kernel),
-            regions=_rule_area(space, box),
+            regions=_rule_area(space, box), subject=f"{axis.name} {family}",
         )
 
 
@@ -757,6 +780,7 @@ def _role_report(
             f"({share:.1%} of the universe), e.g. {found[0].description}",
             locations=(role.location,), kernels=tuple(role.candidates),
             witness=Witness.at(space, found[0].witness, role=role.name), regions=found,
+            subject=f"role {role.name}",
         )
     for candidate, found in shadowed:
         kernel = matrix.kernels[candidate]
@@ -766,6 +790,7 @@ def _role_report(
             f"cover everywhere it is supported",
             locations=(role.location, kernel.location), kernels=(candidate,),
             witness=Witness.at(space, found[0].witness, role=role.name), regions=found,
+            subject=f"role {role.name} candidate {candidate}",
         )
 
 

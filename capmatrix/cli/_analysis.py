@@ -6,11 +6,14 @@ revisions for ``diff REV`` and renders text, JSON or Markdown.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import tempfile
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from capmatrix._atomic import write_text_atomic
 from capmatrix.analysis import (
     DEFAULT_TIMEOUT,
     MAX_CALLS,
@@ -25,6 +28,7 @@ from capmatrix.analysis import (
     run_expectations,
 )
 from capmatrix.cli._common import (
+    EXIT_OK,
     FROM_WORKING_TREE,
     MATRIX_DEFAULT_HELP,
     add_format_option,
@@ -34,6 +38,7 @@ from capmatrix.cli._common import (
 )
 from capmatrix.cli._git import extract_revision
 from capmatrix.cli._github import finding_annotation
+from capmatrix.errors import CapmatrixError
 from capmatrix.loader import load
 
 if TYPE_CHECKING:
@@ -52,6 +57,9 @@ if TYPE_CHECKING:
     from capmatrix.matrix import Matrix
 
 __all__ = [
+    "BASELINE_FORMAT",
+    "apply_baseline",
+    "baseline_text",
     "cmd_check",
     "cmd_compare_legacy",
     "cmd_diff",
@@ -60,6 +68,7 @@ __all__ = [
     "configure_compare_legacy",
     "configure_diff",
     "configure_test",
+    "read_baseline",
     "render_check",
     "render_diff_markdown",
     "render_diff_text",
@@ -84,11 +93,80 @@ def _query_command(kind: str, name: str, area: Area, matrix: str | None) -> str:
 # check
 
 
+#: The ``format`` of a findings baseline file (``capmatrix check --write-baseline``).
+BASELINE_FORMAT = "capmatrix-check-baseline"
+BASELINE_VERSION = 1
+
+
 def configure_check(parser: argparse.ArgumentParser, _argv: Sequence[str]) -> None:
     """Arguments of ``capmatrix check``."""
     parser.add_argument("path", nargs="?", help=MATRIX_DEFAULT_HELP)
     add_format_option(parser, "findings")
     parser.add_argument("--strict", action="store_true", help="fail on warnings too")
+    known = parser.add_mutually_exclusive_group()
+    known.add_argument(
+        "--baseline", metavar="FILE",
+        help="hide the findings FILE records (by key) and judge only the others: with --strict, "
+             "only a new warning fails",
+    )
+    known.add_argument(
+        "--write-baseline", metavar="FILE",
+        help="record every finding of today in FILE (JSON, one entry per finding key) and exit 0",
+    )
+
+
+def baseline_text(result: CheckResult) -> str:
+    """The baseline file of ``result``: every finding's key, with its code, severity and message."""
+    entries = sorted(
+        ({"key": f.key, "code": f.code, "severity": str(f.severity), "message": f.message}
+         for f in result.findings),
+        key=lambda e: e["key"],
+    )
+    data = {"format": BASELINE_FORMAT, "version": BASELINE_VERSION, "findings": entries}
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def read_baseline(path: str) -> frozenset[str]:
+    """The finding keys a baseline file records.
+
+    :raises CapmatrixError: when the file is not a baseline (with what to do); OSError when unreadable.
+    """
+    text = Path(path).read_text(encoding="utf-8")
+    redo = f"write one with `capmatrix check --write-baseline {path}`"
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        where = f"{path}:{exc.lineno}:{exc.colno}"
+        raise CapmatrixError(f"{where}: not valid JSON ({exc.msg}); {redo}") from None
+    if not isinstance(data, dict) or data.get("format") != BASELINE_FORMAT:
+        raise CapmatrixError(
+            f'{path}: not a capmatrix check baseline (no "format": "{BASELINE_FORMAT}"); {redo}'
+        )
+    if data.get("version") != BASELINE_VERSION:
+        raise CapmatrixError(f"{path}: baseline version {data.get('version')!r} is not "
+                             f"{BASELINE_VERSION}; {redo}")
+    findings = data.get("findings")
+    if not isinstance(findings, list) or not all(
+        isinstance(e, dict) and isinstance(e.get("key"), str) for e in findings
+    ):
+        raise CapmatrixError(f'{path}: "findings" must be a list of objects with a "key"; {redo}')
+    return frozenset(e["key"] for e in findings)
+
+
+def apply_baseline(result: CheckResult, known: frozenset[str]) -> tuple[CheckResult, int, int]:
+    """``result`` without the findings ``known`` records; how many were hidden; how many keys are gone."""
+    kept = tuple(f for f in result.findings if f.key not in known)
+    present = {f.key for f in result.findings}
+    return (dataclasses.replace(result, findings=kept), len(result.findings) - len(kept),
+            len(known - present))
+
+
+def _baseline_note(hidden: int, gone: int, path: str) -> str:
+    note = f"; {hidden} known finding{'' if hidden == 1 else 's'} hidden (baseline {path})"
+    if gone:
+        note += (f"; {gone} recorded finding{' is' if gone == 1 else 's are'} gone "
+                 "(rewrite the baseline with --write-baseline)")
+    return note
 
 
 def render_finding(finding: Finding, matrix: str | None = None) -> list[str]:
@@ -107,8 +185,8 @@ def render_finding(finding: Finding, matrix: str | None = None) -> list[str]:
     return lines
 
 
-def render_check(result: CheckResult, matrix: str | None = None) -> str:
-    """The text report of ``capmatrix check``."""
+def render_check(result: CheckResult, matrix: str | None = None, *, note: str = "") -> str:
+    """The text report of ``capmatrix check`` (``note`` ends its last line: what a baseline hid)."""
     lines = []
     for finding in result.findings:
         lines.extend(render_finding(finding, matrix))
@@ -116,25 +194,43 @@ def render_check(result: CheckResult, matrix: str | None = None) -> str:
         f"{result.count(s)} {s}{'' if result.count(s) == 1 else 's'}" for s in Severity
     )
     state = "" if result.loaded else " (the matrix did not load)"
-    lines.append(f"capmatrix check: {counts}{state}")
+    lines.append(f"capmatrix check: {counts}{state}{note}")
     return "\n".join(lines)
 
 
 def cmd_check(args: argparse.Namespace, _prepared: None, out: TextIO, err: TextIO) -> int:
-    """Check a matrix: exit 0 clean, 1 with errors (or warnings under --strict), 2 unloadable."""
+    """Check a matrix: exit 0 clean, 1 with errors (or warnings under --strict), 2 unloadable.
+
+    With ``--baseline FILE`` the findings FILE records are left out first; ``--write-baseline FILE``
+    records today's findings instead of judging them.
+    """
     choice = choose_matrix(args.path)
     announce_matrix(choice, err)
+    known = read_baseline(args.baseline) if args.baseline is not None else None
     result = check_path(choice.path)
+    if args.write_baseline is not None:
+        if not result.loaded:
+            out.write(render_check(result, choice.witness_matrix) + "\n")
+            err.write("capmatrix: no baseline written: the matrix did not load\n")
+            return result.exit_status()
+        write_text_atomic(args.write_baseline, baseline_text(result))
+        out.write(f"wrote {len(result.findings)} findings to {args.write_baseline}\n")
+        return EXIT_OK
+    note, extra = "", {}
+    if known is not None and result.loaded:
+        result, hidden, gone = apply_baseline(result, known)
+        note = _baseline_note(hidden, gone, args.baseline)
+        extra = {"baseline": {"file": args.baseline, "hidden": hidden, "gone": gone}}
     if args.format == "json":
-        print_json(result.as_dict(args.path), out)
+        print_json({**result.as_dict(args.path), **extra}, out)
     elif args.format == "github":
         for finding in result.findings:
             witness = (None if finding.witness is None
                        else _command(finding.witness, choice.witness_matrix))
             out.write(finding_annotation(finding, witness) + "\n")
-        out.write(render_check(result, choice.witness_matrix).splitlines()[-1] + "\n")
+        out.write(render_check(result, choice.witness_matrix, note=note).splitlines()[-1] + "\n")
     else:
-        out.write(render_check(result, choice.witness_matrix) + "\n")
+        out.write(render_check(result, choice.witness_matrix, note=note) + "\n")
     return result.exit_status(strict=args.strict)
 
 

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from capmatrix.engine.hf import query_from_hf_config
-from capmatrix.errors import InvalidQuery, InvalidValue, echo
+from capmatrix.errors import InvalidQuery, InvalidValue, UnknownName, did_you_mean, echo
 from capmatrix.loader import RESERVED_AXIS_NAMES, default_path, load
-from capmatrix.model import format_value
+from capmatrix.matrix import gpu_spelling
+from capmatrix.model import AxisType, format_value
 from capmatrix.query import ANY, KernelQuery
 
 if TYPE_CHECKING:
@@ -38,6 +40,7 @@ __all__ = [
     "add_model_options",
     "announce_matrix",
     "choose_matrix",
+    "gpu_sm",
     "load_matrix",
     "prescan",
     "print_json",
@@ -164,6 +167,8 @@ def add_axis_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Ma
         if axis.name in RESERVED_AXIS_NAMES:
             continue  # the loader refuses such names; a hand-built matrix may still hold one
         shown = ", ".join(format_value(v) for v in axis.known)
+        if axis.name == "sm" and axis.type is AxisType.INT:
+            shown += " (also written sm_90a, sm100, 9.0; --gpu NAME gives it by product name)"
         group.add_argument(
             _option(axis.name), dest=f"axis_{axis.name}", metavar="VALUE",
             help=f"{axis.type}: {shown}",
@@ -171,9 +176,51 @@ def add_axis_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Ma
     return matrix
 
 
+#: The spellings of one SM an ``--sm`` option takes besides the number: ``sm_90a``, ``SM100``, ``sm_120``
+#: (the ``a`` of an arch-specific target names the same SM) and the compute capability ``12.1``.
+_SM_NAME = re.compile(r"(?:sm_?)?([0-9]{2,3})a?", re.IGNORECASE)
+_SM_VERSION = re.compile(r"([0-9]{1,2})\.([0-9])")
+
+
+def _sm_text(axis: Axis, text: str) -> str:
+    """``text`` of the ``sm`` axis as the number the axis parses (``sm_90a`` -> ``90``, ``12.1`` -> ``121``).
+
+    :raises InvalidQuery: for a family name (``sm_100f``): a query asks about one SM.
+    """
+    named = _SM_NAME.fullmatch(text)
+    if named:
+        return named.group(1)
+    version = _SM_VERSION.fullmatch(text)
+    if version:
+        return str(int(version.group(1)) * 10 + int(version.group(2)))
+    family = axis.families.get(text.lower())
+    if family is not None:
+        members = ", ".join(map(str, family))
+        raise InvalidQuery(f"--sm {echo(text)} is a family ({members}); a query asks about one SM: "
+                           f"give one of {members}")
+    return text
+
+
+def gpu_sm(matrix: Matrix, name: str) -> int:
+    """The SM of the GPU ``name`` names (case, spaces, ``-`` and ``_`` aside).
+
+    :raises UnknownName: when no GPU of the matrix answers to ``name`` (with the closest one).
+    """
+    gpu = matrix.gpu(name)
+    if gpu is not None:
+        return gpu.sm
+    error = UnknownName("GPU", name, [g.name for g in matrix.gpus.values()])
+    spellings = {gpu_spelling(s): g.name for g in matrix.gpus.values() for s in g.spellings}
+    close = did_you_mean(gpu_spelling(name), spellings)
+    error.suggestion = None if close is None else spellings[close]
+    raise error
+
+
 def _convert(axis: Axis, text: str) -> AxisValue | _Any:
     if text == "*":
         return ANY
+    if axis.name == "sm" and axis.type is AxisType.INT:
+        text = _sm_text(axis, text)
     try:
         return axis.parse(text)
     except InvalidValue as exc:
@@ -187,6 +234,14 @@ def query_from_args(args: argparse.Namespace, matrix: Matrix, kernel: str | None
         text = getattr(args, f"axis_{axis.name}", None)
         if text is not None:
             axes[axis.name] = _convert(axis, text)
+    gpu = getattr(args, "gpu", None)
+    if gpu is not None:
+        sm = gpu_sm(matrix, gpu)
+        if axes.get("sm", sm) != sm:
+            raise InvalidQuery(
+                f"--gpu {echo(gpu)} has sm {sm} but --sm says {format_value(axes['sm'])}; give one of them"
+            )
+        axes["sm"] = sm
     config_path = getattr(args, "hf_config", None)
     if config_path is None:
         return KernelQuery(kernel, model=args.model, **axes)
@@ -223,6 +278,11 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
         "--model", metavar="NAME",
         help="model whose axis values are the defaults: a short name (llama3_1_70b) or a Hugging "
              "Face id (meta-llama/Llama-3.1-70B-Instruct)",
+    )
+    parser.add_argument(
+        "--gpu", metavar="NAME",
+        help="a GPU by name (H100, B200, RTX 5090, DGX Spark, ...; `capmatrix list gpus`): its SM is "
+             "the query's --sm",
     )
     parser.add_argument(
         "--hf-config", metavar="PATH",

@@ -28,6 +28,7 @@ __all__ = ["COMMANDS", "EXAMPLES", "main", "render_main", "run", "version"]
 COMMANDS: dict[str, tuple[str, str]] = {
     "query": ("capmatrix.cli._query", "answer whether a kernel supports a query"),
     "select": ("capmatrix.cli._query", "pick the first supported kernel of a role"),
+    "list": ("capmatrix.cli._list", "list the kernels, gates, roles, models, axes or GPUs a query may name"),
     "validate": ("capmatrix.cli._query", "validate a matrix directory (exit 0 clean, 2 with problems)"),
     "render": ("capmatrix.cli._render", "write the support-matrix docs, or --check them (1 when stale)"),
     "probe": (
@@ -51,6 +52,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "capmatrix query xqa --sm 120 --model qwen2 --spec-dec one_model --vary sm",
     ),
     "select": ("capmatrix select trtllm_generation --sm 90 --model llama",),
+    "list": ("capmatrix list kernels", "capmatrix list gpus --json"),
     "validate": ("capmatrix validate capabilities", "capmatrix validate capabilities --format github"),
     "render": ("capmatrix render", "capmatrix render --check --matrix capabilities --out-dir docs"),
     "probe": ("capmatrix probe --kernel torch_sdpa_flash --out evidence.json",),

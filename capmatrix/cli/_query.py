@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TextIO
 
-from capmatrix._default import resolve, select, suggest
+from capmatrix._default import derived_values, resolve, select, suggest
 from capmatrix.cli._common import (
     EXIT_DEPENDS,
     EXIT_ERROR,
@@ -28,7 +28,7 @@ from capmatrix.resolver import CLOSEST_GRANTS, OriginKind, ReasonKind, Verdict
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Sequence
+    from collections.abc import Collection, Iterable, Sequence
 
     from capmatrix._suggest import Suggestion
     from capmatrix.errors import CapabilityError
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from capmatrix.resolver import Origin, Reason, Resolution, Selection
 
 __all__ = [
+    "alternatives",
     "cmd_query",
     "cmd_select",
     "cmd_validate",
@@ -44,7 +45,9 @@ __all__ = [
     "configure_validate",
     "format_resolution",
     "format_selection",
+    "format_short",
     "format_suggestions",
+    "read_axes",
 ]
 
 #: Lines of suggestions the text form shows (``--json`` has all of them).
@@ -60,18 +63,60 @@ _MARKS = {
 }
 
 
-def format_resolution(resolution: Resolution, reasons: Sequence[Reason] | None = None) -> str:
-    """Human-readable verdict, query and reasons (``reasons``: another explanation of the same answer)."""
-    lines = [f"{resolution.kernel}: {resolution.verdict}"]
-    by_origin: dict[Origin, list[str]] = {}
+#: In a short answer: how many deciding rules, closest grants and suggestions are shown (``--explain``
+#: lists every rule, ``--json`` every suggestion).
+SHOWN_RULES = 3
+SHOWN_CLOSEST = 3
+SHOWN_SHORT_SUGGESTIONS = 3
+#: The most characters of one rule's reason a short answer repeats (``--explain`` has all of it).
+SHORT_REASON = 320
+#: The same for the one-line reason of each candidate of a selection.
+CANDIDATE_REASON = 160
+
+
+def read_axes(matrix: Matrix, kernels: Iterable[str]) -> frozenset[str]:
+    """The axes some rule of ``kernels`` reads: the only axis defaults an answer about them shows."""
+    read: set[str] = set()
+    for name in kernels:
+        kernel = matrix.kernels.get(name)
+        if kernel is not None:
+            for rule in kernel.rules:
+                read.update(rule.conditions)
+    return frozenset(read)
+
+
+def _values_lines(resolution: Resolution, shown_defaults: Collection[str] | None,
+                  role: tuple[str, Collection[str]] | None = None) -> list[str]:
+    """The query's values by origin; axis defaults only where ``shown_defaults`` names them (if given).
+
+    ``role``: a role's name and the axes it set for its candidates (shown as the role's, not the query's).
+    """
+    lines: list[str] = []
+    by_origin: dict[str, list[str]] = {}
     for name, value in resolution.values.items():
-        by_origin.setdefault(resolution.origins[name], []).append(f"{name}={format_value(value)}")
-    for origin, items in by_origin.items():
-        if origin.kind is OriginKind.MODEL:
-            label = f"model {origin.model}"
-        else:
-            label = "axis defaults" if origin.kind is OriginKind.DEFAULT else "query"
-        lines.append(f"  {label}: {' '.join(items)}")
+        origin = resolution.origins[name]
+        if origin.kind is OriginKind.DEFAULT and shown_defaults is not None and name not in shown_defaults:
+            continue
+        by_origin.setdefault(_label(origin, name, role), []).append(f"{name}={format_value(value)}")
+    lines.extend(f"  {label}: {' '.join(items)}" for label, items in by_origin.items())
+    return lines
+
+
+def _label(origin: Origin, name: str, role: tuple[str, Collection[str]] | None) -> str:
+    if origin.kind is OriginKind.MODEL:
+        return f"model {origin.model}"
+    if origin.kind is OriginKind.DEFAULT:
+        return "axis defaults"
+    return f"role {role[0]}" if role is not None and name in role[1] else "query"
+
+
+def format_resolution(resolution: Resolution, reasons: Sequence[Reason] | None = None,
+                      *, shown_defaults: Collection[str] | None = None) -> str:
+    """Human-readable verdict, query and every reason (``reasons``: another explanation of the same answer).
+
+    ``shown_defaults``: the axes whose defaults are worth printing (:func:`read_axes`); None prints all.
+    """
+    lines = [f"{resolution.kernel}: {resolution.verdict}", *_values_lines(resolution, shown_defaults)]
     why = [r for r in (resolution.reasons if reasons is None else reasons) if r.kind in _MARKS]
     if why:
         lines.append("  why:")
@@ -79,7 +124,89 @@ def format_resolution(resolution: Resolution, reasons: Sequence[Reason] | None =
     return "\n".join(lines)
 
 
-def format_suggestions(suggestions: Sequence[Suggestion]) -> list[str]:
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 4].rstrip() + " ..."
+
+
+def _near_misses(reasons: Sequence[Reason]) -> list[tuple[str, list[Reason]]]:
+    """The grants that do not apply, closest first, each with its mismatches (one per axis)."""
+    by_rule: dict[str, list[Reason]] = {}
+    for reason in reasons:
+        if reason.kind is ReasonKind.MISMATCH:
+            by_rule.setdefault(reason.rule_id or reason.message, []).append(reason)
+    return list(by_rule.items())
+
+
+def _near_miss_line(rule_id: str, misses: Sequence[Reason]) -> str:
+    """``x rule (file:line) needs axis required (got actual), ...``: every axis that kept one grant off."""
+    first = misses[0]
+    where = f" ({first.path}:{first.line})" if first.path is not None else ""
+    needs = [f"{r.axis} {r.required} (got {format_value(r.actual)})" for r in misses if r.axis is not None]
+    others = [r.message for r in misses if r.axis is None]  # said in the resolver's own words
+    head = [f"{rule_id}{where} needs {', '.join(needs)}"] if needs else []
+    return "x " + "; ".join([*head, *others])
+
+
+def _deciding(resolution: Resolution, reasons: Sequence[Reason], limit: int) -> list[str]:
+    """The reasons that decided the verdict, marked, one line each.
+
+    A supported answer: the grants that apply. Otherwise: where it is supported (depends), the
+    exclusions that apply and the grants they override. Empty when no rule applies: the closest grants
+    (:func:`_near_misses`) then say why.
+    """
+    def marked(kind: ReasonKind) -> list[str]:
+        return [f"{_MARKS[kind]} {_cut(r.message, limit)}" for r in reasons if r.kind is kind]
+
+    order: tuple[ReasonKind, ...]
+    if resolution.verdict is Verdict.SUPPORTED:
+        order = (ReasonKind.GRANT, ReasonKind.OUTSIDE)
+    else:
+        order = (ReasonKind.RESIDUAL, ReasonKind.EXCLUDE, ReasonKind.GRANT, ReasonKind.OUTSIDE)
+    return [line for kind in order for line in marked(kind)]
+
+
+def format_short(resolution: Resolution, reasons: Sequence[Reason], suggestions: Sequence[Suggestion],
+                 *, shown_defaults: Collection[str] | None, vary: bool, grants: int | None = None) -> str:
+    """The short answer: verdict, values, the rules that decided it, the closest grants, what would work.
+
+    ``grants``: how many grants the kernel has, so that the ones not shown are counted (None: count
+    only the near misses among ``reasons``).
+    """
+    lines = [f"{resolution.kernel}: {resolution.verdict}", *_values_lines(resolution, shown_defaults)]
+    decided = _deciding(resolution, reasons, SHORT_REASON)
+    if decided:
+        lines.append("  decided by:")
+        lines.extend(f"    {line}" for line in decided[:SHOWN_RULES])
+        if len(decided) > SHOWN_RULES:
+            lines.append(f"    ... and {len(decided) - SHOWN_RULES} more (--explain lists them)")
+    misses = _near_misses(reasons)
+    if resolution.verdict is not Verdict.SUPPORTED and misses and not any(
+        r.kind is ReasonKind.GRANT for r in reasons
+    ):
+        lines.append("  no grant applies; the closest:")
+        lines.extend(f"    {_cut(_near_miss_line(rule, m), SHORT_REASON)}"
+                     for rule, m in misses[:SHOWN_CLOSEST])
+        shown = min(len(misses), SHOWN_CLOSEST)
+        more = (len(misses) if grants is None else grants) - shown
+        if more > 0:
+            lines.append(f"    ... and {more} other grant{'s' if more > 1 else ''} (--explain lists "
+                         "them, closest first; --closest K sets how many)")
+    if resolution.verdict is not Verdict.SUPPORTED:
+        lines.extend(_would_work(suggestions, vary=vary, limit=SHOWN_SHORT_SUGGESTIONS))
+    return "\n".join(lines)
+
+
+def _would_work(
+    suggestions: Sequence[Suggestion], *, vary: bool, limit: int = SHOWN_SUGGESTIONS,
+) -> list[str]:
+    shown = format_suggestions(suggestions, limit=limit)
+    if shown:
+        return ["  would work:", *(f"    {line}" for line in shown)]
+    hint = "" if vary else " (the model's geometry kept; widen with --vary AXIS)"
+    return [f"  would work: no change of one or two axes{hint}"]
+
+
+def format_suggestions(suggestions: Sequence[Suggestion], *, limit: int = SHOWN_SUGGESTIONS) -> list[str]:
     """Text lines of suggestions: one line per axis for single changes, one per pair otherwise."""
     lines: list[str] = []
     singles: dict[str, list[str]] = {}
@@ -91,9 +218,9 @@ def format_suggestions(suggestions: Sequence[Suggestion]) -> list[str]:
         choice = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
         lines.append(f"set {name}={choice}")
     lines.extend(str(s) for s in suggestions if len(s.changes) > 1)
-    if len(lines) > SHOWN_SUGGESTIONS:
-        more = len(lines) - SHOWN_SUGGESTIONS
-        lines = [*lines[:SHOWN_SUGGESTIONS], f"... and {more} more (--json)"]
+    if len(lines) > limit:
+        more = len(lines) - limit
+        lines = [*lines[:limit], f"... and {more} more (--json)"]
     return lines
 
 
@@ -113,8 +240,17 @@ def configure_query(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Mat
         help=f"how many grants the reasons list, closest first (default {CLOSEST_GRANTS}); every "
              "exclusion that applies is always listed, the other grants are counted",
     )
+    _add_explain_option(parser)
     add_matrix_option(parser)
     return add_axis_options(parser, argv)
+
+
+def _add_explain_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--explain", "-v", action="store_true",
+        help="list every rule behind the answer in full (default: a short answer, the rules that "
+             "decided it and what would work)",
+    )
 
 
 def cmd_query(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextIO) -> int:
@@ -128,14 +264,14 @@ def cmd_query(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextIO
         print_json({**resolution.as_dict(), "reasons": [r.as_dict() for r in reasons],
                     "suggestions": [s.as_dict() for s in found]}, out)
     else:
-        text = format_resolution(resolution, reasons)
-        if resolution.verdict is not Verdict.SUPPORTED:
-            shown = format_suggestions(found)
-            if shown:
-                text += "\n  would work:\n" + "\n".join(f"    {line}" for line in shown)
-            else:
-                text += "\n  would work: no change of one or two axes"
-                text += "" if args.vary else " (the model's geometry kept; widen with --vary AXIS)"
+        shown_defaults = read_axes(matrix, [resolution.kernel])
+        if args.explain:
+            text = format_resolution(resolution, reasons, shown_defaults=shown_defaults)
+            if resolution.verdict is not Verdict.SUPPORTED:
+                text += "\n" + "\n".join(_would_work(found, vary=bool(args.vary)))
+        else:
+            text = format_short(resolution, reasons, found, shown_defaults=shown_defaults,
+                                vary=bool(args.vary), grants=len(matrix.kernels[resolution.kernel].grants))
         out.write(text + "\n")
     return {Verdict.SUPPORTED: EXIT_OK, Verdict.UNSUPPORTED: EXIT_FAIL}.get(
         resolution.verdict, EXIT_DEPENDS
@@ -146,25 +282,69 @@ def configure_select(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Ma
     """Arguments of ``capmatrix select``."""
     parser.add_argument("role", help="role name, e.g. trtllm_generation")
     add_model_options(parser)
-    parser.add_argument("--json", action="store_true", help="print a JSON object")
+    parser.add_argument("--json", action="store_true",
+                        help="print a JSON object (``alternatives``: the later candidates that also serve)")
+    _add_explain_option(parser)
     add_matrix_option(parser)
     return add_axis_options(parser, argv)
 
 
-def format_selection(selection: Selection) -> str:
-    """Human-readable winner and trace."""
+def alternatives(selection: Selection, matrix: Matrix) -> list[Resolution]:
+    """The candidates after the winner that would serve the same query too (supported), in role order."""
+    if selection.kernel is None or selection.resolution is None:
+        return []
+    role = matrix.roles[selection.role]
+    query = selection.query
+    pinned = {k: v for k, v in role.axes.items() if k not in query.axes}
+    asked = query.replace(**pinned) if pinned else query
+    candidates = role.candidates
+    if role.orders:
+        candidates, _decided = role.order_for(derived_values(asked.with_kernel(selection.kernel), matrix))
+    later = candidates[candidates.index(selection.kernel) + 1:]
+    found = [resolve(asked.with_kernel(kernel), matrix) for kernel in later]
+    return [r for r in found if r.verdict is Verdict.SUPPORTED]
+
+
+def _one_reason(resolution: Resolution) -> str:
+    """A candidate's verdict and the one reason that decided it, on one line."""
+    decided = _deciding(resolution, resolution.reasons, CANDIDATE_REASON)
+    if not decided:
+        decided = [_cut(_near_miss_line(rule, misses), CANDIDATE_REASON)
+                   for rule, misses in _near_misses(resolution.reasons)]
+    return f"{resolution.kernel}: {resolution.verdict}" + (f"; {decided[0]}" if decided else "")
+
+
+def format_selection(selection: Selection, also: Sequence[Resolution] = (), *,
+                     matrix: Matrix | None = None, explain: bool = False) -> str:
+    """Human-readable winner, the candidates tried before it and those after it that would also serve.
+
+    Short (the default): one line per candidate with its deciding reason; ``explain``: every reason.
+    """
     head = (
         f"{selection.role}: {selection.kernel}"
         if selection.kernel
         else f"{selection.role}: no supported candidate"
     )
     lines = [head]
+    if selection.trace:
+        kernels = [r.kernel for r in (*selection.trace, *also)]
+        shown = read_axes(matrix, kernels) if matrix is not None else None
+        pinned = None
+        if matrix is not None:
+            pinned = (selection.role, [a for a in matrix.roles[selection.role].axes
+                                       if a not in selection.query.axes])
+        lines.extend(_values_lines(selection.trace[-1], shown, pinned))
     for resolution in selection.trace:
         mark = "=>" if resolution.kernel == selection.kernel else "  "
+        if not explain:
+            lines.append(f"{mark} {_one_reason(resolution)}")
+            continue
         body = format_resolution(resolution).splitlines()
         lines.append(f"{mark} {body[0]}")
         lines.extend(f"   {line}" for line in body[1:] if not line.startswith("  query")
                      and not line.startswith("  model") and not line.startswith("  axis"))
+    if also:
+        lines.append(f"   would also serve: {', '.join(r.kernel for r in also)}")
     return "\n".join(lines)
 
 
@@ -173,10 +353,12 @@ def cmd_select(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextI
     announce_matrix(choose_matrix(args.matrix), err)
     query = query_from_args(args, matrix, None)
     selection = select(args.role, query, matrix)
+    also = alternatives(selection, matrix)
     if args.json:
-        print_json(selection.as_dict(), out)
+        print_json({**selection.as_dict(),
+                    "alternatives": [{"kernel": r.kernel, "rules": list(r.rules)} for r in also]}, out)
     else:
-        out.write(format_selection(selection) + "\n")
+        out.write(format_selection(selection, also, matrix=matrix, explain=args.explain) + "\n")
     return {Verdict.SUPPORTED: EXIT_OK, Verdict.UNSUPPORTED: EXIT_FAIL}.get(
         selection.verdict, EXIT_DEPENDS
     )

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from capmatrix.cli._common import add_matrix_option, announce_matrix, choose_matrix, load_matrix
-from capmatrix.render import HTML_NAME, MARKDOWN_NAME, REGENERATE, check_files, render_files
+from capmatrix.render import HTML_NAME, MARKDOWN_NAME, REGENERATE, render_files, stale_pages
 
 if TYPE_CHECKING:
     import argparse
@@ -28,13 +29,36 @@ def cmd_render(args: argparse.Namespace, _prepared: None, out: TextIO, err: Text
     announce_matrix(choose_matrix(args.matrix), err)
     matrix = load_matrix(args.matrix)
     if args.check:
-        diffs = check_files(matrix, args.out_dir)
-        if diffs:
-            err.write("\n".join(diffs) + "\n")
-            err.write(f"capmatrix: the support-matrix docs in {args.out_dir} are stale; "
-                      f"run `{REGENERATE}` and commit the result\n")
+        stale = stale_pages(matrix, args.out_dir)
+        if stale:
+            err.write("\n".join(stale.values()) + "\n")
+            err.write(f"capmatrix: stale in {_shown(args.out_dir)}: {', '.join(stale)}; run "
+                      f"`{_command(args)}` and commit the result\n")
             return 1
         out.write(f"ok: {MARKDOWN_NAME} and {HTML_NAME} in {args.out_dir} are up to date\n")
         return 0
     out.writelines(f"wrote {path}\n" for path in render_files(matrix, args.out_dir))
     return 0
+
+
+def _shown(path: str) -> str:
+    """``path`` relative to the working directory when it lies below it (no machine paths in messages)."""
+    try:
+        return Path(path).resolve().relative_to(Path.cwd().resolve()).as_posix() or "."
+    except ValueError:
+        return path
+
+
+def _command(args: argparse.Namespace) -> str:
+    """The ``capmatrix render`` command that rewrites the pages this check compared."""
+    parts = [REGENERATE]
+    if args.matrix is not None and not _same(args.matrix, choose_matrix(None).path):
+        parts += ["--matrix", _shown(args.matrix)]
+    if _shown(args.out_dir) != "docs":
+        parts += ["--out-dir", _shown(args.out_dir)]
+    return " ".join(parts)
+
+
+def _same(a: str | Path, b: str | Path) -> bool:
+    """Whether two paths name one directory (``--matrix capabilities`` in a checkout is the default)."""
+    return Path(a).resolve() == Path(b).resolve()

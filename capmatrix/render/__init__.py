@@ -2,9 +2,9 @@
 
 :func:`build` (private ``_build``) turns a matrix into a :class:`Document`, the page model of
 :mod:`~capmatrix.render.page`; :mod:`~capmatrix.render.markdown` and :mod:`~capmatrix.render.html` print
-it; :func:`render_files` writes both pages atomically and :func:`check_files` compares them with a fresh
-render (private ``_files``). Output is deterministic: matrix order, no timestamps, every path shown
-relative to the matrix root.
+it; :func:`render_files` writes both pages atomically and :func:`stale_pages` (:func:`check_files`) compares
+them with a fresh render, with a short diff of each stale page (private ``_files``). Output is
+deterministic: matrix order, no timestamps, every path shown relative to the matrix root.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from capmatrix.render._files import MARKDOWN_NAME as MARKDOWN_NAME
 from capmatrix.render._files import check_files as check_files
 from capmatrix.render._files import render_files as render_files
 from capmatrix.render._files import render_pages as render_pages
+from capmatrix.render._files import stale_pages as stale_pages
 from capmatrix.render.html import render_html as render_html
 from capmatrix.render.markdown import render_markdown as render_markdown
 from capmatrix.render.page import LEGEND as LEGEND
@@ -53,6 +54,7 @@ __all__ = [
     "render_html",
     "render_markdown",
     "render_pages",
+    "stale_pages",
 ]
 
 

@@ -69,7 +69,7 @@ MAX_RESIDUAL_LINES = 6
 #: Disagreements listed per evidence file (the count is always given).
 MAX_DISAGREEMENTS = 10
 
-REGENERATE = "python tools/render_matrix.py"
+REGENERATE = "capmatrix render"
 #: Row label of a grid whose rules never name ``sm`` (every SM answers alike).
 ANY_SM = "any (no rule names sm)"
 

@@ -1,11 +1,13 @@
 """Both pages as files: rendered fully to strings, then written atomically, or compared (``--check``).
 
-A failed render leaves the old files intact; :func:`check_files` returns a unified diff per stale page.
+A failed render leaves the old files intact; :func:`stale_pages` names the stale pages, each with a short
+unified diff of its readable lines.
 """
 
 from __future__ import annotations
 
 import difflib
+import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,12 +19,19 @@ from capmatrix.render.markdown import render_markdown
 if TYPE_CHECKING:
     from capmatrix.matrix import Matrix
 
-__all__ = ["HTML_NAME", "MARKDOWN_NAME", "check_files", "render_files", "render_pages"]
+__all__ = ["HTML_NAME", "MARKDOWN_NAME", "check_files", "render_files", "render_pages", "stale_pages"]
 
 MARKDOWN_NAME = "support-matrix.md"
 HTML_NAME = "support-matrix.html"
-#: Lines of unified diff that ``--check`` prints before cutting the rest short.
-MAX_DIFF_LINES = 60
+#: Lines of unified diff that ``--check`` prints per page before cutting the rest short.
+MAX_DIFF_LINES = 40
+#: Characters of diff printed per page at most (a few kilobytes for both pages together).
+MAX_DIFF_CHARS = 2500
+#: Characters of one diff line printed; the rest of the line is counted.
+MAX_LINE_CHARS = 200
+#: A line this long is data, not text (the HTML page embeds its export artifact as one line): the
+#: diff compares a short stand-in for it, never the line itself.
+DATA_LINE_CHARS = 10_000
 
 
 def render_pages(matrix: Matrix) -> dict[str, str]:
@@ -62,9 +71,41 @@ def render_files(matrix: Matrix, out_dir: str | Path) -> list[Path]:
     return written
 
 
-def check_files(matrix: Matrix, out_dir: str | Path) -> list[str]:
-    """Unified diffs (one string per stale page) between ``out_dir`` and a fresh render."""
-    diffs = []
+def _readable(text: str) -> list[str]:
+    """The lines of a page as the diff shows them: a stand-in for each line of data."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if len(line) >= DATA_LINE_CHARS:
+            what = "the embedded page data" if 'id="ask-data"' in line else "a line of data"
+            digest = hashlib.sha256(line.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+            lines[i] = f"[{what}: {len(line):,} characters, sha256 {digest}...]"
+    return lines
+
+
+def _bounded(lines: list[str]) -> str:
+    """``lines`` of a diff, each cut to :data:`MAX_LINE_CHARS`, all to the diff limits."""
+    shown: list[str] = []
+    size = 0
+    for count, line in enumerate(lines):
+        cut = line if len(line) <= MAX_LINE_CHARS else (
+            f"{line[:MAX_LINE_CHARS]} ... ({len(line) - MAX_LINE_CHARS:,} more characters)"
+        )
+        if count >= MAX_DIFF_LINES or size + len(cut) > MAX_DIFF_CHARS:
+            shown.append(f"... ({len(lines) - count} more diff lines)")
+            break
+        shown.append(cut)
+        size += len(cut) + 1
+    return "\n".join(shown)
+
+
+def stale_pages(matrix: Matrix, out_dir: str | Path) -> dict[str, str]:
+    """The pages in ``out_dir`` that differ from a fresh render, each with a short diff of its text.
+
+    The diff is bounded (:data:`MAX_DIFF_LINES` lines, :data:`MAX_DIFF_CHARS` characters, lines cut
+    to :data:`MAX_LINE_CHARS`) and never repeats the page's embedded data: a line of data is
+    compared as its length and digest.
+    """
+    stale = {}
     for name, text in render_pages(matrix).items():
         target = Path(out_dir) / name
         try:
@@ -73,11 +114,14 @@ def check_files(matrix: Matrix, out_dir: str | Path) -> list[str]:
             current = ""
         if current != text:
             lines = list(difflib.unified_diff(
-                current.splitlines(), text.splitlines(),
+                _readable(current), _readable(text),
                 fromfile=f"{name} (committed)", tofile=f"{name} (rendered)", lineterm="", n=1,
             ))
-            if len(lines) > MAX_DIFF_LINES:
-                rest = len(lines) - MAX_DIFF_LINES
-                lines = [*lines[:MAX_DIFF_LINES], f"... ({rest} more diff lines)"]
-            diffs.append("\n".join(lines))
-    return diffs
+            stale[name] = _bounded(lines) if lines else (
+                f"{name}: the files differ only in line endings or the final newline")
+    return stale
+
+
+def check_files(matrix: Matrix, out_dir: str | Path) -> list[str]:
+    """The short diffs of :func:`stale_pages` (one string per stale page; empty when all are fresh)."""
+    return list(stale_pages(matrix, out_dir).values())
