@@ -307,7 +307,7 @@ class Region:
             values = axis.values_of(mask)
             position = axis.index(values[0]) if len(values) == 1 else None
             rest = full & ~mask
-            if len(values) > 2 and len(axis.values_of(rest)) < len(values) // 2:  # noqa: PLR2004
+            if len(values) > 2 and len(axis.values_of(rest)) < len(values) // 2:
                 # Most of the axis: say what is left out (head_dim not in {80, 576}).
                 left = axis.values_of(rest)
                 shown = axis.format_values(rest)

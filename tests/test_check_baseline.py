@@ -16,7 +16,7 @@ from capmatrix.cli._analysis import BASELINE_FORMAT
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.conftest import WriteMatrix
+    from conftest import WriteMatrix
 
 #: A dead exclusion (C102, a warning) added to the small matrix: a new finding.
 DEAD = """\

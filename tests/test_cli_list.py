@@ -15,7 +15,7 @@ from capmatrix.cli._list import LISTS, SHOWN_DESCRIPTION, _first_sentence
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.conftest import WriteMatrix
+    from conftest import WriteMatrix
 
 
 def cli(*argv: str) -> tuple[int, str, str]:

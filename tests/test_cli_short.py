@@ -19,7 +19,7 @@ from capmatrix.cli._query import (
 from capmatrix.resolver import Reason, ReasonKind
 
 if TYPE_CHECKING:
-    from tests.conftest import WriteMatrix
+    from conftest import WriteMatrix
 
 SEED = ("query", "xqa", "--sm", "121", "--model", "deepseek_v3", "--spec-dec", "one_model")
 SELECT = ("select", "trtllm_generation", "--sm", "121", "--model", "deepseek_v3")

@@ -16,7 +16,7 @@ from capmatrix.matrix import gpu_spelling
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.conftest import WriteMatrix
+    from conftest import WriteMatrix
 
 GPUS = """\
 gpus:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +18,7 @@ from capmatrix import KernelQuery, Verdict
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from capmatrix.model import AxisValue
+    from capmatrix.model import Axis, AxisValue
 
 INT_VALUES = [10, 20, 30, 40]
 #: Every int a class of the generated conditions can hold, and more (bounds lie in 5..50).
@@ -133,6 +134,12 @@ def naive(rule_list: list[tuple[bool, dict[str, Cond]]], query: dict[str, Any]) 
     return supported
 
 
+def _stand(n_axis: Axis, names: list[str], given: bool, cell: tuple[AxisValue, ...]) -> tuple[AxisValue, ...]:
+    """``cell`` with its open int value replaced by the value standing for its class."""
+    return tuple(n_axis.values[n_axis.locate(v) or 0] if n == "n" and not given else v
+                 for n, v in zip(names, cell, strict=True))
+
+
 @settings(max_examples=150, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(rule_list=st.lists(rules(), min_size=1, max_size=6), query_list=st.lists(queries(),
@@ -166,11 +173,7 @@ def test_compiled_resolver_equals_naive(
                     cells.add(tuple(point[n] for n in names))
             # The residual names each class by the value standing for it: every int of a class is
             # answered alike (never half of it), and the classes supported are the residual's.
-            n_axis = matrix.axes["n"]
-
-            def stand(cell: tuple[AxisValue, ...]) -> tuple[AxisValue, ...]:
-                return tuple(n_axis.values[n_axis.locate(v) or 0] if n == "n" and n not in query else v
-                             for n, v in zip(names, cell, strict=True))
+            stand = partial(_stand, matrix.axes["n"], names, "n" in query)
 
             everything = set(itertools.product(*(
                 [query[n]] if n in query else (OPEN_INTS if AXES[n][0] == "int" else AXES[n][1])
