@@ -14,16 +14,41 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import TYPE_CHECKING
-
-from capmatrix.model import format_value, signature
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from capmatrix.model import AxisValue, Condition
+__all__ = ["LCM_LIMIT", "describe_class", "representatives", "signature"]
 
-__all__ = ["LCM_LIMIT", "describe_class", "representatives"]
+
+class _Bounds(Protocol):  # capmatrix.model.Interval, as far as classes read it
+    @property
+    def low(self) -> int | None: ...
+    @property
+    def high(self) -> int | None: ...
+
+
+class Condition(Protocol):  # capmatrix.model.Condition, as far as classes read it (this module is below it)
+    @property
+    def values(self) -> frozenset[int | str | bool]: ...
+    @property
+    def intervals(self) -> tuple[_Bounds, ...]: ...
+    @property
+    def moduli(self) -> tuple[int, ...]: ...
+    def contains(self, value: int | str | bool) -> bool: ...
+
+
+AxisValue = int | str | bool
+
+
+def signature(value: int, cuts: Sequence[Condition]) -> int:
+    """Which of ``cuts`` an int meets, as a bit set: ints with one signature are answered alike."""
+    out = 0
+    for i, cut in enumerate(cuts):
+        if cut.contains(value):
+            out |= 1 << i
+    return out
 
 #: Moduli whose least common multiple exceeds this are sampled only up to it (a residue pattern with a
 #: longer period may then go without a representative; its ints are still answered by the conditions).
@@ -131,10 +156,10 @@ def describe_class(value: int, cuts: Sequence[Condition], known: Sequence[AxisVa
         elif hits:
             text = _residues(hits, period, moduli)
             if text is None:
-                return f"like {format_value(value)}"
+                return f"like {value}"
             _add(pieces, low, high, text)
     if len(pieces) > 3:
-        return f"like {format_value(value)}"
+        return f"like {value}"
     return " or ".join(_piece_text(*piece) for piece in pieces)
 
 

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Union
 
+from capmatrix._classes import describe_class, signature
 from capmatrix.errors import InvalidValue
 
 if TYPE_CHECKING:
@@ -162,8 +163,6 @@ class Axis:
         i = self.index(value)
         if i is None or i < len(self.values) - self.extra or type(value) is not int:
             return format_value(value)
-        from capmatrix._classes import describe_class  # noqa: PLC0415 - the model's one helper module
-
         return describe_class(value, self.cuts, self.known)
 
     @property
@@ -241,15 +240,6 @@ def format_value(value: object) -> str:
     if value is False:
         return "false"
     return str(value)
-
-
-def signature(value: int, cuts: Sequence[Condition]) -> int:
-    """Which of ``cuts`` an int meets, as a bit set: ints with one signature are answered alike."""
-    out = 0
-    for i, cut in enumerate(cuts):
-        if cut.contains(value):
-            out |= 1 << i
-    return out
 
 
 #: The text of an int axis value: an optional sign and ASCII digits (the range is checked by the query;
