@@ -932,17 +932,17 @@ class _Semantics:
                 others = [format_value(v) for v in chosen if v not in axis.known]
                 if others:
                     listed.append("and ints like " + ", ".join(others))
-                text = "[" + ", ".join(listed) + "]"
+                shown = "[" + ", ".join(listed) + "]"
                 if axis.cuts:  # an open int axis: the chosen classes, so that every int is answered
                     conditions[axis.name] = Condition(
-                        axis=axis.name, text=text, values=frozenset(v for v in chosen if v in axis.known),
+                        axis=axis.name, text=shown, values=frozenset(v for v in chosen if v in axis.known),
                         signatures=frozenset(signature(v, axis.cuts) for v in chosen if type(v) is int),
                         cuts=axis.cuts, optional=axis.optional,
                         admits_none=any(v == NONE and type(v) is str for v in chosen),
                     )
                     continue
                 conditions[axis.name] = Condition(
-                    axis=axis.name, text=text, values=frozenset(chosen),
+                    axis=axis.name, text=shown, values=frozenset(chosen),
                 )
             suffix = "" if not parts else f"#{len(parts) + 1}"
             parts.append(Rule(
