@@ -168,7 +168,7 @@ def _engine_inputs() -> list[dict[str, Any]]:
     """Every combination of the conditional's inputs over the matrix's SM universe."""
     import capmatrix  # noqa: PLC0415
 
-    sms = capmatrix.default_matrix().axes["sm"].values
+    sms = capmatrix.default_matrix().axes["sm"].known
     out = []
     for sm, is_mla, spec_dec, draft, first, chain, backend in itertools.product(
         sms, (False, True), ("one_model", "two_model"), (False, True), (False, True), (False, True),

@@ -103,7 +103,7 @@ class Synthetic:
 
 
 def _build(synthetic: Synthetic) -> Matrix:
-    from capmatrix.loader import _parse_range, _render  # noqa: PLC0415 - the loader's own parsing
+    from capmatrix.loader import _parse_range, _render, open_domains  # noqa: PLC0415 - the loader's own parsing
     from capmatrix.matrix import Matrix  # noqa: PLC0415
     from capmatrix.model import (  # noqa: PLC0415
         Axis,
@@ -179,6 +179,8 @@ def _build(synthetic: Synthetic) -> Matrix:
                 name=name, description=body["description"], candidates=tuple(body["candidates"]),
                 location=Location(path=rel),
             )
+    # As the loader does: the int axes get the classes their conditions cut.
+    axes = open_domains(axes, [rule.conditions for kernel in kernels.values() for rule in kernel.rules])
     return Matrix(
         root=f"<synthetic {synthetic.name}>", files=tuple(synthetic.documents), axes=axes,
         kernels=kernels, models={}, roles=roles,

@@ -42,7 +42,7 @@ from capmatrix.resolver import compile_matrix
 from capmatrix.schema import shape_problems
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Iterable, Iterator, Mapping
 
     from capmatrix import _yaml
 
@@ -312,6 +312,29 @@ def _parse(
         )
     builder = _Semantics(problems, broken_paths)
     return builder.build(root, docs)
+
+
+def open_domains(axes: Mapping[str, Axis], boxes: Iterable[Mapping[str, Condition]]) -> dict[str, Axis]:
+    """``axes`` with each int axis's cuts and class representatives.
+
+    The cuts are the distinct conditions of ``boxes`` on the axis, in first-seen order; each class of
+    ints without a listed value gets a representative (:mod:`capmatrix._classes`).
+    """
+    cuts: dict[str, dict[Condition, None]] = {n: {} for n, a in axes.items() if a.type is AxisType.INT}
+    for box in boxes:
+        for name, cond in box.items():
+            found = cuts.get(name)
+            if found is not None:
+                found.setdefault(cond, None)
+    out = dict(axes)
+    for name, found in cuts.items():
+        if not found:
+            continue
+        axis = axes[name]
+        ordered = tuple(found)
+        reps = representatives(axis.values, ordered)
+        out[name] = dataclasses.replace(axis, values=axis.values + reps, extra=len(reps), cuts=ordered)
+    return out
 
 
 class _Semantics:
@@ -752,26 +775,12 @@ class _Semantics:
         self, axes: dict[str, Axis], kernels: dict[str, Kernel], roles: dict[str, Role]
     ) -> dict[str, Axis]:
         """The int axes with their cuts (every distinct condition on them) and class representatives."""
-        cuts: dict[str, dict[Condition, None]] = {n: {} for n, a in axes.items() if a.type is AxisType.INT}
         boxes: list[Mapping[str, Condition]] = [
             rule.conditions for kernel in kernels.values() for rule in kernel.rules]
         boxes += [box for d in self.derived.values() for row in d.rows for box in row.when]
         boxes += [box for role in roles.values() for order in role.orders for box in order.when]
         boxes += [kernel.guards.when for kernel in kernels.values() if kernel.guards is not None]
-        for box in boxes:
-            for name, cond in box.items():
-                found = cuts.get(name)
-                if found is not None:
-                    found.setdefault(cond, None)
-        out = dict(axes)
-        for name, found in cuts.items():
-            if not found:
-                continue
-            axis = axes[name]
-            ordered = tuple(found)
-            reps = representatives(axis.values, ordered)
-            out[name] = dataclasses.replace(axis, values=axis.values + reps, extra=len(reps), cuts=ordered)
-        return out
+        return open_domains(axes, boxes)
 
     def _expanded(self, kernel: Kernel) -> Kernel:
         """``kernel`` with its rules on derived axes split into parts over the (open) base axes."""
@@ -1153,10 +1162,12 @@ class _Semantics:
                 self.fail(smap, path, f"unknown axis {echo(axis_name)}", key=True,
                           hint=_hints.suggest(axis_name, list(axes), "axes"), code="E230")
                 continue
-            if axis.index(value) is None:
-                known = ", ".join(map(str, axis.values))
+            # An int axis is open: a model may pin an int no list names (a GQA group of 3).
+            open_int = axis.type is AxisType.INT and type(value) is int
+            if axis.index(value) is None and not open_int:
+                known = ", ".join(map(str, axis.known))
                 self.fail(smap, path, f"{echo(value)} is not a value of axis {echo(axis_name)} ({known})",
-                          hint=_hints.suggest(str(value), [str(v) for v in axis.values], "known values"),
+                          hint=_hints.suggest(str(value), [str(v) for v in axis.known], "known values"),
                           code="E231")
                 continue
             values[axis_name] = value

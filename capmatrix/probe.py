@@ -128,7 +128,7 @@ def probe_cases(values: Mapping[str, Sequence[object]]) -> tuple[ProbeCase, ...]
 
 def universe_values(matrix: Matrix) -> dict[str, tuple[object, ...]]:
     """Return the matrix's declared values of the enumerated SDPA axes."""
-    return {axis: tuple(matrix.axes[axis].values) for axis in ("dtype", "head_dim", "attention")}
+    return {axis: tuple(matrix.axes[axis].known) for axis in ("dtype", "head_dim", "attention")}
 
 
 def _short_error(exc: BaseException) -> str:

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 legacy = load_script("examples/legacy/trtllm_release_1_2.py")
 MATRIX = capmatrix.default_matrix()
-SMS = tuple(int(v) for v in MATRIX.axes["sm"].values)
+SMS = tuple(int(v) for v in MATRIX.axes["sm"].known)
 #: SMs outside the declared universe: the Python code answers them too, and so must the gates' ranges.
 BEYOND = (70, 130)
 BACKENDS = ("trtllm", "flashinfer", "vanilla")
@@ -221,6 +221,7 @@ def test_gate_that_splits_non_mla_types_is_refused(tmp_path: Path) -> None:
         "        status: untested\n"
         "  trtllm_spec_dec_kept:\n"
         "    kind: gate\n"
+        "    engine: tensorrt_llm\n"
         "    description: always on\n"
         "    rules:\n"
         "      - id: k.all\n"

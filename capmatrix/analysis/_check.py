@@ -476,7 +476,7 @@ def _redundant(
 
 def _beyond(axis: Axis, cond: Condition) -> int | None:
     """The smallest integer above the axis's known values that ``cond`` admits, if any."""
-    top = max(v for v in axis.values if isinstance(v, int))
+    top = max(v for v in axis.known if isinstance(v, int))
     probes = {top + 1}
     for iv in cond.intervals:
         if iv.low is not None:
