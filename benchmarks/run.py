@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import profiles, synth, vllm_select  # noqa: E402
+from benchmarks.report import Row, Section, fmt_bytes, fmt_time, fmt_timing, ratio  # noqa: E402
 from benchmarks.timing import Timing, per_call  # noqa: E402
 from capmatrix.resolver import CLOSEST_GRANTS  # noqa: E402
 
@@ -46,64 +47,6 @@ DMN_BASELINES = {
 }
 #: Analyses run in a child process each, killed after this many seconds (reported as not met).
 ANALYSIS_TIMEOUT = 200.0
-
-
-@dataclass(slots=True)
-class Row:
-    """One line of a report table."""
-
-    name: str
-    value: str
-    baseline: str = ""
-    ratio: str = ""
-    target: str = ""
-    met: bool | None = None
-    note: str = ""
-    #: the value over the target's limit (1.7 = 70 % over), for a target not met
-    over: float | None = None
-    #: the workload (``benchmarks.profiles.WORKLOADS``) profiled when the target is not met
-    profile: str = ""
-
-
-@dataclass(slots=True)
-class Section:
-    """One report section: a title, a paragraph, a table and free notes."""
-
-    title: str
-    intro: str
-    rows: list[Row] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    #: markdown after the table and notes (the profiles' tables)
-    body: list[str] = field(default_factory=list)
-
-
-# --------------------------------------------------------------------------------------------------
-# formatting
-
-
-def fmt_time(seconds: float) -> str:
-    """A duration with a unit that keeps three significant digits."""
-    if seconds < 1e-6:
-        return f"{seconds * 1e9:.0f} ns"
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:.2f} µs"
-    if seconds < 1:
-        return f"{seconds * 1e3:.1f} ms"
-    return f"{seconds:.2f} s"
-
-
-def fmt_timing(t: Timing) -> str:
-    return f"{fmt_time(t.best)} (median {fmt_time(t.median)})"
-
-
-def fmt_bytes(n: float) -> str:
-    if abs(n) < 1024 * 1024:
-        return f"{n / 1024:.0f} KiB"
-    return f"{n / (1024 * 1024):.1f} MiB"
-
-
-def ratio(a: float, b: float) -> str:
-    return f"{a / b:.2f}x"
 
 
 # --------------------------------------------------------------------------------------------------

@@ -14,12 +14,10 @@ import random
 import subprocess
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from benchmarks.report import Row, Section, fmt_time, fmt_timing, ratio
 from benchmarks.timing import per_call
-
-if TYPE_CHECKING:
-    from benchmarks.run import Section
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORD = ROOT / "capabilities" / "evidence" / "vllm_0.33.0_selection.json"
@@ -94,12 +92,9 @@ def _vllm_side() -> dict[str, Any] | None:
 
 def section_vllm(quick: bool) -> Section:
     """The vLLM selection rows."""
-    from benchmarks.run import Row as row  # noqa: PLC0415, N813 - the runner imports this module
-    from benchmarks.run import Section as section  # noqa: PLC0415, N813
-    from benchmarks.run import fmt_time, fmt_timing, ratio  # noqa: PLC0415
     from capmatrix.engine.vllm import select_backend  # noqa: PLC0415
 
-    sec = section(
+    sec = Section(
         "5. vLLM backend selection",
         "`capmatrix.engine.vllm.select_backend`, which answers vLLM 0.33.0's CUDA backend choice from the "
         "matrix's `vllm_attention` role. *Repeated*: the same configuration asked again, as each layer of "
@@ -112,32 +107,32 @@ def section_vllm(quick: bool) -> Section:
     )
     ns: dict[str, Any] = {"select_backend": select_backend, "kw": REPEATED}
     repeated = per_call("select_backend(**kw)", ns, repeat=5 if quick else 7)
-    sec.rows.append(row("capmatrix `select_backend`, repeated configuration", fmt_timing(repeated),
+    sec.rows.append(Row("capmatrix `select_backend`, repeated configuration", fmt_timing(repeated),
                         note=f"answer {select_backend(**ns['kw'])}; SM90, head 128, BF16"))
     n, samples = (200, 3) if quick else (1000, 5)
     first, share = _first_selection(_cells(n, servable=True), samples)
     anyway, any_share = _first_selection(_cells(n, servable=False), samples)
-    sec.rows.append(row("capmatrix `select_backend`, first selection of a configuration", fmt_time(first),
+    sec.rows.append(Row("capmatrix `select_backend`, first selection of a configuration", fmt_time(first),
                         target="<= 50 µs", met=first <= 50e-6, over=first / 50e-6, profile="vllm-first",
                         note=f"mean over {n:,} distinct recorded configurations that vLLM serves "
                         f"({share:.0%} chosen), min of {samples} samples"))
-    sec.rows.append(row("capmatrix `select_backend`, first selection, any recorded configuration",
+    sec.rows.append(Row("capmatrix `select_backend`, first selection, any recorded configuration",
                         fmt_time(anyway), note=f"{n:,} drawn from the whole grid; {any_share:.0%} have "
                         "a backend, the rest walk every candidate and raise NoValidBackend"))
     theirs = _vllm_side()
     if theirs is None:
-        sec.rows.append(row("vLLM `get_attn_backend`, repeated configuration (memoised)", "not measured",
+        sec.rows.append(Row("vLLM `get_attn_backend`, repeated configuration (memoised)", "not measured",
                             target="capmatrix <= 1x", note="needs vLLM's environment: see the tool"))
         return sec
     for cell in theirs["cells"]:
         v_rep, c_rep = cell["vllm_repeated"], cell["capmatrix_repeated"]
         v_first, c_first = cell["vllm_first"], cell["capmatrix_first"]
         agree = "agree" if cell["vllm"] == cell["capmatrix"] else "DISAGREE"
-        sec.rows.append(row(f"`{cell['cell']}` repeated: vLLM memoised / capmatrix", fmt_time(c_rep),
+        sec.rows.append(Row(f"`{cell['cell']}` repeated: vLLM memoised / capmatrix", fmt_time(c_rep),
                             f"vLLM {fmt_time(v_rep)}", ratio(c_rep, v_rep), "<= 1x", c_rep <= v_rep,
                             f"both chose {cell['vllm']}" if agree == "agree" else
                             f"vLLM {cell['vllm']}, capmatrix {cell['capmatrix']}"))
-        sec.rows.append(row(f"`{cell['cell']}` first: vLLM / capmatrix", fmt_time(c_first),
+        sec.rows.append(Row(f"`{cell['cell']}` first: vLLM / capmatrix", fmt_time(c_first),
                             f"vLLM {fmt_time(v_first)}", ratio(c_first, v_first), "<= 50 µs",
                             c_first <= 50e-6, agree, over=c_first / 50e-6, profile="vllm-first"))
     return sec

@@ -136,16 +136,14 @@ def test_layering_catches_an_upward_import() -> None:
     assert ("capmatrix.loader", "capmatrix.resolver") in {(m, t) for m, t, _ in _edges()}
 
 
-def test_no_import_circle() -> None:
-    graph: dict[str, set[str]] = {name: set() for name in MODULES}
-    for module, target, _line in _edges():
-        graph[module].add(target)
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every import circle a depth-first walk of ``graph`` meets."""
     state: dict[str, int] = {}
     circles: list[list[str]] = []
 
     def visit(node: str, stack: list[str]) -> None:
         state[node] = 1
-        for nxt in sorted(graph[node]):
+        for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
                 circles.append([*stack[stack.index(nxt):], nxt])
             elif nxt not in state:
@@ -155,7 +153,14 @@ def test_no_import_circle() -> None:
     for name in sorted(graph):
         if name not in state:
             visit(name, [name])
-    assert circles == []
+    return circles
+
+
+def test_no_import_circle() -> None:
+    graph: dict[str, set[str]] = {name: set() for name in MODULES}
+    for module, target, _line in _edges():
+        graph[module].add(target)
+    assert _circles(graph) == []
 
 
 def test_lazy_imports_only_keep_import_light() -> None:
@@ -184,3 +189,23 @@ def test_torch_only_in_probe_and_engine() -> None:
         and any(imported.split(".")[0] == "torch" for imported, _line, _lazy in _imports(name))
     ]
     assert found == []
+
+
+def test_benchmarks_have_no_import_circle() -> None:
+    """The benchmark modules import one another one way (the report's pieces live in ``report``)."""
+    folder = PACKAGE.parent / "benchmarks"
+    graph: dict[str, set[str]] = {}
+    for path in sorted(folder.glob("*.py")):
+        name = f"benchmarks.{path.stem}"
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module is not None:
+                if node.module == "benchmarks":
+                    found.update(f"benchmarks.{a.name}" for a in node.names)
+                elif node.module.startswith("benchmarks."):
+                    found.add(node.module)
+            elif isinstance(node, ast.Import):
+                found.update(a.name for a in node.names if a.name.startswith("benchmarks."))
+        graph[name] = found - {name}
+    assert "benchmarks.report" in graph
+    assert _circles(graph) == []
