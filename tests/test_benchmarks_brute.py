@@ -231,7 +231,8 @@ def test_hardcoded_conditional_equals_the_gate_and_the_bound_decision() -> None:
 
 
 def test_report_marks_missed_targets() -> None:
-    from benchmarks.run import Row, Section, render
+    from benchmarks.report import Row, Section
+    from benchmarks.run import render
 
     sec = Section("T", "intro", rows=[Row("a", "1 ns", target="<= 2 ns", met=True),
                                       Row("b", "3 ns", target="<= 2 ns", met=False)])

@@ -14,7 +14,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import profiles  # noqa: E402
-from benchmarks.run import Row, Section, render, section_profiles  # noqa: E402
+from benchmarks.report import Row, Section  # noqa: E402
+from benchmarks.run import render, section_profiles  # noqa: E402
 
 
 def _sorting() -> list[int]:

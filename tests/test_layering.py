@@ -11,7 +11,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "capmatrix"
 
-#: Core modules, lowest first: a module may import only from a lower rank. The wings (rank 12) may
+#: Core modules, lowest first: a module may import only from a lower rank. The wings (rank 13) may
 #: import the whole core but not each other; the command line (11) may import everything.
 CORE: dict[str, int] = {
     "capmatrix.errors": 0,
@@ -30,16 +30,18 @@ CORE: dict[str, int] = {
     "capmatrix._cache": 5,
     "capmatrix.schema": 6,
     "capmatrix.resolver": 7,
-    "capmatrix.loader": 8,
-    "capmatrix._suggest": 8,
-    "capmatrix._default": 9,
-    "capmatrix": 10,
-    "capmatrix.evidence": 10,
-    "capmatrix.probe": 11,
-    "capmatrix.export": 11,
+    "capmatrix._values": 7,
+    "capmatrix._references": 8,
+    "capmatrix.loader": 9,
+    "capmatrix._suggest": 9,
+    "capmatrix._default": 10,
+    "capmatrix": 11,
+    "capmatrix.evidence": 11,
+    "capmatrix.probe": 12,
+    "capmatrix.export": 12,
 }
 WINGS = ("capmatrix.engine", "capmatrix.analysis", "capmatrix.render", "capmatrix.codegen")
-WING_RANK, CLI_RANK = 12, 13
+WING_RANK, CLI_RANK = 13, 14
 #: Imports inside functions are allowed only for these (they keep `import capmatrix` light).
 LAZY_OK = ("torch", "yaml", "jsonschema", "capmatrix._yaml", "difflib", "importlib.metadata")
 
