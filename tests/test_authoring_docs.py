@@ -11,7 +11,9 @@ import capmatrix
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "authoring.md"
-LOADER_SOURCES = tuple(ROOT / "capmatrix" / name for name in ("loader.py", "_values.py", "_references.py", "_yaml.py"))
+LOADER_SOURCES = tuple(
+    ROOT / "capmatrix" / name for name in ("loader.py", "_values.py", "_references.py", "_yaml.py")
+)
 
 _BLOCK = re.compile(r"```(yaml|text)\n(.*?)```", re.DOTALL)
 
