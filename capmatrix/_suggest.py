@@ -21,9 +21,10 @@ from capmatrix.resolver import Verdict
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterable, Mapping
 
+    from capmatrix._compile import _CompiledKernel
     from capmatrix.model import Axis, AxisValue
     from capmatrix.query import KernelQuery
-    from capmatrix.resolver import Resolver, _CompiledKernel
+    from capmatrix.resolver import Resolver
 
 __all__ = ["GEOMETRY", "MAX_CHANGES", "PRECISION", "Suggestion", "default_vary", "suggestions"]
 

@@ -1,8 +1,8 @@
 """Resolve queries against a compiled matrix: verdicts with reasons, residuals and role selection.
 
-Compilation turns every kernel's rules into per-axis bitsets (one bit per rule, one bitset per known
-value), so a query costs a handful of big-integer ANDs whatever the rule count, and each answer is
-cached per query. The YAML is never walked again after loading; this module knows no files (the
+Compilation (:mod:`capmatrix._compile`) turns every kernel's rules into per-axis bitsets (one bit per
+rule, one bitset per value), so a query costs a handful of big-integer ANDs whatever the rule count, and
+each answer (:mod:`capmatrix._answers`) is cached per query. The YAML is never walked again after loading; this module knows no files (the
 process-wide default matrix lives in :mod:`capmatrix._default`).
 """
 
@@ -10,25 +10,40 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left
-from dataclasses import dataclass, field
 from functools import partial
 from itertools import compress
 from typing import TYPE_CHECKING, cast
 
+from capmatrix._answers import (
+    _DEFAULT,
+    _QUERY,
+    CLOSEST_GRANTS,
+    MAX_NEAR_MISSES,
+    Origin,
+    OriginKind,
+    Reason,
+    ReasonKind,
+    Resolution,
+    Selection,
+    Verdict,
+)
+from capmatrix._compile import _compile_kernel, _CompiledKernel
 from capmatrix._partition import PartitionLimit, find, partition, reduce_kernel
 from capmatrix._tables import NO_ROW, Table
 from capmatrix.errors import InvalidQuery, UnknownName, did_you_mean
-from capmatrix.model import NONE, AxisType, Effect, _StrEnum, format_value
+from capmatrix.model import NONE, AxisType, format_value
 from capmatrix.query import ANY, KernelQuery, _Any, _short
-from capmatrix.regions import Box, Region, Space, bits, box_of
+from capmatrix.regions import Region, Space, bits
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Mapping
 
     from capmatrix.matrix import Matrix
-    from capmatrix.model import Axis, AxisValue, Kernel, Rule
+    from capmatrix.model import Axis, AxisValue, Rule
 
 __all__ = [
+    "CLOSEST_GRANTS",
+    "MAX_NEAR_MISSES",
     "Origin",
     "OriginKind",
     "Reason",
@@ -41,12 +56,6 @@ __all__ = [
     "compile_matrix",
 ]
 
-#: How many grants an explanation lists (k): the closest first, ranked by how many axes of the query
-#: they miss (grants that apply miss none); the rest are counted in one ``more`` reason. Every
-#: exclusion that applies is always listed. Per answer: ``Resolution.explain(closest=k)``.
-CLOSEST_GRANTS = 8
-#: The former name of :data:`CLOSEST_GRANTS`.
-MAX_NEAR_MISSES = CLOSEST_GRANTS
 #: The most boxes a residual lists; past it the residual holds the first ones and says so.
 MAX_RESIDUAL_BOXES = 256
 #: Cached resolutions per matrix before the cache is cleared (bounds memory under hostile input).
@@ -67,332 +76,6 @@ _Shape = tuple[
     dict[str, "AxisValue"], dict[str, "Origin"], list[str], list[str], list["int | None"],
     tuple[tuple[int, int, "Axis", "type | None", "dict[tuple[type, AxisValue], int]", bool], ...],
 ]
-
-
-class Verdict(_StrEnum):
-    """The answer to a query."""
-
-    SUPPORTED = "supported"
-    UNSUPPORTED = "unsupported"
-    DEPENDS = "depends"
-
-
-class ReasonKind(_StrEnum):
-    """What one :class:`Reason` explains; the value is its JSON spelling."""
-
-    #: a grant that applies
-    GRANT = "grant"
-    #: an exclusion that applies
-    EXCLUDE = "exclude"
-    #: a grant that does not apply (``axis``, ``required``, ``actual`` say why)
-    MISMATCH = "mismatch"
-    #: a value outside the declared universe, answered by the rules' ranges
-    OUTSIDE = "outside"
-    #: a value the model family set
-    MODEL = "model"
-    #: a value from the axis default
-    DEFAULT = "default"
-    #: where the kernel is supported when the verdict depends on open axes
-    RESIDUAL = "residual"
-    #: how many grants the explanation leaves out (past the closest ``CLOSEST_GRANTS``)
-    MORE = "more"
-
-
-class OriginKind(_StrEnum):
-    """Where a resolved axis value came from."""
-
-    QUERY = "query"
-    MODEL = "model"
-    DEFAULT = "default"
-
-
-class Origin(str):
-    """Where one resolved axis value came from: ``kind``, and ``model`` for a model family's value.
-
-    The text is the JSON form (``query``, ``model:llama``, ``default``); read ``kind`` and ``model``
-    rather than parsing it.
-
-    >>> Origin(OriginKind.MODEL, "llama").model, Origin(OriginKind.MODEL, "llama") == "model:llama"
-    ('llama', True)
-    """
-
-    __slots__ = ("kind", "model")
-
-    kind: OriginKind
-    model: str | None
-
-    def __new__(cls, kind: OriginKind, model: str | None = None) -> Origin:  # noqa: D102, PYI034
-        text = f"{kind}:{model}" if kind is OriginKind.MODEL else str(kind)
-        self = super().__new__(cls, text)
-        object.__setattr__(self, "kind", kind)
-        object.__setattr__(self, "model", model if kind is OriginKind.MODEL else None)
-        return self
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"Origin is immutable ({name!r})")
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (Origin, (self.kind, self.model))
-
-    def __repr__(self) -> str:
-        return f"Origin({str(self)!r})"
-
-
-_QUERY = Origin(OriginKind.QUERY)
-_DEFAULT = Origin(OriginKind.DEFAULT)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Reason:
-    """One piece of an explanation; ``kind`` (a :class:`ReasonKind`) says which."""
-
-    kind: ReasonKind
-    message: str
-    rule_id: str | None = None
-    path: str | None = None
-    line: int | None = None
-    axis: str | None = None
-    required: str | None = None
-    actual: AxisValue | None = None
-    detail: str | None = None
-    source: str | None = None
-    status: str | None = None
-
-    def as_dict(self) -> dict[str, object]:
-        """A JSON-ready form (``rule``, ``file``, ``line``, ``message``, ...)."""
-        out: dict[str, object] = {"kind": str(self.kind), "message": self.message}
-        optional = (
-            ("rule", self.rule_id),
-            ("file", self.path),
-            ("line", self.line),
-            ("axis", self.axis),
-            ("required", self.required),
-            ("actual", self.actual),
-            ("reason", self.detail),
-            ("source", self.source),
-            ("status", self.status),
-        )
-        out.update((key, value) for key, value in optional if value is not None)
-        return out
-
-    def __str__(self) -> str:
-        return self.message
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Resolution:
-    """A verdict for one query, with every reason behind it.
-
-    The verdict, values and residual are computed when the query is resolved; the reasons are built
-    on first access (an engine on its per-step path reads the verdict only) and kept.
-    """
-
-    query: KernelQuery
-    kernel: str
-    verdict: Verdict
-    values: Mapping[str, AxisValue]
-    origins: Mapping[str, Origin]
-    residual: Region | None = None
-    #: Whether the residual holds only the first ``MAX_RESIDUAL_BOXES`` boxes of a larger region.
-    residual_truncated: bool = False
-    outside: tuple[str, ...] = ()
-    _explain: Callable[[int], tuple[Reason, ...]] | None = field(default=None, repr=False, compare=False)
-    _reasons: tuple[Reason, ...] | None = field(default=None, repr=False, compare=False)
-
-    def __bool__(self) -> bool:
-        return self.verdict is Verdict.SUPPORTED
-
-    @property
-    def reasons(self) -> tuple[Reason, ...]:
-        """Every reason behind the verdict: the rules that decided it, mismatches, value origins."""
-        found = self._reasons
-        if found is None:
-            explain = self._explain
-            # Two threads may both build the reasons; they are equal, and either may be kept.
-            found = explain(CLOSEST_GRANTS) if explain is not None else ()
-            object.__setattr__(self, "_reasons", found)
-        return found
-
-    def explain(self, *, closest: int = CLOSEST_GRANTS) -> tuple[Reason, ...]:
-        """The reasons with the ``closest`` grants listed (every exclusion that applies is listed)."""
-        if closest == CLOSEST_GRANTS:
-            return self.reasons
-        explain = self._explain
-        return explain(max(0, closest)) if explain is not None else ()
-
-    @property
-    def rules(self) -> tuple[str, ...]:
-        """Ids of the rules cited by the reasons."""
-        return tuple(dict.fromkeys(r.rule_id for r in self.reasons if r.rule_id))
-
-    def as_dict(self) -> dict[str, object]:
-        """A JSON-ready form (the CLI's ``--json``)."""
-        return {
-            "kernel": self.kernel,
-            "verdict": str(self.verdict),
-            "query": dict(self.values),
-            "origins": dict(self.origins),
-            "model": self.query.model,
-            "reasons": [r.as_dict() for r in self.reasons],
-            "residual": None if self.residual is None else self.residual.describe(),
-            "residual_regions": None if self.residual is None else self.residual.as_dicts(),
-            "residual_truncated": self.residual_truncated,
-            "outside_universe": list(self.outside),
-        }
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Selection:
-    """The first supported candidate of a role, with the trace of every candidate tried."""
-
-    role: str
-    query: KernelQuery
-    kernel: str | None
-    resolution: Resolution | None
-    trace: tuple[Resolution, ...] = field(default=())
-    #: False when the role picks its candidate order by an axis the query leaves open.
-    decided: bool = True
-
-    def __bool__(self) -> bool:
-        return self.kernel is not None
-
-    @property
-    def verdict(self) -> Verdict:
-        """The selection's verdict: ``depends`` when an earlier-ranked candidate depends on an axis.
-
-        With that axis fixed, the choice could change; with no winner, any depending candidate counts.
-        A role whose candidate order reads an open axis depends too.
-        """
-        if not self.decided:
-            return Verdict.DEPENDS
-        for resolution in self.trace:
-            if resolution.verdict is Verdict.DEPENDS:
-                return Verdict.DEPENDS
-        return Verdict.SUPPORTED if self.kernel is not None else Verdict.UNSUPPORTED
-
-    @property
-    def rejected(self) -> tuple[Resolution, ...]:
-        """Resolutions of the candidates passed over before the winner (or all, when none won)."""
-        return tuple(r for r in self.trace if r.kernel != self.kernel)
-
-    def as_dict(self) -> dict[str, object]:
-        """A JSON-ready form."""
-        return {
-            "role": self.role,
-            "kernel": self.kernel,
-            "verdict": str(self.verdict),
-            "trace": [r.as_dict() for r in self.trace],
-        }
-
-
-# --------------------------------------------------------------------------------------------------
-# Compilation
-
-
-@dataclass(frozen=True, slots=True)
-class _CompiledKernel:
-    kernel: Kernel
-    rules: tuple[Rule, ...]
-    grants: int
-    exclusions: int
-    #: per axis position: per known-value index, the bitset of rules admitting that value
-    by_value: tuple[tuple[int, ...], ...]
-    #: per axis position: rules with no condition on the axis
-    unconstrained: tuple[int, ...]
-    #: the axis positions some rule has a condition on, in axis order
-    constrained: tuple[int, ...]
-    #: per constrained axis: its position, name and ``by_value`` row
-    scan: tuple[tuple[int, str, tuple[int, ...]], ...]
-    #: per rule: its box over the known universe
-    boxes: tuple[tuple[int, ...], ...]
-    #: per rule: ``"<id> (<file>:<line>)"`` and its status, rendered once for the reasons
-    labels: tuple[tuple[str, str], ...] = ()
-    #: the rule bit of each exclusion, in rule order: exclusion ``k`` of the compact index below
-    exclusion_bits: tuple[int, ...] = ()
-    #: per axis position: per known-value index, the exclusions admitting that value, as a bitset over
-    #: ``exclusion_bits`` (bit ``k`` is exclusion ``k``): the hits of an answer are read from it
-    exclusion_by_value: tuple[tuple[int, ...], ...] = ()
-    #: the Reason of each grant that applies (by its bit), built on first use
-    reason_cache: dict[int, Reason] = field(default_factory=dict, compare=False)
-    #: the Reason of exclusion ``k``, for listing the hits in one C-level pass: all built together
-    #: when the kernel first lists its exclusions (together, they also lie together in memory)
-    exclusion_reasons: list[Reason] = field(default_factory=list, compare=False)
-    #: why a grant misses a value: by (rule bit, axis position, value index), built on first use
-    mismatch_cache: dict[tuple[int, int, int], Reason] = field(default_factory=dict, compare=False)
-
-
-def _compile_kernel(kernel: Kernel, axes: tuple[Axis, ...], masks: dict[int, int]) -> _CompiledKernel:
-    rules = kernel.rules
-    space = Space(axes)
-    names = [a.name for a in axes]
-    grants = exclusions = 0
-    unconstrained = [0] * len(axes)
-    # Per axis: the rules (a bitset) of each distinct mask; an axis has few distinct masks, so the
-    # bitsets per value are ORs of a handful of groups instead of one update per rule and value.
-    groups: list[dict[int, int]] = [{} for _ in axes]
-    exclusion_bits: list[int] = []
-    boxes = []
-    for bit, rule in enumerate(rules):
-        flag = 1 << bit
-        box = box_of(rule, space, masks)
-        if rule.effect is Effect.GRANT:
-            grants |= flag
-        else:
-            exclusions |= flag
-            exclusion_bits.append(bit)
-        conditions = rule.conditions
-        for ai, mask in enumerate(box):
-            if names[ai] not in conditions:
-                unconstrained[ai] |= flag
-            group = groups[ai]
-            group[mask] = group.get(mask, 0) | flag
-        boxes.append(box)
-    constrained = tuple(ai for ai, free in enumerate(unconstrained) if free != grants | exclusions)
-    by_value = _by_value(groups, axes)
-    return _CompiledKernel(
-        kernel=kernel,
-        rules=rules,
-        grants=grants,
-        exclusions=exclusions,
-        by_value=by_value,
-        unconstrained=tuple(unconstrained),
-        constrained=constrained,
-        scan=tuple((ai, names[ai], by_value[ai]) for ai in constrained),
-        boxes=tuple(boxes),
-        labels=tuple((f"{rule.id} ({rule.location})", str(rule.status)) for rule in rules),
-        exclusion_bits=tuple(exclusion_bits),
-        exclusion_by_value=_exclusion_index(boxes, exclusion_bits, constrained, axes),
-    )
-
-
-def _by_value(groups: list[dict[int, int]], axes: tuple[Axis, ...]) -> tuple[tuple[int, ...], ...]:
-    """Per axis, per value index: the OR of the rule bitsets of every mask (group) admitting it."""
-    return tuple(_value_row(group, len(axis.values)) for group, axis in zip(groups, axes, strict=True))
-
-
-def _value_row(group: dict[int, int], size: int) -> tuple[int, ...]:
-    """Per value index of one axis: the OR of the bitsets of the masks in ``group`` admitting it."""
-    row = [0] * size
-    for mask, flags in group.items():
-        for vi in bits(mask):
-            row[vi] |= flags
-    return tuple(row)
-
-
-def _exclusion_index(
-    boxes: list[Box], exclusion_bits: list[int], constrained: tuple[int, ...], axes: tuple[Axis, ...]
-) -> tuple[tuple[int, ...], ...]:
-    """``_CompiledKernel.exclusion_by_value``: only the constrained axes have rows (no other narrows)."""
-    if not exclusion_bits:
-        return ()
-    rows: list[tuple[int, ...]] = [()] * len(axes)
-    for ai in constrained:
-        group: dict[int, int] = {}
-        for k, bit in enumerate(exclusion_bits):
-            mask = boxes[bit][ai]
-            group[mask] = group.get(mask, 0) | 1 << k
-        rows[ai] = _value_row(group, len(axes[ai].values))
-    return tuple(rows)
 
 
 def check_query(query: object) -> None:

@@ -25,6 +25,8 @@ CORE: dict[str, int] = {
     "capmatrix._partition": 4,
     "capmatrix._tables": 4,
     "capmatrix.matrix": 4,
+    "capmatrix._answers": 4,
+    "capmatrix._compile": 5,
     "capmatrix._yaml": 5,
     "capmatrix._fastschema": 5,
     "capmatrix._cache": 5,
