@@ -508,3 +508,30 @@ def test_effective_values_by_shape_match_the_axis_by_axis_walk() -> None:
             assert (got[2], got[3]) == (open_axes, outside)
             assert [i is None for i in got[4]] == [a.name not in values for a in axes]
             assert resolver.effective_values(query) == (values, origins, open_axes)
+
+
+# --------------------------------------------------------------------------------------------------
+# Engine vocabularies: an answer speaks only of the axes its kernel reads
+
+
+def _scoped(matrix: capmatrix.Matrix, scope: str) -> set[str]:
+    return {name for name, axis in matrix.axes.items() if axis.scope == scope}
+
+
+def test_the_seed_answer_names_no_vllm_axis_and_a_vllm_answer_no_trtllm_axis() -> None:
+    matrix = capmatrix.load()
+    vllm, trtllm = _scoped(matrix, "vllm"), _scoped(matrix, "tensorrt_llm")
+    assert vllm and trtllm
+    seed = capmatrix.resolve(KernelQuery("xqa", sm=120, model="llama", spec_dec="one_model"), matrix)
+    assert seed
+    named = {r.axis for r in seed.explain(closest=64) if r.axis is not None}
+    named |= {a for r in seed.explain(closest=64) for a in vllm if a in r.message}
+    assert not named & vllm
+    from capmatrix.engine.vllm import NoValidBackend, select_backend  # noqa: PLC0415
+
+    with pytest.raises(NoValidBackend) as info:
+        select_backend(capability=(8, 0), head_size=576, dtype="fp32", kv_cache_dtype="fp8",
+                       block_size=None, use_mla=True, matrix=matrix)
+    text = " ".join(m for reasons in info.value.reasons.values() for m in reasons) + str(info.value)
+    assert info.value.reasons
+    assert not [a for a in trtllm if a in text]
