@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from capmatrix.engine.hf import query_from_hf_config
+from capmatrix.engine.hf import query_from_hf_config, read_hf_config
 from capmatrix.errors import InvalidQuery, InvalidValue, echo
 from capmatrix.loader import RESERVED_AXIS_NAMES, default_path, load
 from capmatrix.model import format_value
@@ -191,30 +191,9 @@ def query_from_args(args: argparse.Namespace, matrix: Matrix, kernel: str | None
     if config_path is None:
         return KernelQuery(kernel, model=args.model, **axes)
     derived = query_from_hf_config(
-        _read_hf_config(config_path), kernel, matrix=matrix, model=args.model
+        read_hf_config(config_path), kernel, matrix=matrix, model=args.model
     )
     return KernelQuery(kernel, model=derived.model, **{**derived.axes, **axes})
-
-
-def _read_hf_config(path: str) -> dict[str, object]:
-    """A Hugging Face ``config.json`` as a dict.
-
-    :raises InvalidQuery: when the file is not JSON (with its line and column) or not an object.
-    """
-    with open(path, encoding="utf-8") as handle:  # noqa: PTH123 - a user path, OSError reported
-        text = handle.read()
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidQuery(
-            f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg}); "
-            "pass the model's config.json as downloaded"
-        ) from None
-    if not isinstance(data, dict):
-        raise InvalidQuery(
-            f"{path}:1:1: a config.json holds one JSON object, got {type(data).__name__}"
-        )
-    return data
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
