@@ -569,8 +569,10 @@ class _Builder:
             "max_grants": CLOSEST_GRANTS,
         }
         text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
-        # Embedded in a <script> element: "</" must not end it early.
-        return text.replace("</", "<\\/")
+        # Embedded in a <script> element: with no "<" at all, no text ("</script", "<!--", "<script")
+        # can end the element or switch the parser into its escaped states. In JSON "<" only occurs
+        # inside strings, where "\u003c" reads back as the same character.
+        return text.replace("<", "\\u003c")
 
     # -- roles ---------------------------------------------------------------------------------
 
