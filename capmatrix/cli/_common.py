@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import json
 import os
 from collections.abc import Callable
@@ -38,6 +39,7 @@ __all__ = [
     "add_model_options",
     "announce_matrix",
     "choose_matrix",
+    "forget_matrix_choice",
     "load_matrix",
     "prescan",
     "print_json",
@@ -61,10 +63,14 @@ FROM_ARGUMENT, FROM_ENV, FROM_WORKING_TREE, FROM_PACKAGE = (
 
 @dataclass(frozen=True, slots=True)
 class MatrixChoice:
-    """The matrix directory a command uses, and where that choice came from."""
+    """The matrix directory a command uses, and where that choice came from.
+
+    ``passed_over``: a working-tree ``capabilities/`` that was found but not taken, and why.
+    """
 
     path: Path
     source: str
+    passed_over: tuple[Path, str] | None = None
 
     @property
     def implicit_other(self) -> bool:
@@ -88,7 +94,10 @@ def choose_matrix(explicit: str | os.PathLike[str] | None, *, cwd: Path | None =
     1. ``--matrix DIR`` (or the PATH argument of ``validate``, ``check``, ``test``) when given;
     2. else the directory named by the environment variable ``CAPMATRIX_MATRIX``, when set;
     3. else ``capabilities/`` holding an ``axes.yaml`` in the current directory or the nearest of its
-       parents (a checkout's working tree);
+       parents (a checkout's working tree), looking no higher than the root of the git work tree
+       (the folder holding ``.git``) and only through folders of this user that others cannot
+       write (:func:`_private_folder`): one planted by someone else (in a shared ``/tmp``, say)
+       is never taken;
     4. else the matrix shipped with the package.
     """
     if explicit is not None:
@@ -97,20 +106,65 @@ def choose_matrix(explicit: str | os.PathLike[str] | None, *, cwd: Path | None =
     if named:
         return MatrixChoice(Path(named), FROM_ENV)
     here = (cwd or Path.cwd()).absolute()
+    passed_over: tuple[Path, str] | None = None
     for folder in (here, *here.parents):
         candidate = folder / "capabilities"
+        why = _private_folder(folder)
         try:
-            if (candidate / "axes.yaml").is_file():
+            found = (candidate / "axes.yaml").is_file()
+            at_root = (folder / ".git").exists()
+        except OSError:  # an unreadable folder: nothing is taken from it or above it
+            break
+        if found:
+            why = why or _private_folder(candidate)
+            if why is None:
                 return MatrixChoice(candidate, FROM_WORKING_TREE)
-        except OSError:  # an unreadable parent: keep looking above it
-            continue
-    return MatrixChoice(default_path(), FROM_PACKAGE)
+            passed_over = (candidate, why)
+        if why is not None or at_root:
+            break
+    return MatrixChoice(default_path(), FROM_PACKAGE, passed_over)
+
+
+def _private_folder(folder: Path) -> str | None:
+    """Why a matrix found in ``folder`` is not taken (None: it is a folder of this user's own).
+
+    It must be owned by this user and not writable by every user; a folder the group can write is
+    accepted when the user owns it (a user-private group's umask gives such folders).
+    """
+    try:
+        st = folder.stat()
+    except OSError as exc:
+        return f"cannot be examined ({exc.strerror or exc})"
+    if st.st_uid != os.geteuid():
+        return "owned by another user"
+    if st.st_mode & 0o002:
+        return "writable by every user"
+    return None
 
 
 def announce_matrix(choice: MatrixChoice, err: TextIO) -> None:
-    """Say on ``err`` which matrix is used when nobody named it and it is not the shipped one."""
+    """Say on ``err`` which matrix is used when nobody named it and it is not the shipped one.
+
+    Also: a working-tree matrix found but not taken, and why. The choice is kept for
+    :func:`print_json`, whose answers name the matrix that answered.
+    """
+    _answered_by.set(choice)
+    if choice.passed_over is not None:
+        where, why = choice.passed_over
+        err.write(f"capmatrix: not using {where}: {why}; pass --matrix {where} to use it\n")
     if choice.implicit_other:
         err.write(f"capmatrix: matrix {choice.path} (from {choice.source})\n")
+
+
+#: The matrix choice the running command announced (read by :func:`print_json`).
+_answered_by: contextvars.ContextVar[MatrixChoice | None] = contextvars.ContextVar(
+    "capmatrix_answered_by", default=None
+)
+
+
+def forget_matrix_choice() -> None:
+    """Clear the announced choice (at the start of each command line)."""
+    _answered_by.set(None)
 
 
 def load_matrix(path: str | None) -> Matrix:
@@ -211,5 +265,12 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
 
 
 def print_json(data: object, out: TextIO, *, indent: int = 2) -> None:
-    """Write ``data`` as indented JSON (values JSON does not know are written as ``str()``)."""
+    """Write ``data`` as indented JSON (values JSON does not know are written as ``str()``).
+
+    An object gains ``"matrix"``: the directory of the matrix that answered, when the command
+    announced its choice (:func:`announce_matrix`) and the object has no such key of its own.
+    """
+    choice = _answered_by.get()
+    if isinstance(data, dict) and choice is not None and "matrix" not in data:
+        data = {**data, "matrix": str(choice.path)}
     out.write(json.dumps(data, indent=indent, default=str) + "\n")
