@@ -246,3 +246,24 @@ def test_json_answers_name_the_matrix(
     if argv[0] == "query":
         _code, out, _err = cli(*argv)
         assert json.loads(out)["matrix"] == str(loader.default_path())
+
+
+@pytest.mark.usefixtures("no_env")
+def test_the_search_may_reach_the_filesystem_root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(_common, "_private_folder", lambda _folder: None)
+    assert choose_matrix(None, cwd=tmp_path).source == "the shipped matrix"
+
+
+def test_print_json_names_the_matrix_only_in_an_object_without_one(tmp_path: Path) -> None:
+    def printed(data: object) -> object:
+        out = io.StringIO()
+        _common.print_json(data, out)
+        return json.loads(out.getvalue())
+
+    _common.forget_matrix_choice()
+    assert printed({"a": 1}) == {"a": 1}
+    _common.announce_matrix(_common.MatrixChoice(tmp_path, "the command line"), io.StringIO())
+    assert printed({"a": 1}) == {"a": 1, "matrix": str(tmp_path)}
+    assert printed({"matrix": "its own"}) == {"matrix": "its own"}
+    assert printed([1]) == [1]
+    _common.forget_matrix_choice()
