@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from conftest import SMALL_AXES
+from conftest import SMALL_AXES, SMALL_KERNELS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -779,6 +779,28 @@ def test_single_file_as_the_matrix(tmp_path: Path) -> None:
     shutil.copyfile(HOSTILE / "tab_indent.yaml", only)
     error = only_error(only)
     assert (error.path, error.line, error.column, error.code) == (only.as_posix(), 3, 1, "E001")
+
+
+def test_a_one_file_matrix_cites_its_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """export, render and codegen name the file (as given), never ``capabilities/.``."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "one.yaml").write_text(SMALL_AXES + SMALL_KERNELS, encoding="utf-8")
+    code, out, _err = cli("export", "--matrix", "one.yaml")
+    assert code == 0
+    files = {r["location"]["file"] for k in json.loads(out)["kernels"].values() for r in k["rules"]}
+    assert files == {"one.yaml"}
+    code, out, _err = cli("codegen", "cpp", "--kernel", "xqa", "--matrix", "one.yaml")
+    assert code == 0
+    assert "; one.yaml:" in out
+    assert "capabilities/." not in out
+    code, _out, _err = cli("render", "--matrix", "one.yaml", "--out-dir", "pages")
+    assert code == 0
+    for page in (tmp_path / "pages").iterdir():
+        text = page.read_text(encoding="utf-8")
+        assert "capabilities/." not in text
+        assert "one.yaml:" in text
+    matrix = capmatrix.load(tmp_path / "one.yaml")
+    assert matrix.show_path(str(tmp_path / "one.yaml")) == (tmp_path / "one.yaml").as_posix()
 
 
 # --------------------------------------------------------------------------------------------------
