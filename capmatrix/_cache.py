@@ -1,14 +1,23 @@
 """The compiled-matrix cache: a validated matrix kept as plain JSON, keyed by the bytes it came from.
 
 A clean load writes the validated model (axes, rules with their conditions and locations, models,
-roles, derived tables) to ``<cache dir>/<slot>.json``. A later load of the same files reads it back
-instead of parsing, checking and building them again, but only when the entry's key equals the key
-of the input now: a SHA-256 over a format version, the source of the package itself (so a new
-capmatrix, or an edited checkout, never reads an entry an older one wrote), the PyYAML that would
-parse the files, the matrix root, and every file's display path and bytes. Whatever is wrong with an
-entry (truncated, corrupt, another key, another format, a value of an unknown kind) makes it a miss:
-the files are loaded as if there were no cache and the entry is written again. A matrix with a
-problem is never written, so every error comes from the full loader, exactly as without a cache.
+roles, derived tables) to ``<cache dir>/entries/matrix-<slot>.json``. A later load of the same files
+reads it back instead of parsing, checking and building them again, but only when the entry's key
+equals the key of the input now: a SHA-256 over a format version, the source of the package itself
+(so a new capmatrix, or an edited checkout, never reads an entry an older one wrote), the PyYAML that
+would parse the files, the matrix root, and every file's display path and bytes. Whatever is wrong
+with an entry (truncated, corrupt, another key, another format, a value of an unknown kind) makes it
+a miss: the files are loaded as if there were no cache and the entry is written again. A matrix with
+a problem is never written, so every error comes from the full loader, exactly as without a cache.
+
+The key binds an entry to the bytes of the YAML against staleness and damage, not against forgery:
+it is computed from public inputs, so whoever can write an entry can give it the right key and
+checksum. What makes an entry trustworthy is where it lies: the cache directory and its ``entries``
+subdirectory must be owned by this user and writable by nobody else (else the cache is not used at
+all, and the matrix loads uncached), so only this user's own processes, which write only validated
+matrices, can have written it; whoever could forge one could edit the YAML itself. Only a regular
+file of this user within :data:`MAX_ENTRY_BYTES` is read (never through a link, never waiting on a
+FIFO), and only files of the cache's own name pattern and header are replaced or pruned.
 
 The entry is data (JSON, checked against a SHA-256 of itself in its first line), never code: reading
 one cannot run anything. ``CAPMATRIX_CACHE=off`` turns the cache off; ``CAPMATRIX_CACHE_DIR`` moves it
@@ -22,12 +31,14 @@ import contextlib
 import hashlib
 import json
 import os
+import re
+import stat
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from capmatrix._atomic import write_text_atomic
 from capmatrix.matrix import Matrix
 from capmatrix.model import (
     GPU,
@@ -62,7 +73,25 @@ FORMAT = 1
 MAX_ENTRIES = 32
 #: An entry larger than this is not read (a 10,000-rule matrix makes about 2 MiB).
 MAX_ENTRY_BYTES = 64 * 1024 * 1024
+#: The subdirectory of the cache directory that holds the entries (and nothing else).
+SUBDIR = "entries"
+#: A temporary file of a write that did not finish is removed once it is this old (seconds).
+STALE_SECONDS = 3600
 _MAGIC = "capmatrix-cache"
+_HEAD = f"{_MAGIC} ".encode()
+_PREFIX = "matrix-"
+_ENTRY_NAME = re.compile(r"matrix-[0-9a-f]{32}\.json")
+_TEMP_NAME = re.compile(r"\.matrix-[0-9a-f]{32}\.json\.[0-9a-f]{12}\.tmp")
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _CLOEXEC
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | _CLOEXEC
+_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | _CLOEXEC
+#: Descriptor-relative opens, renames and listings, and links not followed (POSIX); else no cache.
+_SUPPORTED = (
+    hasattr(os, "O_NOFOLLOW")
+    and {os.open, os.mkdir, os.rename, os.unlink} <= os.supports_dir_fd
+    and os.scandir in os.supports_fd
+)
 _OFF = frozenset({"off", "0", "no", "false", "disable", "disabled"})
 _lock = threading.Lock()
 
@@ -130,27 +159,84 @@ def key(root: str, files: Sequence[tuple[str, bytes]]) -> str:
     return digest.hexdigest()
 
 
-def _slot(directory: Path, root: str, names: Sequence[str]) -> Path:
-    """The one entry file of a matrix directory seen from one working directory (display names)."""
+def _slot(root: str, names: Sequence[str]) -> str:
+    """The name of the one entry of a matrix directory seen from one working directory (display names)."""
     digest = hashlib.sha256(root.encode("utf-8", "surrogateescape"))
     for name in names:
         _frame(digest, name.encode("utf-8", "surrogateescape"))
-    return directory / f"{digest.hexdigest()[:32]}.json"
+    return f"{_PREFIX}{digest.hexdigest()[:32]}.json"
+
+
+def _entries_dir(*, create: bool) -> int | None:
+    """A descriptor of the entries' subdirectory, or None: the cache off, or a directory not private.
+
+    Both the cache directory and its :data:`SUBDIR` must be directories owned by this user that
+    neither the group nor others can write (the subdirectory is not followed as a link). The
+    subdirectory is then used only through the descriptor, so it cannot be swapped under the reads.
+    """
+    base = cache_dir()
+    if base is None or not _SUPPORTED:
+        return None
+    try:
+        if create:
+            base.mkdir(mode=0o700, parents=True, exist_ok=True)
+        top = os.open(base, _DIR_FLAGS)
+    except OSError:
+        return None
+    try:
+        if not _private(top):
+            return None
+        if create:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(SUBDIR, 0o700, dir_fd=top)
+        sub = os.open(SUBDIR, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=top)
+    except OSError:
+        return None
+    finally:
+        os.close(top)
+    if _private(sub):
+        return sub
+    os.close(sub)
+    return None
+
+
+def _private(fd: int) -> bool:
+    """Whether ``fd`` is a directory of this user that neither the group nor others can write."""
+    st = os.fstat(fd)
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
+
+
+def _read_entry(directory: int, name: str) -> bytes | None:
+    """The bytes of entry ``name``: a regular file of this user within the size bound, else None.
+
+    Opened without following a link and without blocking (a FIFO is refused, not waited on), and
+    read no further than the size it had when opened.
+    """
+    try:
+        fd = os.open(name, _READ_FLAGS, dir_fd=directory)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_size > MAX_ENTRY_BYTES:
+            return None
+        blob = handle.read(st.st_size + 1)
+    return blob if len(blob) <= st.st_size else None  # grown since it was opened: not a whole entry
 
 
 def lookup(root: str, files: Sequence[tuple[str, bytes]]) -> tuple[Matrix | None, str]:
     """The cached matrix of these files (None on a miss, the cache off or any doubt) and their key."""
     wanted = key(root, files)
-    directory = cache_dir()
+    directory = _entries_dir(create=False)
     if directory is None:
         return None, wanted
-    slot = _slot(directory, root, [name for name, _raw in files])
     try:
-        with slot.open("rb") as handle:
-            if os.fstat(handle.fileno()).st_size > MAX_ENTRY_BYTES:
-                return None, wanted
-            blob = handle.read()  # read(n) would allocate n bytes up front
+        blob = _read_entry(directory, _slot(root, [name for name, _raw in files]))
     except OSError:
+        blob = None
+    finally:
+        os.close(directory)
+    if blob is None:
         return None, wanted
     try:
         matrix = _decode_entry(blob, wanted)
@@ -163,30 +249,73 @@ def lookup(root: str, files: Sequence[tuple[str, bytes]]) -> tuple[Matrix | None
 
 def store(matrix: Matrix, wanted: str, names: Sequence[str]) -> None:
     """Write ``matrix`` (validated, loaded from the files of key ``wanted``); failures are ignored."""
-    directory = cache_dir()
-    if directory is None:
+    if cache_dir() is None:
         return
     try:
         payload = json.dumps(_encode(matrix), ensure_ascii=True, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError):  # a value JSON cannot hold exactly (e.g. a date in hf_config)
         return
     check = hashlib.sha256(payload.encode("ascii")).hexdigest()
-    slot = _slot(directory, matrix.root, names)
-    with contextlib.suppress(OSError):
-        write_text_atomic(slot, f"{_MAGIC} {FORMAT} {wanted} {check}\n{payload}")
-        _prune(directory)
+    directory = _entries_dir(create=True)
+    if directory is None:
+        return
+    try:
+        with contextlib.suppress(OSError):
+            text = f"{_MAGIC} {FORMAT} {wanted} {check}\n{payload}"
+            _write_entry(directory, _slot(matrix.root, names), text)
+            _prune(directory)
+    finally:
+        os.close(directory)
 
 
-def _prune(directory: Path) -> None:
-    """Remove the oldest entries beyond :data:`MAX_ENTRIES` (another process may remove them first)."""
+def _write_entry(directory: int, name: str, text: str) -> None:
+    """Write entry ``name`` atomically: a new 0o600 file beside it, then a rename over it."""
+    tmp = f".{name}.{os.urandom(6).hex()}.tmp"
+    fd = os.open(tmp, _WRITE_FLAGS, 0o600, dir_fd=directory)  # 48 random bits: no retry needed
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(text.encode("ascii"))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.rename(tmp, name, src_dir_fd=directory, dst_dir_fd=directory)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=directory)
+        raise
+
+
+def _is_entry(directory: int, name: str) -> bool:
+    """Whether ``name`` is an entry this cache wrote: its name, a regular file of this user, its header."""
+    if not _ENTRY_NAME.fullmatch(name):
+        return False
+    fd = os.open(name, _READ_FLAGS, dir_fd=directory)
+    with os.fdopen(fd, "rb") as handle:
+        st = os.fstat(fd)
+        return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and handle.read(len(_HEAD)) == _HEAD
+
+
+def _prune(directory: int) -> None:
+    """Remove the oldest entries beyond :data:`MAX_ENTRIES`, and temporary files of failed writes.
+
+    Only what this cache writes is removed: a file of its name pattern, regular, of this user and
+    starting with its header (a temporary file: its pattern, and older than :data:`STALE_SECONDS`).
+    Another process may remove them first.
+    """
     entries = []
-    for path in directory.glob("*.json"):
-        with contextlib.suppress(OSError):
-            entries.append((path.stat().st_mtime_ns, path))
+    stale = time.time() - STALE_SECONDS
+    with os.scandir(directory) as listing:
+        for item in listing:
+            with contextlib.suppress(OSError):
+                st = item.stat(follow_symlinks=False)
+                if _is_entry(directory, item.name):
+                    entries.append((st.st_mtime_ns, item.name))
+                elif (_TEMP_NAME.fullmatch(item.name) and stat.S_ISREG(st.st_mode)
+                      and st.st_uid == os.geteuid() and st.st_mtime < stale):
+                    os.unlink(item.name, dir_fd=directory)
     entries.sort()
-    for _mtime, path in entries[: max(0, len(entries) - MAX_ENTRIES)]:
+    for _mtime, name in entries[: max(0, len(entries) - MAX_ENTRIES)]:
         with contextlib.suppress(OSError):
-            path.unlink()
+            os.unlink(name, dir_fd=directory)
 
 
 def _decode_entry(blob: bytes, wanted: str) -> Matrix:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from capmatrix._suggest import Suggestion, suggestions
+from capmatrix._suggest import Suggestions, suggestions
 from capmatrix.errors import InvalidQuery
 from capmatrix.loader import load
 from capmatrix.matrix import Matrix
@@ -124,13 +124,14 @@ def select(role: str, query: KernelQuery, matrix: Matrix | None = None) -> Selec
 
 def suggest(
     query: KernelQuery, matrix: Matrix | None = None, vary: Collection[str] | None = None
-) -> tuple[Suggestion, ...]:
+) -> Suggestions:
     """The smallest changes of ``query``'s values that make its kernel supported.
 
     Changes of one axis, else of two (a pair only when neither change works alone), limited to the
     axes in ``vary`` (default: all but the model's own geometry: attention, head_dim, q_per_kv and
     the other axes the model sets, save its dtypes). Empty when the query is supported already or
-    nothing within that bound works.
+    nothing within that bound works. A tuple whose ``truncated`` says the search stopped at its
+    budget (:data:`capmatrix._suggest.MAX_OPEN_TESTS` tests of changes leaving axes open).
 
     >>> [str(s) for s in suggest(KernelQuery("xqa", sm=121, model="deepseek_v3", spec_dec="one_model"))]
     ['set dtype=fp8 and kv_cache_dtype=fp8']

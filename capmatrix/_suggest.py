@@ -5,6 +5,12 @@ a candidate set of changes is answered with the same bitset ANDs (and, for axes 
 region test) as :meth:`capmatrix.Resolver.resolve`. Changes of one axis are tried first, then of two;
 a set of two is kept only when neither of its changes works alone, so every suggestion is minimal.
 The resolve path itself is untouched: suggestions are computed only when asked for.
+
+Only axes some rule of the kernel names are changed (no other axis can change the answer). A set of
+changes that leaves axes open is answered by the resolver itself (the question "supported for every
+value of the open axes" costs a resolve), and one call makes at most :data:`MAX_OPEN_TESTS` of them:
+the single changes are always tried first, and when the budget runs out among the pairs, the pairs
+not yet tried are left out and the result's ``truncated`` is true.
 """
 
 from __future__ import annotations
@@ -15,18 +21,20 @@ from typing import TYPE_CHECKING
 
 from capmatrix.errors import InvalidQuery, UnknownName
 from capmatrix.model import format_value
-from capmatrix.regions import Region, Space, bits
 from capmatrix.resolver import Verdict
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Iterable, Mapping
+    from collections.abc import Callable, Collection, Iterable, Mapping
 
     from capmatrix._compile import _CompiledKernel
     from capmatrix.model import Axis, AxisValue
     from capmatrix.query import KernelQuery
     from capmatrix.resolver import Resolver
 
-__all__ = ["GEOMETRY", "MAX_CHANGES", "PRECISION", "Suggestion", "default_vary", "suggestions"]
+__all__ = [
+    "GEOMETRY", "MAX_CHANGES", "MAX_OPEN_TESTS", "PRECISION", "Suggestion", "Suggestions", "default_vary",
+    "suggestions",
+]
 
 #: The model's own geometry: never varied unless asked for with ``vary``.
 GEOMETRY = ("attention", "head_dim", "q_per_kv")
@@ -34,6 +42,9 @@ GEOMETRY = ("attention", "head_dim", "q_per_kv")
 PRECISION = ("dtype", "kv_cache_dtype")
 #: The most axes one suggestion changes (the search is bounded by it).
 MAX_CHANGES = 2
+#: Sets of changes leaving axes open that one call tests (each is a resolve); past it, the pairs not
+#: yet tried are left out (:attr:`Suggestions.truncated`).
+MAX_OPEN_TESTS = 200
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,6 +80,23 @@ class Suggestion:
         }
 
 
+class Suggestions(tuple[Suggestion, ...]):  # noqa: SLOT001 - a tuple with one flag needs a __dict__
+    """The suggestions of one query, a tuple; ``truncated`` says the search's budget ran out.
+
+    When it is true, single changes were all tried, and some pairs were not
+    (:data:`MAX_OPEN_TESTS`).
+    """
+
+    truncated: bool
+
+    def __new__(  # noqa: PYI034 - typing.Self needs Python 3.11
+        cls, items: Iterable[Suggestion] = (), *, truncated: bool = False
+    ) -> Suggestions:
+        made = super().__new__(cls, items)
+        made.truncated = truncated
+        return made
+
+
 def default_vary(resolver: Resolver, query: KernelQuery) -> tuple[str, ...]:
     """The axes a caller may change by default: all but the model's own geometry.
 
@@ -97,12 +125,15 @@ class _Search:
     """One kernel's compiled rules against one query's admitted rule sets."""
 
     def __init__(self, compiled: _CompiledKernel, axes: tuple[Axis, ...],
-                 admits: dict[int, int], open_axes: list[int]) -> None:
+                 admits: dict[int, int], open_axes: list[int],
+                 decide: Callable[[Mapping[int, int]], bool]) -> None:
         self.compiled = compiled
         self.axes = axes
         self.admits = admits
         self.open = open_axes
         self.all_rules = (1 << len(compiled.rules)) - 1
+        self.decide = decide  # the resolver's verdict of the changed query (axes left open)
+        self.open_tests = 0
 
     def supported(self, changes: Mapping[int, int]) -> bool:
         """Whether the query with axis ``position -> value index`` changes is supported."""
@@ -117,16 +148,12 @@ class _Search:
         if not grants:
             return False
         exclusions = candidates & compiled.exclusions
-        still_open = [p for p in self.open if p not in changes]
-        if not still_open:
+        if not any(p not in changes for p in self.open):
             return not exclusions
-        # As the resolver answers open axes: supported when the grants minus the exclusions cover
-        # every combination of the open axes' values.
-        space = Space(tuple(self.axes[p] for p in still_open))
-        granted = Region(space, [tuple(compiled.boxes[b][p] for p in still_open) for b in bits(grants)])
-        removed = Region(space, [tuple(compiled.boxes[b][p] for p in still_open)
-                                 for b in bits(exclusions)])
-        return not (Region.full(space) - (granted - removed))
+        # Axes left open: supported when the grants minus the exclusions cover every combination of
+        # their values, which the resolver answers (a region test here can grow exponentially).
+        self.open_tests += 1
+        return self.decide(changes)
 
 
 def _admits(
@@ -153,24 +180,32 @@ def _admits(
 
 def suggestions(
     resolver: Resolver, query: KernelQuery, vary: Collection[str] | None = None
-) -> tuple[Suggestion, ...]:
+) -> Suggestions:
     """The minimal changes of at most :data:`MAX_CHANGES` axes in ``vary`` that make ``query`` supported.
 
     Empty when the query is already supported, or when no such change exists. Ordered by the number
-    of changes, then by axis order, then by value order.
+    of changes, then by axis order, then by value order. ``truncated`` when pairs were left untried
+    (:data:`MAX_OPEN_TESTS`).
 
     :raises InvalidQuery: for a bad query or an unknown axis in ``vary``.
     """
     resolution = resolver.resolve(query)
     if resolution.verdict is Verdict.SUPPORTED:
-        return ()
+        return Suggestions()
     names = default_vary(resolver, query) if vary is None else _check_vary(resolver, vary)
     compiled: _CompiledKernel = resolver._kernels[resolution.kernel]  # noqa: SLF001 - the index
     axes = tuple(resolver.matrix.axes.values())
     positions = {a.name: i for i, a in enumerate(axes)}
     values = resolution.values
     open_axes = [i for i, a in enumerate(axes) if a.name not in values]
-    search = _Search(compiled, axes, _admits(compiled, axes, values), open_axes)
+
+    def named(changes: Mapping[int, int]) -> dict[str, AxisValue]:
+        return {axes[ai].name: axes[ai].values[vi] for ai, vi in sorted(changes.items())}
+
+    def decide(changes: Mapping[int, int]) -> bool:
+        return resolver.resolve(query.replace(**named(changes))).verdict is Verdict.SUPPORTED
+
+    search = _Search(compiled, axes, _admits(compiled, axes, values), open_axes, decide)
 
     def options(ai: int) -> list[int]:
         """The value indices that change axis ``ai`` (every value of an open axis)."""
@@ -178,7 +213,8 @@ def suggestions(
         current = axis.locate(values[axis.name]) if axis.name in values else None
         return [vi for vi in range(len(axis.known)) if vi != current]
 
-    varied = [positions[n] for n in names]
+    # An axis no rule of the kernel names cannot change the answer.
+    varied = [positions[n] for n in names if compiled.unconstrained[positions[n]] != search.all_rules]
     found: list[dict[int, int]] = []
     singles: set[tuple[int, int]] = set()
     for ai in varied:
@@ -186,21 +222,21 @@ def suggestions(
             if search.supported({ai: vi}):
                 found.append({ai: vi})
                 singles.add((ai, vi))
-    if MAX_CHANGES >= 2:
-        for a, b in combinations(varied, 2):
-            for va in options(a):
-                if (a, va) in singles:
-                    continue
-                found.extend(
-                    {a: va, b: vb} for vb in options(b)
-                    if (b, vb) not in singles and search.supported({a: va, b: vb})
-                )
+    truncated = False
+    pairs = ((a, va, b, vb) for a, b in combinations(varied, 2) for va in options(a)
+             if (a, va) not in singles for vb in options(b) if (b, vb) not in singles)
+    for a, va, b, vb in pairs if MAX_CHANGES >= 2 else ():
+        if search.open_tests >= MAX_OPEN_TESTS:
+            truncated = True
+            break
+        if search.supported({a: va, b: vb}):
+            found.append({a: va, b: vb})
     out = []
     for changes in found:
-        named = {axes[ai].name: axes[ai].values[vi] for ai, vi in sorted(changes.items())}
+        shown = named(changes)
         out.append(Suggestion(
-            changes=named,
-            previous={name: values.get(name) for name in named},
-            query=query.replace(**named),
+            changes=shown,
+            previous={name: values.get(name) for name in shown},
+            query=query.replace(**shown),
         ))
-    return tuple(out)
+    return Suggestions(out, truncated=truncated)

@@ -86,7 +86,10 @@ class Matrix:
         raise KeyError(rule_id)
 
     def show_path(self, path: str) -> str:
-        """``path`` as ``capabilities/...`` when it lies under :attr:`root`, else as given (POSIX form)."""
+        """``path`` as ``capabilities/...`` when it lies under :attr:`root`, else as given (POSIX form).
+
+        A one-file matrix's own file (the root itself) is shown as given, never ``capabilities/.``.
+        """
         return _shown(self.root, path, str(Path.cwd()))
 
 
@@ -112,5 +115,7 @@ def _shown(root: str, path: str, cwd: str) -> str:
     try:
         rel = candidate.resolve().relative_to(Path(root).resolve())
     except ValueError:
+        return Path(path).as_posix()
+    if not rel.parts:  # the root itself: a one-file matrix cites its file, as the loader names it
         return Path(path).as_posix()
     return f"{ROOT_LABEL}/{rel.as_posix()}"

@@ -10,7 +10,6 @@ import random
 import shutil
 import subprocess
 import sys
-import tarfile
 from itertools import product
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -391,33 +390,26 @@ def test_cli_diff_revision_with_a_link_out_is_an_error(
     assert "cannot read revision 'HEAD': 'capabilities/kernels/stolen.yaml' " + message in err
 
 
-def _member(name: str, kind: bytes, linkname: str = "") -> tarfile.TarInfo:
-    info = tarfile.TarInfo(name)
-    info.type = kind
-    info.linkname = linkname
-    return info
-
-
 @pytest.mark.parametrize(
-    ("name", "kind", "linkname", "refused"),
+    ("name", "mode", "linkname", "refused"),
     [
-        ("capabilities/axes.yaml", tarfile.REGTYPE, "", False),
-        ("capabilities/kernels", tarfile.DIRTYPE, "", False),
-        ("capabilities/kernels/a.yaml", tarfile.SYMTYPE, "../axes.yaml", False),
-        ("capabilities/kernels/a.yaml", tarfile.SYMTYPE, "../../README.md", True),
-        ("capabilities/kernels/a.yaml", tarfile.SYMTYPE, "/etc/passwd", True),
-        ("capabilities/kernels/a.yaml", tarfile.LNKTYPE, "capabilities/axes.yaml", True),
-        ("capabilities/dev", tarfile.CHRTYPE, "", True),
-        ("capabilities/fifo", tarfile.FIFOTYPE, "", True),
-        ("/capabilities/axes.yaml", tarfile.REGTYPE, "", True),
-        ("capabilities/../x.yaml", tarfile.REGTYPE, "", True),
-        ("other/axes.yaml", tarfile.REGTYPE, "", True),
+        ("capabilities/axes.yaml", "100644", None, False),
+        ("capabilities/run.yaml", "100755", None, False),
+        ("capabilities/kernels/a.yaml", "120000", None, False),  # listed: its target is read later
+        ("capabilities/kernels/a.yaml", "120000", "../axes.yaml", False),
+        ("capabilities/kernels/a.yaml", "120000", "../../README.md", True),
+        ("capabilities/kernels/a.yaml", "120000", "/etc/passwd", True),
+        ("capabilities/sub", "160000", None, True),
+        ("/capabilities/axes.yaml", "100644", None, True),
+        ("capabilities/../x.yaml", "100644", None, True),
+        ("capabilities", "100644", None, True),
+        ("other/axes.yaml", "100644", None, True),
     ],
 )
-def test_only_plain_members_within_the_matrix_are_extracted(
-    name: str, kind: bytes, linkname: str, refused: bool
+def test_only_plain_entries_within_the_matrix_are_extracted(
+    name: str, mode: str, linkname: str | None, refused: bool
 ) -> None:
-    assert (_unsafe(_member(name, kind, linkname), "capabilities") is not None) is refused
+    assert (_unsafe(name, mode, "capabilities", linkname) is not None) is refused
 
 
 def test_role_orders_in_diff(tmp_path: Path) -> None:
@@ -570,3 +562,159 @@ def test_role_moves_with_changed_lists_and_unchanged_candidates_equal_brute_forc
         }
         assert got == expected
         assert [(s.old, s.new) for s in rd.shifts] == sorted(got, key=lambda p: (str(p[0]), str(p[1])))
+
+
+# --------------------------------------------------------------------------------------------------
+# diff REV reads the committed objects: no attributes, no filters, the loader's limits first
+
+
+def _repo_with_two_commits(tmp_path: Path, attributes: str) -> Path:
+    """before -> after (xqa changed), the revision carrying ``attributes`` in its .gitattributes."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    make_before_fix(repo / "capabilities")
+    _git(repo, "add", "capabilities")
+    _git(repo, "commit", "-qm", "before")
+    shutil.rmtree(repo / "capabilities")
+    shutil.copytree(SHIPPED, repo / "capabilities")
+    (repo / ".gitattributes").write_text(attributes, encoding="utf-8")
+    _git(repo, "add", "-A", ".")
+    _git(repo, "commit", "-qm", "after")
+    return repo
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+@pytest.mark.parametrize("attributes", [
+    "capabilities/kernels/xqa.yaml export-ignore\n",
+    "capabilities/** export-ignore\n",
+    "*.yaml export-subst\n",
+    "capabilities/kernels/xqa.yaml filter=hide\n",
+])
+def test_a_revisions_attributes_hide_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, attributes: str
+) -> None:
+    repo = _repo_with_two_commits(tmp_path, attributes)
+    _git(repo, "config", "filter.hide.smudge", "true")  # a filter that would empty the file
+    _git(repo, "config", "filter.hide.clean", "cat")
+    monkeypatch.chdir(repo)
+    status, out, err = _run("diff", "HEAD~1", "HEAD", "--json", "--exit-code")
+    assert status == 1, err
+    assert [k["kernel"] for k in json.loads(out)["kernels"] if k["change"] != "equivalent"] == ["xqa"]
+    extracted = extract_revision("HEAD", tmp_path / "x")
+    xqa = "kernels/xqa.yaml"
+    assert (extracted / xqa).read_bytes() == (SHIPPED / xqa).read_bytes()
+    assert not (extracted / "evidence").exists()  # what the loader does not read is not written
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_a_blob_past_the_loaders_limit_is_refused_unread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from capmatrix.cli import _git as git_module
+
+    repo = _repo_with_two_commits(tmp_path, "")
+    size = (SHIPPED / "kernels" / "xqa.yaml").stat().st_size
+    monkeypatch.setattr(git_module, "MAX_FILE_BYTES", size - 1)
+
+    def never(_git: str, _top: Path, _revision: str, oids: list[str]) -> dict[str, bytes]:
+        if oids:
+            raise AssertionError("a blob was read")
+        return {}
+
+    monkeypatch.setattr(git_module, "_cat", never)
+    monkeypatch.chdir(repo)
+    status, out, err = _run("diff", "HEAD")
+    assert (status, out) == (2, "")
+    assert (f"cannot read revision 'HEAD': 'capabilities/kernels/xqa.yaml' is {size} bytes; "
+            f"a capability file has at most {size - 1}") in err
+    monkeypatch.setattr(git_module, "MAX_FILE_BYTES", 10**9)
+    monkeypatch.setattr(git_module, "MAX_TOTAL_BYTES", 1000)
+    with pytest.raises(RevisionError, match="more than 2000 YAML files or 1000 bytes"):
+        extract_revision("HEAD", tmp_path / "y")
+    monkeypatch.setattr(git_module, "MAX_ENTRIES", 3)
+    with pytest.raises(RevisionError, match="lists more than 3 entries"):
+        extract_revision("HEAD", tmp_path / "z")
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_a_submodule_or_a_file_in_the_matrixs_place_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = _repo_with_two_commits(tmp_path, "")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True,
+                          text=True).stdout.strip()
+    _git(repo, "update-index", "--add", "--cacheinfo", f"160000,{head},capabilities/vendored")
+    _git(repo, "commit", "-qm", "submodule")
+    monkeypatch.chdir(repo)
+    with pytest.raises(RevisionError, match="'capabilities/vendored' is neither a file nor a link"):
+        extract_revision("HEAD", tmp_path / "x")
+    _git(repo, "rm", "-rq", "--cached", "capabilities")
+    (repo / "other").write_text("x\n", encoding="utf-8")
+    _git(repo, "add", "other")
+    _git(repo, "commit", "-qm", "no matrix")
+    with pytest.raises(RevisionError, match="no capabilities/ in this revision"):
+        extract_revision("HEAD", tmp_path / "y")
+    shutil.rmtree(repo / "capabilities")
+    (repo / "capabilities").write_text("not a directory\n", encoding="utf-8")
+    _git(repo, "add", "capabilities")
+    _git(repo, "commit", "-qm", "a file")
+    with pytest.raises(RevisionError, match="'capabilities' lies outside capabilities/"):
+        extract_revision("HEAD", tmp_path / "z")
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_links_within_a_revision_are_written_with_what_they_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    caps = make_before_fix(repo / "capabilities")
+    (caps / ".src").mkdir()
+    (caps / "kernels" / "xqa.yaml").rename(caps / ".src" / "xqa.kernel")  # neither YAML nor seen
+    (caps / "kernels" / "xqa.yaml").symlink_to("../.src/xqa.kernel")
+    (caps / "notes.txt").write_text("not read\n", encoding="utf-8")
+    _git(repo, "add", "capabilities")
+    _git(repo, "commit", "-qm", "linked")
+    monkeypatch.chdir(repo)
+    extracted = extract_revision("HEAD", tmp_path / "x")
+    assert (extracted / "kernels" / "xqa.yaml").is_symlink()
+    assert capmatrix.load(extracted).kernels["xqa"].rules
+    assert not (extracted / "notes.txt").exists()
+    from capmatrix.cli import _git as git_module
+
+    monkeypatch.setattr(git_module, "MAX_LINK_BYTES", 3)
+    with pytest.raises(RevisionError, match=r"'capabilities/kernels/xqa\.yaml' is a symbolic link of 18"):
+        extract_revision("HEAD", tmp_path / "y")
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_a_revision_without_yaml_and_git_failures(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from capmatrix.cli import _git as git_module
+
+    repo = tmp_path / "repo"
+    (repo / "capabilities").mkdir(parents=True)
+    _git(repo, "init", "-q")
+    (repo / "capabilities" / "README").write_text("no matrix yet\n", encoding="utf-8")
+    _git(repo, "add", "capabilities")
+    _git(repo, "commit", "-qm", "empty")
+    monkeypatch.chdir(repo)
+    assert list(extract_revision("HEAD", tmp_path / "x").glob("*")) == []
+    real_run = subprocess.run
+
+    def failing_cat(argv: list[str], **kw: object) -> object:
+        if "cat-file" in argv:
+            return subprocess.CompletedProcess(argv, 128, b"", b"fatal: broken object")
+        return real_run(argv, **kw)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(subprocess, "run", failing_cat)
+    with pytest.raises(RevisionError, match="broken object"):
+        git_module._cat("git", repo, "HEAD", ["0" * 40])
+    monkeypatch.setattr(subprocess, "run", real_run)
+    tree = real_run(["git", "rev-parse", "HEAD^{tree}"], cwd=repo, capture_output=True, text=True,
+                    check=True).stdout.strip()
+    with pytest.raises(RevisionError, match=f"object {tree} is not a file"):
+        git_module._cat("git", repo, "HEAD", [tree])
+    with pytest.raises(RevisionError, match="HEAD~5"):
+        git_module._list("git", repo, "HEAD~5", "capabilities")

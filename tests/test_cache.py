@@ -8,9 +8,11 @@ import json
 import os
 import random
 import shutil
+import stat
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +41,9 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def entries(directory: Path) -> list[Path]:
-    return sorted(directory.glob("*.json")) if directory.is_dir() else []
+    """The cache's entries under cache directory ``directory``."""
+    sub = directory / _cache.SUBDIR
+    return sorted(sub.glob("matrix-*.json")) if sub.is_dir() else []
 
 
 def deep(value: object) -> object:
@@ -355,7 +359,7 @@ def test_a_foreign_entry_is_ignored(cache: Path, write_matrix: Callable[..., Pat
     slot_name = foreign.name
     foreign.rename(cache / "kept.json")
     capmatrix.load(root)
-    (entry,) = (p for p in entries(cache) if p.name != "kept.json")
+    (entry,) = entries(cache)
     assert entry.name != slot_name
     shutil.copyfile(cache / "kept.json", entry)
     loaded = capmatrix.load(root)
@@ -444,7 +448,7 @@ def test_concurrent_loads_and_writes_agree(cache: Path, write_matrix: Callable[.
     assert len(seen) == 8 * 15
     assert all(s == expected for s in seen)
     assert len(entries(cache)) == 1
-    assert not list(cache.glob(".*.tmp"))
+    assert not list((cache / _cache.SUBDIR).glob(".*.tmp"))
 
 
 def test_concurrent_processes_share_one_entry(cache: Path, write_matrix: Callable[..., Path]) -> None:
@@ -462,7 +466,7 @@ def test_concurrent_processes_share_one_entry(cache: Path, write_matrix: Callabl
     assert [p.returncode for p in procs] == [0] * 4, [err for _out, err in outputs]
     assert len({out for out, _err in outputs}) == 1
     assert len(entries(cache)) == 1
-    assert not list(cache.glob(".*.tmp"))
+    assert not list((cache / _cache.SUBDIR).glob(".*.tmp"))
 
 
 def test_a_value_json_cannot_hold_is_not_cached(cache: Path, write_matrix: Callable[..., Path]) -> None:
@@ -484,3 +488,226 @@ def test_an_entry_past_the_size_limit_is_a_miss(
     capmatrix.load(root)
     monkeypatch.setattr(_cache, "MAX_ENTRY_BYTES", 100)
     assert _parses(monkeypatch, root) == 1
+
+
+# --------------------------------------------------------------------------------------------------
+# the cache touches only what is its own, and trusts only a private directory
+
+
+def _forge(blob: bytes, old: bytes, new: bytes) -> bytes:
+    """An entry whose payload says something else, with the right key and a correct checksum."""
+    head, _nl, payload = blob.partition(b"\n")
+    assert old in payload
+    body = payload.replace(old, new)
+    magic, fmt, wanted, _check = head.decode().split(" ")
+    return f"{magic} {fmt} {wanted} {hashlib.sha256(body).hexdigest()}\n".encode() + body
+
+
+def test_a_forged_entry_in_a_private_directory_is_what_the_trust_rests_on(
+    cache: Path, write_matrix: Callable[..., Path]
+) -> None:
+    """The key is public: a well-formed forged entry is read when the directory is private (the
+    check below is what the refusals of shared directories protect against)."""
+    root = write_matrix()
+    capmatrix.load(root)
+    (entry,) = entries(cache)
+    entry.write_bytes(_forge(entry.read_bytes(), b'"generic path"', b'"forged"'))
+    assert capmatrix.load(root).rule("xqa.hmma").reason == "forged"
+
+
+@pytest.mark.parametrize("where", ["cache directory", "entries directory"])
+@pytest.mark.parametrize("mode", [0o777, 0o775, 0o1777])
+def test_a_directory_others_can_write_is_not_used(
+    where: str, mode: int, cache: Path, write_matrix: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = write_matrix()
+    cold = load_without_cache(root, monkeypatch)
+    capmatrix.load(root)
+    (entry,) = entries(cache)
+    forged = _forge(entry.read_bytes(), b'"generic path"', b'"forged"')
+    entry.write_bytes(forged)
+    (cache if where == "cache directory" else cache / _cache.SUBDIR).chmod(mode)
+    for _ in range(2):
+        loaded = capmatrix.load(root)
+        assert loaded.rule("xqa.hmma").reason == "generic path"
+        assert deep(loaded) == deep(cold)
+    assert entry.read_bytes() == forged  # nothing written into a shared directory either
+
+
+@pytest.mark.parametrize("where", ["cache directory", "entries directory", "entry"])
+def test_what_another_user_owns_is_not_used(
+    where: str, cache: Path, write_matrix: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = write_matrix()
+    cold = load_without_cache(root, monkeypatch)
+    capmatrix.load(root)
+    (entry,) = entries(cache)
+    entry.write_bytes(_forge(entry.read_bytes(), b'"generic path"', b'"forged"'))
+    target = {"cache directory": cache, "entries directory": cache / _cache.SUBDIR, "entry": entry}[where]
+    owner = target.stat().st_uid
+    real_geteuid = os.geteuid
+    monkeypatch.setattr(os, "geteuid", lambda: real_geteuid() + 1 if owner == real_geteuid() else owner + 1)
+    loaded = capmatrix.load(root)
+    assert loaded.rule("xqa.hmma").reason == "generic path"
+    assert deep(loaded) == deep(cold)
+
+
+def test_an_entries_directory_that_is_a_link_is_not_used(
+    cache: Path, write_matrix: Callable[..., Path], tmp_path: Path
+) -> None:
+    root = write_matrix()
+    capmatrix.load(root)
+    (entry,) = entries(cache)
+    elsewhere = tmp_path / "elsewhere"
+    (cache / _cache.SUBDIR).rename(elsewhere)
+    (cache / _cache.SUBDIR).symlink_to(elsewhere)
+    entry.write_bytes(_forge(entry.read_bytes(), b'"generic path"', b'"forged"'))
+    assert capmatrix.load(root).rule("xqa.hmma").reason == "generic path"
+
+
+def _run_bounded(work: Callable[[], object], seconds: float = 60) -> object:
+    """``work()`` in a thread that must finish within ``seconds`` (a hang fails, not blocks, the test)."""
+    out: list[object] = []
+    thread = threading.Thread(target=lambda: out.append(work()), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), "hung"
+    return out[0]
+
+
+def test_an_entry_that_is_a_fifo_is_a_miss_not_a_hang(
+    cache: Path, write_matrix: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = write_matrix()
+    cold = load_without_cache(root, monkeypatch)
+    capmatrix.load(root)
+    (entry,) = entries(cache)
+    entry.unlink()
+    os.mkfifo(entry)
+    loaded = _run_bounded(lambda: capmatrix.load(root))
+    assert deep(loaded) == deep(cold)
+    assert entry.is_file()  # the FIFO in the cache's own slot gave way to the entry
+
+
+@pytest.mark.parametrize("kind", ["link to /dev/zero", "link to a big file", "character device"])
+def test_an_entry_that_is_not_a_regular_file_is_a_miss(
+    kind: str, cache: Path, write_matrix: Callable[..., Path], monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    root = write_matrix()
+    cold = load_without_cache(root, monkeypatch)
+    capmatrix.load(root)
+    (entry,) = entries(cache)
+    good = entry.read_bytes()
+    entry.unlink()
+    if kind == "link to /dev/zero":
+        entry.symlink_to("/dev/zero")
+    elif kind == "link to a big file":  # the real entry behind a link: still not read
+        real = tmp_path / "real.json"
+        real.write_bytes(good)
+        entry.symlink_to(real)
+        assert _parses(monkeypatch, root) == 1
+        return
+    else:
+        try:
+            os.mknod(entry, 0o600 | stat.S_IFCHR, os.makedev(1, 5))  # /dev/zero's numbers
+        except PermissionError:
+            pytest.skip("creating a device node needs CAP_MKNOD")
+    loaded = _run_bounded(lambda: capmatrix.load(root))
+    assert deep(loaded) == deep(cold)
+
+
+def test_a_read_error_is_a_miss(cache: Path, write_matrix: Callable[..., Path],
+                                monkeypatch: pytest.MonkeyPatch) -> None:
+    root = write_matrix()
+    capmatrix.load(root)
+
+    def failing(*_args: object) -> bytes:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(_cache, "_read_entry", failing)
+    assert _parses(monkeypatch, root) == 1
+
+
+def test_an_entry_that_grew_while_read_is_a_miss(cache: Path, write_matrix: Callable[..., Path],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    root = write_matrix()
+    capmatrix.load(root)
+    (entry,) = entries(cache)
+    real_fstat = os.fstat
+
+    def shrunk(fd: int) -> os.stat_result:  # as if the file had been this size when opened
+        st = real_fstat(fd)
+        if stat.S_ISREG(st.st_mode) and st.st_size == entry.stat().st_size:
+            return os.stat_result((st.st_mode, st.st_ino, st.st_dev, st.st_nlink, st.st_uid, st.st_gid,
+                                   st.st_size - 5, int(st.st_atime), int(st.st_mtime), int(st.st_ctime)))
+        return st
+
+    monkeypatch.setattr(os, "fstat", shrunk)
+    assert _parses(monkeypatch, root) == 1
+
+
+def test_the_cache_prunes_and_replaces_only_its_own_entries(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, write_matrix: Callable[..., Path], tmp_path: Path
+) -> None:
+    """Other files, in the cache directory and among the entries, survive any number of writes."""
+    monkeypatch.setattr(_cache, "MAX_ENTRIES", 2)
+    root = write_matrix()
+    sub = cache / _cache.SUBDIR
+    sub.mkdir(parents=True, mode=0o700)
+    cache.chmod(0o700)
+    theirs: dict[Path, bytes] = {}
+    for i in range(20):
+        theirs[cache / f"user{i}.json"] = f'{{"n": {i}}}'.encode()
+        theirs[sub / f"user{i}.json"] = f'{{"n": {i}}}'.encode()
+    theirs[sub / ("matrix-" + "0" * 32 + ".json")] = b"my own notes, named like an entry"
+    theirs[sub / ("." + "matrix-" + "0" * 32 + ".json.0123456789ab.tmp")] = b"fresh: a write under way"
+    for path, data in theirs.items():
+        path.write_bytes(data)
+    (sub / ("matrix-" + "1" * 32 + ".json")).symlink_to(cache / "user0.json")
+    old = time.time() - 10 * 24 * 3600
+    for path in theirs:
+        os.utime(path, (old, old))
+    os.utime(sub / ("." + "matrix-" + "0" * 32 + ".json.0123456789ab.tmp"))  # fresh again
+    stale = sub / ("." + "matrix-" + "2" * 32 + ".json.ba9876543210.tmp")
+    stale.write_bytes(b"left by a write that died")
+    os.utime(stale, (old, old))
+    for i in range(5):
+        copy = tmp_path / f"copy{i}"
+        shutil.copytree(root, copy)
+        capmatrix.load(copy)
+    for path, data in theirs.items():
+        assert path.read_bytes() == data, path
+    assert (sub / ("matrix-" + "1" * 32 + ".json")).is_symlink()
+    assert not stale.exists()  # the cache's own temporary file, long dead
+    ours = [p for p in entries(cache)
+            if not p.is_symlink() and p.read_bytes().startswith(b"capmatrix-cache ")]
+    assert len(ours) == 2
+
+
+def test_entries_are_private_files(cache: Path, write_matrix: Callable[..., Path]) -> None:
+    capmatrix.load(write_matrix())
+    (entry,) = entries(cache)
+    assert stat.S_IMODE(entry.stat().st_mode) == 0o600
+    assert stat.S_IMODE((cache / _cache.SUBDIR).stat().st_mode) == 0o700
+    assert entry.read_bytes().startswith(f"capmatrix-cache {_cache.FORMAT} ".encode())
+
+
+def test_without_descriptor_relative_calls_there_is_no_cache(
+    cache: Path, write_matrix: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_cache, "_SUPPORTED", False)
+    capmatrix.load(write_matrix())
+    assert not cache.exists()
+
+
+def test_a_failed_write_leaves_no_temporary_file(
+    cache: Path, write_matrix: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def failing(*_args: object, **_kw: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "rename", failing)
+    capmatrix.load(write_matrix())
+    assert entries(cache) == []
+    assert list((cache / _cache.SUBDIR).iterdir()) == []

@@ -18,6 +18,7 @@ Skipped only when g++ is missing.
 
 from __future__ import annotations
 
+import io
 import itertools
 import math
 import random
@@ -31,8 +32,9 @@ from test_export import _blocks, _residual_bitmap
 
 import capmatrix
 from capmatrix import ANY, KernelQuery
+from capmatrix.cli import run
 from capmatrix.codegen import CodegenError, cpp_header
-from capmatrix.codegen.cpp import _camel, _constant, _method
+from capmatrix.codegen.cpp import _camel, _comment, _constant, _method, _type
 from capmatrix.export import export
 
 GXX = shutil.which("g++")
@@ -352,3 +354,134 @@ def test_the_integration_example_compiles(data: dict[str, Any], tmp_path: Path) 
                    timeout=300)
     # Llama-style GQA, one-model spec-dec on SM120: XQA is usable (the seed question).
     assert subprocess.run([str(tmp_path / "example")], check=False, timeout=60).returncode == 0
+
+
+# --------------------------------------------------------------------------------------------------
+# adversarial matrices: every header either compiles or is refused with a reason
+
+#: Axis names that are the header's own names, C++ keywords or macros (as enum, int or bool axes).
+_HOSTILE_ENUM_AXES = ["verdict", "query", "selection", "axis_id", "detail", "std"]
+_HOSTILE_INT_AXES = ["linux", "unix", "errno", "set_index", "offsetof", "major"]
+_HOSTILE_BOOL_AXES = ["int", "assert", "open", "given_", "va_start", "alloca"]
+#: Headers an engine may include before the generated one (their lowercase macros included).
+_PRELUDE = """\
+#include <alloca.h>
+#include <arpa/inet.h>
+#include <cassert>
+#include <cerrno>
+#include <cmath>
+#include <csetjmp>
+#include <cstdarg>
+#include <cstddef>
+#include <cstdio>
+#include <sys/sysmacros.h>
+#include <sys/types.h>
+"""
+
+
+def _hostile_matrix(kernels: int) -> dict[str, str]:
+    axes = ["axes:"]
+    for name in _HOSTILE_ENUM_AXES:
+        axes += [f"  {name}:", "    type: enum", '    description: "ends in a backslash \\\\"',
+                 "    values: [verdict, query, int, linux, '1.5', a+b]"]
+    for i, name in enumerate(_HOSTILE_INT_AXES):
+        axes += [f"  {name}:", "    type: int", '    description: "also \\\\"', f"    values: [{i}, 90, 120]"]
+    for name in _HOSTILE_BOOL_AXES:
+        axes += [f"  {name}:", "    type: bool", '    description: "bool \\\\"']
+    every = [*_HOSTILE_ENUM_AXES, *_HOSTILE_INT_AXES, *_HOSTILE_BOOL_AXES]
+    rules = ["kernels:"]
+    for i in range(kernels):
+        name = ["int", "linux", "query", "verdict", "assert"][i] if i < 5 else f"k{i}"
+        axis = every[i % len(every)]
+        value = {"enum": "linux", "int": 90, "bool": "true"}[
+            "enum" if axis in _HOSTILE_ENUM_AXES else "int" if axis in _HOSTILE_INT_AXES else "bool"]
+        rules += [f"  {name}:", '    description: "kernel \\\\"', "    rules:",
+                  (f"      - {{id: {name}.r, grant: {{{axis}: {value}}}, reason: 'r \\\\', source: 's \\\\',"
+                  " status: untested}"),
+                  (f"      - {{id: {name}.x, exclude: {{linux: 120, int: false}}, reason: x, source: s,"
+                  " status: untested}")]
+    rules += ["models:", "  m: {description: m, axes: {linux: 90}, source: s}",
+              "roles:", "  int: {description: 'r \\\\', candidates: [int, linux, k7]}",
+              "  linux: {description: r, candidates: [query], axes: {int: true}}"]
+    return {"axes.yaml": "\n".join(axes) + "\n", "kernels/k.yaml": "\n".join(rules) + "\n"}
+
+
+def test_hostile_names_are_mangled() -> None:
+    assert [_method(n) for n in ("linux", "int", "assert", "set_index", "detail", "given_")] == [
+        "linux_", "int_", "assert_", "set_index_", "detail_", "given_axis"]
+    types = ("verdict", "query", "kernel", "role", "selection", "axis_id", "attention")
+    assert [_type(n) for n in types] == [
+        "VerdictAxis", "QueryAxis", "KernelAxis", "RoleAxis", "SelectionAxis", "AxisIdAxis", "Attention"]
+    assert _comment("ends in \\") == "ends in \\."
+    assert _comment("a */ b\n c") == "a * / b c"
+
+
+@needs_gxx
+@pytest.mark.parametrize("kernels", [12, 300])
+def test_headers_of_hostile_matrices_compile_and_answer(
+    kernels: int, write_matrix: Any, tmp_path: Path
+) -> None:
+    m = capmatrix.load(write_matrix(_hostile_matrix(kernels), base=False))
+    data = export(m)
+    names = list(data["kernels"])
+    header = cpp_header(data, names, ["int", "linux"], command="test \\")
+    (tmp_path / "gen.h").write_text(header, encoding="utf-8")
+    checks = [(k, capmatrix.resolve(KernelQuery(k), m).verdict.value) for k in names]
+    rigid = KernelQuery("linux", linux=120, int=False, verdict="linux")
+    main = [_PRELUDE, '#include "gen.h"', "#include <iostream>", "int main() {",
+            "  using namespace capmatrix;", "  Query open;",
+            "  Query rigid = Query().linux_(120).int_(false).verdict(VerdictAxis::kLinux);"]
+    main += [f'  std::cout << "{k} " << to_string(resolve(Kernel::{_constant(k)}, open)) << "\\n";'
+             for k, _v in checks]
+    main += ['  std::cout << "rigid " << to_string(resolve(Kernel::kLinux, rigid)) << "\\n";',
+             '  std::cout << "select " << to_string(select(Role::kInt, rigid).verdict) << "\\n";',
+             "  return 0;", "}"]
+    (tmp_path / "main.cpp").write_text("\n".join(main) + "\n", encoding="utf-8")
+    assert GXX is not None
+    for std in ("-std=c++17", "-std=gnu++17"):
+        subprocess.run([GXX, std, "-Wall", "-Wextra", "-Werror", "-pedantic", "-O0",
+                        str(tmp_path / "main.cpp"), "-o", str(tmp_path / "main")],
+                       check=True, capture_output=True, text=True, timeout=300)
+    out = subprocess.run([str(tmp_path / "main")], check=True, capture_output=True, text=True,
+                         timeout=60).stdout.splitlines()
+    expected = [f"{k} {v}" for k, v in checks]
+    expected.append(f"rigid {capmatrix.resolve(rigid, m).verdict.value}")
+    picked = capmatrix.select("int", KernelQuery("", linux=120, int=False, verdict="linux"), m)
+    expected.append(f"select {picked.verdict.value}")
+    assert out == expected
+    if kernels > 256:
+        assert "enum class Kernel : std::uint16_t {" in header
+
+
+@pytest.mark.parametrize("namespace", ["int", "std", "linux", "a::class", "detail", "_Cap", "a__b"])
+def test_a_namespace_that_is_a_keyword_or_macro_is_refused(namespace: str, data: dict[str, Any]) -> None:
+    with pytest.raises(CodegenError, match=f"namespace '{namespace}'"):
+        cpp_header(data, ["xqa"], namespace=namespace)
+    out, err = io.StringIO(), io.StringIO()
+    assert run(["codegen", "cpp", "--kernel", "xqa", "--namespace", namespace], out, err) == 2
+    assert out.getvalue() == ""
+    assert err.getvalue().startswith(f"capmatrix: error: namespace '{namespace}'")
+
+
+def test_enum_axes_whose_types_collide_are_refused(write_matrix: Any) -> None:
+    files = {"axes.yaml": (
+        "axes:\n"
+        "  verdict: {type: enum, description: d, values: [a, b]}\n"
+        "  verdict_axis: {type: enum, description: d, values: [a, b]}\n"
+    ), "kernels/k.yaml": (
+        "kernels:\n  k:\n    description: d\n    rules:\n"
+        "      - {id: k.r, grant: {verdict: a, verdict_axis: b}, reason: r, source: s, status: untested}\n"
+        "models:\n  m: {description: m, axes: {verdict: a}, source: s}\n"
+        "roles:\n  r: {description: r, candidates: [k]}\n"
+    )}
+    data = export(capmatrix.load(write_matrix(files, base=False)))
+    with pytest.raises(CodegenError, match="'verdict_axis' and 'verdict' both become 'VerdictAxis'"):
+        cpp_header(data, ["k"])
+
+
+def test_more_kernels_than_the_enum_holds_are_refused(
+    data: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("capmatrix.codegen.cpp.MAX_KERNELS", 2)
+    with pytest.raises(CodegenError, match="3 kernels, 0 roles; a header holds at most 2 of each"):
+        cpp_header(data, list(data["kernels"])[:3])

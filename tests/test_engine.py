@@ -532,3 +532,65 @@ def test_bind_rejects_malformed_dynamic(dynamic: object, message: str) -> None:
 
     with pytest.raises(capmatrix.InvalidQuery, match=message):
         bind("trtllm_spec_dec_mode", dynamic=dynamic, sm=90)  # type: ignore[arg-type]
+
+
+# ChatGLM's KV heads and ALiBi
+
+#: THUDM/chatglm2-6b config.json (attention fields): 32 query heads over 2 KV groups.
+CHATGLM2_6B = {
+    "model_type": "chatglm", "num_attention_heads": 32, "hidden_size": 4096, "kv_channels": 128,
+    "multi_query_attention": True, "multi_query_group_num": 2, "torch_dtype": "float16",
+}
+
+
+@pytest.mark.parametrize(
+    ("config", "axes"),
+    [
+        (CHATGLM2_6B, {"attention": "gqa", "q_per_kv": 16, "head_dim": 128}),
+        ({**CHATGLM2_6B, "multi_query_attention": False}, {"attention": "mha", "q_per_kv": 1}),
+        ({**CHATGLM2_6B, "multi_query_group_num": 1}, {"attention": "mqa", "q_per_kv": 32}),
+        ({**CHATGLM2_6B, "num_key_value_heads": 4}, {"attention": "gqa", "q_per_kv": 8}),
+    ],
+    ids=["chatglm2", "chatglm_mha", "chatglm_one_group", "explicit_kv_heads_win"],
+)
+def test_chatglm_kv_groups(config: dict[str, Any], axes: dict[str, Any]) -> None:
+    derived = dict(query_from_hf_config(config).axes)
+    assert {name: derived[name] for name in axes} == axes
+
+
+def test_chatglm_group_num_of_the_wrong_type_is_refused() -> None:
+    with pytest.raises(capmatrix.InvalidQuery, match="multi_query_group_num"):
+        query_from_hf_config({**CHATGLM2_6B, "multi_query_group_num": "2"})
+
+
+@pytest.mark.parametrize(
+    ("extra", "bias"),
+    [
+        ({"model_type": "falcon", "alibi": True}, "alibi"),
+        ({"model_type": "falcon", "alibi": False}, "none"),
+        ({"model_type": "falcon"}, None),
+        ({"model_type": "bloom"}, "alibi"),
+        ({"model_type": "mpt", "attn_config": {"alibi": True}}, "alibi"),
+        ({"model_type": "mpt", "attn_config": {"alibi": False}}, "none"),
+        ({"model_type": "mpt", "attn_config": {"alibi": None}}, None),
+        ({"model_type": "mpt", "attn_config": "odd"}, None),
+        ({"model_type": "brand_new", "alibi": None}, None),
+    ],
+    ids=["falcon_alibi", "falcon_rope", "falcon_unsaid", "bloom", "mpt", "mpt_rope", "mpt_null",
+         "mpt_odd_attn_config", "null"],
+)
+def test_alibi_keeps_the_position_bias(extra: dict[str, Any], bias: str | None) -> None:
+    config = {"num_attention_heads": 32, "hidden_size": 4096, **extra}
+    assert query_from_hf_config(config).axes.get("position_bias") == bias
+
+
+def test_an_alibi_field_that_is_not_a_boolean_is_refused() -> None:
+    with pytest.raises(capmatrix.InvalidQuery, match=r"'attn_config\.alibi' must be true or false"):
+        query_from_hf_config({"num_attention_heads": 32, "attn_config": {"alibi": "yes"}})
+
+
+def test_bloom_with_alibi_is_refused_by_trtllm_gen_context() -> None:
+    """The bias reaches the resolver: trtllm-gen's context FMHA refuses ALiBi."""
+    bloom = {"model_type": "bloom", "n_head": 32, "hidden_size": 4096, "torch_dtype": "bfloat16"}
+    q = query_from_hf_config(bloom, "trtllm_gen", sm=100, phase="context")
+    assert "trtllm_gen.context_position_bias" in {r.rule_id for r in capmatrix.resolve(q).reasons}

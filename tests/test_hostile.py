@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from conftest import SMALL_AXES
+from conftest import SMALL_AXES, SMALL_KERNELS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -780,6 +781,28 @@ def test_single_file_as_the_matrix(tmp_path: Path) -> None:
     assert (error.path, error.line, error.column, error.code) == (only.as_posix(), 3, 1, "E001")
 
 
+def test_a_one_file_matrix_cites_its_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """export, render and codegen name the file (as given), never ``capabilities/.``."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "one.yaml").write_text(SMALL_AXES + SMALL_KERNELS, encoding="utf-8")
+    code, out, _err = cli("export", "--matrix", "one.yaml")
+    assert code == 0
+    files = {r["location"]["file"] for k in json.loads(out)["kernels"].values() for r in k["rules"]}
+    assert files == {"one.yaml"}
+    code, out, _err = cli("codegen", "cpp", "--kernel", "xqa", "--matrix", "one.yaml")
+    assert code == 0
+    assert "; one.yaml:" in out
+    assert "capabilities/." not in out
+    code, _out, _err = cli("render", "--matrix", "one.yaml", "--out-dir", "pages")
+    assert code == 0
+    for page in (tmp_path / "pages").iterdir():
+        text = page.read_text(encoding="utf-8")
+        assert "capabilities/." not in text
+        assert "one.yaml:" in text
+    matrix = capmatrix.load(tmp_path / "one.yaml")
+    assert matrix.show_path(str(tmp_path / "one.yaml")) == (tmp_path / "one.yaml").as_posix()
+
+
 # --------------------------------------------------------------------------------------------------
 # hostile queries
 
@@ -1179,3 +1202,76 @@ def test_axis_names_reserved_by_the_cli_are_refused(caps: Path, name: str) -> No
     assert code == 2
     assert "Traceback" not in err
     assert "is reserved" in err
+
+
+# --------------------------------------------------------------------------------------------------
+# --out and --out-dir replace a regular file or nothing
+
+
+def _special(kind: str, path: Path) -> Callable[[], bool]:
+    """Make ``path`` a ``kind`` of non-regular file; return a check that it is still that, untouched."""
+    if kind == "link to stdout":
+        path.symlink_to("/dev/stdout")
+        return lambda: path.is_symlink() and str(path.readlink()) == "/dev/stdout"
+    if kind == "link to a file":
+        (path.parent / "elsewhere.txt").write_text("someone's file\n", encoding="utf-8")
+        path.symlink_to(path.parent / "elsewhere.txt")
+        return lambda: path.is_symlink() and (path.parent / "elsewhere.txt").read_text(
+            encoding="utf-8") == "someone's file\n"
+    if kind == "fifo":
+        os.mkfifo(path)
+        return path.is_fifo
+    if kind == "device":
+        try:
+            os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(1, 3))  # /dev/null's numbers
+        except PermissionError:
+            pytest.skip("creating a device node needs CAP_MKNOD")
+        return path.is_char_device
+    path.mkdir()
+    (path / "inside").write_text("kept\n", encoding="utf-8")
+    return lambda: path.is_dir() and (path / "inside").read_text(encoding="utf-8") == "kept\n"
+
+
+SPECIAL = ["link to stdout", "link to a file", "fifo", "device", "directory"]
+WHAT = {"link to stdout": "a symbolic link", "link to a file": "a symbolic link", "fifo": "a FIFO",
+        "device": "a character device", "directory": "a directory"}
+
+
+@pytest.mark.parametrize("kind", SPECIAL)
+@pytest.mark.parametrize("command", [["export"], ["codegen", "cpp", "--kernel", "xqa"]])
+def test_out_refuses_a_path_that_is_not_a_regular_file(caps: Path, kind: str, command: list[str]) -> None:
+    target = caps.parent / "out.txt"
+    intact = _special(kind, target)
+    code, out, err = cli(*command, "--matrix", "caps", "--out", str(target))
+    assert code == 2
+    assert out == ""
+    assert err == (f"capmatrix: error: {target}: exists and is {WHAT[kind]}, not a regular file; "
+                   "remove it or choose another path\n")
+    assert intact()
+    assert sorted(p.name for p in caps.parent.iterdir() if p.name.startswith(".")) == []
+
+
+@pytest.mark.parametrize("kind", SPECIAL)
+@pytest.mark.parametrize("page", ["support-matrix.md", "support-matrix.html"])
+@pytest.mark.parametrize("check", [False, True])
+def test_render_refuses_a_page_that_is_not_a_regular_file(
+    caps: Path, kind: str, page: str, check: bool
+) -> None:
+    docs = caps.parent / "docs"
+    docs.mkdir()
+    intact = _special(kind, docs / page)
+    code, _out, err = cli("render", "--matrix", "caps", "--out-dir", "docs", *(["--check"] if check else []))
+    assert code == 2
+    assert f"docs/{page}: exists and is {WHAT[kind]}, not a regular file" in err
+    assert intact()
+    assert {p.name for p in docs.iterdir()} <= {page, "elsewhere.txt"}  # neither page written
+
+
+def test_a_regular_out_file_is_replaced_keeping_its_mode(caps: Path) -> None:
+    target = caps.parent / "out.json"
+    target.write_text("old\n", encoding="utf-8")
+    target.chmod(0o600)
+    code, out, _err = cli("export", "--matrix", "caps", "--out", str(target))
+    assert (code, out) == (0, f"wrote {target}\n")
+    assert json.loads(target.read_text(encoding="utf-8"))["kernels"]
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600

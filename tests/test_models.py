@@ -11,7 +11,7 @@ import pytest
 
 import capmatrix
 from capmatrix.cli import run
-from capmatrix.engine import query_from_hf_config
+from capmatrix.engine import hf, query_from_hf_config
 from capmatrix.errors import InvalidQuery, UnknownName
 from capmatrix.query import KernelQuery
 
@@ -262,7 +262,7 @@ def test_cli_hf_config_not_an_object(tmp_path: Path) -> None:
     path.write_text("[1, 2]", encoding="utf-8")
     code, _, err = cli("query", "xqa", "--sm", "90", "--hf-config", str(path))
     assert code == 2
-    assert "a config.json holds one JSON object, got list" in err
+    assert "a config.json holds one JSON object, got an array" in err
 
 
 def test_cli_hf_config_missing_file(tmp_path: Path) -> None:
@@ -275,3 +275,67 @@ def test_cli_unknown_hf_id_is_an_error() -> None:
     code, _, err = cli("query", "xqa", "--sm", "90", "--model", "meta-llama/Llama-9-1B")
     assert code == 2
     assert "meta-llama/Llama-9-1B" in err
+
+
+# --------------------------------------------------------------------------------------------------
+# --hf-config: bounded, and every bad file a located exit-2 error
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b'{"model_type": "llama", "name": "caf\xe9"}', ":1:37: not UTF-8 (byte 0xe9)"),
+        (b'{\n "a": 1,\n "b": "\xff"}', ":3:8: not UTF-8 (byte 0xff)"),
+        (b"[" * 100_000 + b"]" * 100_000, "not a config.json (nested too deeply)"),
+        (b'{"a": ' + b"[" * 65 + b"]" * 65 + b"}", "nested deeper than 64 levels"),
+        (b'{"num_attention_heads": 1' + b"0" * 5000 + b"}", "not a config.json (Exceeds the limit"),
+        (b'"a string"', ":1:1: a config.json holds one JSON object, got a string"),
+        (b"null", "got null"),
+        (b"true", "got a boolean"),
+        (b"3.5", "got a number"),
+    ],
+    ids=["latin1", "latin1_line3", "deep_array", "deep_in_object", "huge_int", "string", "null", "bool",
+         "number"],
+)
+def test_cli_hf_config_bad_files_exit_2(tmp_path: Path, content: bytes, message: str) -> None:
+    path = tmp_path / "config.json"
+    path.write_bytes(content)
+    code, out, err = cli("query", "xqa", "--sm", "90", "--hf-config", str(path))
+    assert (code, out) == (2, "")
+    assert err.startswith(f"capmatrix: error: {path}")
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_cli_hf_config_at_the_depth_bound_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    nested: Any = 1
+    for _ in range(63):
+        nested = [nested]
+    path.write_text(json.dumps({**LLAMA_LIKE, "deep": nested}), encoding="utf-8")
+    code, out, _err = cli("query", "xqa", "--sm", "90", "--hf-config", str(path), "--json")
+    assert code in {0, 1, 3}
+    assert json.loads(out)["query"]["attention"] == "gqa"
+
+
+def test_cli_hf_config_size_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """/dev/zero (or any endless stream) is cut at the bound, not read until memory runs out."""
+    monkeypatch.setattr(hf, "MAX_CONFIG_BYTES", 1000)
+    code, _out, err = cli("query", "xqa", "--sm", "90", "--hf-config", "/dev/zero")
+    assert code == 2
+    assert "capmatrix: error: /dev/zero: larger than 1000 bytes" in err
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LLAMA_LIKE).ljust(1000), encoding="utf-8")
+    assert cli("query", "xqa", "--sm", "90", "--hf-config", str(path))[0] in {0, 1, 3}
+    path.write_text(json.dumps(LLAMA_LIKE).ljust(1001), encoding="utf-8")
+    assert cli("query", "xqa", "--sm", "90", "--hf-config", str(path))[0] == 2
+
+
+def test_cli_hf_config_real_default_bound_refuses_dev_zero() -> None:
+    code, _out, err = cli("query", "xqa", "--sm", "90", "--hf-config", "/dev/zero")
+    assert code == 2
+    assert "larger than 8388608 bytes" in err
+
+
+LLAMA_LIKE = {"model_type": "llama", "num_attention_heads": 32, "num_key_value_heads": 8,
+              "hidden_size": 4096, "torch_dtype": "bfloat16"}

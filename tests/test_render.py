@@ -6,9 +6,11 @@ import hashlib
 import html.parser
 import io
 import json
+import random
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -560,3 +562,32 @@ def test_html_target_that_is_a_directory_leaves_no_half_render(write_matrix: Any
     assert code == 2
     assert "Traceback" not in err
     assert not (out / MARKDOWN_NAME).exists()
+
+
+def test_a_matrix_with_many_open_axes_renders_in_bounded_time(write_matrix: Any) -> None:
+    """13 rules over 14 open axes: the cells' status comes from the resolver, not a region equality
+    exponential in the open axes (this render ran past 120 s)."""
+    rng = random.Random(3)  # noqa: S311 - reproducible test inputs
+    names = [f"a{i}" for i in range(14)]
+    values = [f"v{j}" for j in range(6)]
+    axes = "axes:\n  sm: {type: int, description: d, values: [80, 90, 100]}\n" + "".join(
+        f"  {n}: {{type: enum, description: d, values: [{', '.join(values)}]}}\n" for n in names)
+    rules = []
+    for r in range(13):
+        cond = ", ".join(f"{a}: [{', '.join(rng.sample(values, 3))}]" for a in rng.sample(names, 3))
+        effect = f"grant: {{sm: [90, 100], {cond}}}" if r < 8 else f"exclude: {{{cond}}}"
+        rules.append(f"      - {{id: k.r{r}, {effect}, reason: r, source: s, status: untested}}\n")
+    kernels = ("kernels:\n  k:\n    description: d\n    rules:\n" + "".join(rules)
+               + "models:\n  m: {description: m, axes: {a0: v0}, source: s}\n"
+               + "roles:\n  r: {description: r, candidates: [k]}\n")
+    matrix = capmatrix.load(write_matrix({"axes.yaml": axes, "kernels/k.yaml": kernels}, base=False))
+    pages: list[dict[str, str]] = []
+    worker = threading.Thread(target=lambda: pages.append(render_pages(matrix)), daemon=True)
+    worker.start()
+    worker.join(120)
+    assert pages, "render did not finish"
+    markdown = pages[0][MARKDOWN_NAME]
+    verdicts = {sm: capmatrix.resolve(capmatrix.KernelQuery("k", sm=sm), matrix).verdict for sm in (80, 90)}
+    assert verdicts[80] is capmatrix.Verdict.UNSUPPORTED
+    assert verdicts[90] is capmatrix.Verdict.DEPENDS
+    assert "Partial: granted, but an exclusion removes part of it." in markdown

@@ -15,6 +15,7 @@ import itertools
 import json
 import random
 import re
+import shutil
 import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,7 @@ from test_render_html import CHROMIUM, TOOL
 
 import capmatrix
 from capmatrix import KernelQuery, Verdict
+from capmatrix.errors import InvalidValue
 from capmatrix.render import build, render_html, render_markdown
 from capmatrix.render._build import COMMON_MODELS, COMMON_SETTINGS
 from capmatrix.resolver import ReasonKind
@@ -589,3 +591,107 @@ def test_evaluator_handles_an_axis_wider_than_32_bits(write_matrix: Any, tmp_pat
     # n open: with m=a only values past bit 31 are granted; with m=b those are excluded.
     assert verdicts[:3] == ["depends"] * 3
     assert {"supported", "unsupported", "depends"} <= set(verdicts)
+
+
+# --------------------------------------------------------------------------------------------------
+# The embedded data cannot end or extend its script element; the form reads values as the CLI does
+
+_HOSTILE_TEXT = "a <!--<script> b </script> c </SCRIPT > d <!-- e --> <\\/ f"
+
+
+def test_no_yaml_text_can_end_or_extend_the_data_script(write_matrix: Any) -> None:
+    root = write_matrix({"hostile.yaml": (
+        "kernels:\n  hostile:\n"
+        f"    description: {json.dumps(_HOSTILE_TEXT)}\n"
+        "    rules:\n"
+        f"      - {{id: hostile.any, grant: {{sm: 90}}, reason: {json.dumps(_HOSTILE_TEXT)}, "
+        "source: test, status: untested}\n"
+    )})
+    m = capmatrix.load(root)
+    page = render_html(build(m))
+    start = page.index('<script type="application/json" id="ask-data">') + len(
+        '<script type="application/json" id="ask-data">')
+    end = page.index("</script>", start)
+    embedded = page[start:end]
+    assert "<" not in embedded  # so the HTML tokenizer stays in script data until "</script>"
+    data = json.loads(embedded)
+    assert data["artifact"]["kernels"]["hostile"]["description"] == _HOSTILE_TEXT
+    assert data["artifact"]["kernels"]["hostile"]["rules"][0]["reason"] == _HOSTILE_TEXT
+    assert page.count('id="ask-form"') == 1  # the rest of the page is still markup
+    assert page.rstrip().endswith("</html>")
+
+
+NODE = shutil.which("node")
+_NODE_HARNESS = """
+const fs = require('fs'), vm = require('vm');
+const [data, script, cases] = process.argv.slice(2).map((p) => fs.readFileSync(p, 'utf8'));
+globalThis.window = {location: {hash: ''}};
+globalThis.document = {getElementById: (id) => (id === 'ask-data' ? {textContent: data} : null)};
+vm.runInThisContext(script);
+const ask = window.capmatrixAsk;
+const out = JSON.parse(cases).map(function (c) {
+  try {
+    if (c.op === 'parse') { return {value: ask.parseValue(c.axis, c.text)}; }
+    if (c.op === 'values') { return {value: Object.keys(ask.values(c.given, null, null)).length}; }
+    if (c.op === 'resolve') { return {value: ask.resolve(c.kernel, ask.values({}, null, null)).verdict}; }
+    return {value: ask.select(c.role, {}, null).verdict};
+  } catch (e) {
+    return e instanceof ask.QueryError ? {error: e.message} : {crash: String(e)};
+  }
+});
+process.stdout.write(JSON.stringify(out));
+"""
+
+
+def _node(matrix: capmatrix.Matrix, cases: list[dict[str, Any]], tmp_path: Path) -> list[dict[str, Any]]:
+    (tmp_path / "data.json").write_text(build(matrix).ask_data, encoding="utf-8")
+    (tmp_path / "cases.json").write_text(json.dumps(cases), encoding="utf-8")
+    (tmp_path / "harness.js").write_text(_NODE_HARNESS, encoding="utf-8")
+    script = Path(capmatrix.render.__file__).parent / "_ask.js"
+    assert NODE is not None
+    done = subprocess.run([NODE, str(tmp_path / "harness.js"), str(tmp_path / "data.json"), str(script),
+                           str(tmp_path / "cases.json")], capture_output=True, text=True, check=True,
+                          timeout=120)
+    out: list[dict[str, Any]] = json.loads(done.stdout)
+    return out
+
+
+_TEXTS = ["90", "+90", "-1", "0", "-0", "0090", "abc", "90a", " 90", "90 ", "9_0", "\u0669\u0660", "1e3",
+          "0x5a", "", "9007199254740991", "9007199254740992", "9007199254740993", "-9007199254740993",
+          "1" * 4300, "1" * 4301, "true", "TRUE", "yes", "On", "0", "1", "no", "off", "tru", "none", "None",
+          "gqa", "constructor"]
+
+
+@pytest.mark.skipif(NODE is None, reason="node not found")
+def test_the_form_reads_values_as_the_command_line_does(matrix: capmatrix.Matrix, tmp_path: Path) -> None:
+    optional = next(a.name for a in matrix.axes.values() if a.optional and str(a.type) == "int")
+    axes = ["sm", "head_dim", "causal", "attention", optional]
+    cases = [{"op": "parse", "axis": a, "text": t} for a in axes for t in _TEXTS]
+    got = _node(matrix, cases, tmp_path)
+    for case, answer in zip(cases, got, strict=True):
+        assert "crash" not in answer, (case, answer)
+        try:
+            expected = matrix.axes[case["axis"]].parse(case["text"])
+        except InvalidValue:
+            assert "error" in answer, (case, answer)
+            continue
+        if type(expected) is int and abs(expected) >= 2**53:
+            assert "too large for this page" in answer["error"], (case, answer)
+            continue
+        assert answer == {"value": expected}, case
+        assert type(answer["value"]) is type(expected), case
+
+
+@pytest.mark.skipif(NODE is None, reason="node not found")
+@pytest.mark.parametrize("name", ["constructor", "__proto__", "toString", "hasOwnProperty", "valueOf"])
+def test_the_form_refuses_names_that_are_object_properties(
+    matrix: capmatrix.Matrix, tmp_path: Path, name: str
+) -> None:
+    cases: list[dict[str, Any]] = [
+        {"op": "parse", "axis": name, "text": "1"}, {"op": "values", "given": {name: 1}},
+        {"op": "resolve", "kernel": name}, {"op": "select", "role": name},
+    ]
+    got = _node(matrix, cases, tmp_path)
+    quoted = json.dumps(name)
+    assert got == [{"error": f"unknown axis {quoted}"}, {"error": f"unknown axis {quoted}"},
+                   {"error": f"unknown kernel {quoted}"}, {"error": f"unknown role {quoted}"}]

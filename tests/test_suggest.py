@@ -5,14 +5,16 @@ Checked by brute force with :func:`capmatrix.resolve` over every change of one a
 
 from __future__ import annotations
 
+import random
+import threading
 from itertools import combinations, product
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 import capmatrix
-from capmatrix import ANY, KernelQuery, Verdict, resolve, suggest
-from capmatrix._suggest import GEOMETRY, default_vary
+from capmatrix import ANY, KernelQuery, Verdict, _suggest, resolve, suggest
+from capmatrix._suggest import GEOMETRY, Suggestions, default_vary
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -180,3 +182,65 @@ def test_suggestion_forms() -> None:
 def test_bad_vary_is_invalid_query(vary: object, error: str) -> None:
     with pytest.raises(capmatrix.InvalidQuery, match=error):
         suggest(KernelQuery("xqa", sm=120, model="qwen2", spec_dec="one_model"), vary=vary)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------------------------------
+# bounded: a depends query over many open axes costs a bounded number of resolves
+
+
+def _open_matrix(write_matrix: Any) -> capmatrix.Matrix:
+    """13 rules over 14 six-valued axes, none with a default: the empty query depends on all of them."""
+    rng = random.Random(3)  # noqa: S311 - reproducible test inputs
+    names = [f"a{i}" for i in range(14)]
+    values = [f"v{j}" for j in range(6)]
+    axes = "axes:\n" + "".join(
+        f"  {n}: {{type: enum, description: d, values: [{', '.join(values)}]}}\n" for n in names)
+    axes += "  unused: {type: enum, description: named by no rule, values: [x, y]}\n"
+    rules = []
+    for r in range(13):
+        cond = ", ".join(f"{a}: [{', '.join(rng.sample(values, 3))}]" for a in rng.sample(names, 3))
+        effect = "grant" if r < 8 else "exclude"
+        rules.append(f"      - {{id: k.r{r}, {effect}: {{{cond}}}, reason: r, source: s, "
+                     "status: untested}\n")
+    kernels = ("kernels:\n  k:\n    description: d\n    rules:\n" + "".join(rules)
+               + "models:\n  m: {description: m, axes: {a0: v0}, source: s}\n"
+               + "roles:\n  r: {description: r, candidates: [k]}\n")
+    return capmatrix.load(write_matrix({"axes.yaml": axes, "kernels/k.yaml": kernels}, base=False))
+
+
+def test_suggestions_on_many_open_axes_stop_at_the_budget(
+    write_matrix: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    matrix = _open_matrix(write_matrix)
+    query = KernelQuery("k")
+    assert capmatrix.resolve(query, matrix).verdict is Verdict.DEPENDS
+    resolves: list[KernelQuery] = []
+    real = capmatrix.Resolver.resolve
+
+    def counting(self: capmatrix.Resolver, q: KernelQuery) -> Any:
+        resolves.append(q)
+        return real(self, q)
+
+    monkeypatch.setattr(capmatrix.Resolver, "resolve", counting)
+    monkeypatch.setattr(_suggest, "MAX_OPEN_TESTS", 120)
+    done: list[Suggestions] = []
+    worker = threading.Thread(target=lambda: done.append(capmatrix.suggest(query, matrix)), daemon=True)
+    worker.start()
+    worker.join(120)
+    assert done, "suggestions did not finish"
+    found = done[0]
+    assert found.truncated is True
+    singles = 14 * 5  # every single change of a named axis is tried, whatever the budget
+    assert len(resolves) <= 1 + max(singles, 120)
+    assert all("unused" not in q.axes for q in resolves)  # an axis no rule names is never varied
+    fresh = capmatrix.Resolver(matrix)
+    brute = {(a, v) for a in matrix.axes if a != "unused" for v in matrix.axes[a].values
+             if real(fresh, query.replace(**{a: v})).verdict is Verdict.SUPPORTED}
+    assert {next(iter(s.changes.items())) for s in found if len(s.changes) == 1} == brute
+
+
+def test_an_untruncated_search_says_so(small: capmatrix.Matrix) -> None:
+    found = capmatrix.suggest(KernelQuery("xqa", sm=80, attention="mla", kv="fp8"), small)
+    assert isinstance(found, Suggestions)
+    assert found.truncated is False
+    assert [str(s) for s in found]

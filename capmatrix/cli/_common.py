@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import json
 import os
 import re
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from capmatrix.engine.hf import query_from_hf_config
+from capmatrix.engine.hf import query_from_hf_config, read_hf_config
 from capmatrix.errors import InvalidQuery, InvalidValue, UnknownName, did_you_mean, echo
 from capmatrix.loader import RESERVED_AXIS_NAMES, default_path, load
 from capmatrix.matrix import gpu_spelling
@@ -41,6 +42,7 @@ __all__ = [
     "announce_matrix",
     "choose_matrix",
     "gpu_sm",
+    "forget_matrix_choice",
     "load_matrix",
     "prescan",
     "print_json",
@@ -64,10 +66,14 @@ FROM_ARGUMENT, FROM_ENV, FROM_WORKING_TREE, FROM_PACKAGE = (
 
 @dataclass(frozen=True, slots=True)
 class MatrixChoice:
-    """The matrix directory a command uses, and where that choice came from."""
+    """The matrix directory a command uses, and where that choice came from.
+
+    ``passed_over``: a working-tree ``capabilities/`` that was found but not taken, and why.
+    """
 
     path: Path
     source: str
+    passed_over: tuple[Path, str] | None = None
 
     @property
     def implicit_other(self) -> bool:
@@ -91,7 +97,10 @@ def choose_matrix(explicit: str | os.PathLike[str] | None, *, cwd: Path | None =
     1. ``--matrix DIR`` (or the PATH argument of ``validate``, ``check``, ``test``) when given;
     2. else the directory named by the environment variable ``CAPMATRIX_MATRIX``, when set;
     3. else ``capabilities/`` holding an ``axes.yaml`` in the current directory or the nearest of its
-       parents (a checkout's working tree);
+       parents (a checkout's working tree), looking no higher than the root of the git work tree
+       (the folder holding ``.git``) and only through folders of this user that others cannot
+       write (:func:`_private_folder`): one planted by someone else (in a shared ``/tmp``, say)
+       is never taken;
     4. else the matrix shipped with the package.
     """
     if explicit is not None:
@@ -100,20 +109,65 @@ def choose_matrix(explicit: str | os.PathLike[str] | None, *, cwd: Path | None =
     if named:
         return MatrixChoice(Path(named), FROM_ENV)
     here = (cwd or Path.cwd()).absolute()
+    passed_over: tuple[Path, str] | None = None
     for folder in (here, *here.parents):
         candidate = folder / "capabilities"
+        why = _private_folder(folder)
         try:
-            if (candidate / "axes.yaml").is_file():
+            found = (candidate / "axes.yaml").is_file()
+            at_root = (folder / ".git").exists()
+        except OSError:  # an unreadable folder: nothing is taken from it or above it
+            break
+        if found:
+            why = why or _private_folder(candidate)
+            if why is None:
                 return MatrixChoice(candidate, FROM_WORKING_TREE)
-        except OSError:  # an unreadable parent: keep looking above it
-            continue
-    return MatrixChoice(default_path(), FROM_PACKAGE)
+            passed_over = (candidate, why)
+        if why is not None or at_root:
+            break
+    return MatrixChoice(default_path(), FROM_PACKAGE, passed_over)
+
+
+def _private_folder(folder: Path) -> str | None:
+    """Why a matrix found in ``folder`` is not taken (None: it is a folder of this user's own).
+
+    It must be owned by this user and not writable by every user; a folder the group can write is
+    accepted when the user owns it (a user-private group's umask gives such folders).
+    """
+    try:
+        st = folder.stat()
+    except OSError as exc:
+        return f"cannot be examined ({exc.strerror or exc})"
+    if st.st_uid != os.geteuid():
+        return "owned by another user"
+    if st.st_mode & 0o002:
+        return "writable by every user"
+    return None
 
 
 def announce_matrix(choice: MatrixChoice, err: TextIO) -> None:
-    """Say on ``err`` which matrix is used when nobody named it and it is not the shipped one."""
+    """Say on ``err`` which matrix is used when nobody named it and it is not the shipped one.
+
+    Also: a working-tree matrix found but not taken, and why. The choice is kept for
+    :func:`print_json`, whose answers name the matrix that answered.
+    """
+    _answered_by.set(choice)
+    if choice.passed_over is not None:
+        where, why = choice.passed_over
+        err.write(f"capmatrix: not using {where}: {why}; pass --matrix {where} to use it\n")
     if choice.implicit_other:
         err.write(f"capmatrix: matrix {choice.path} (from {choice.source})\n")
+
+
+#: The matrix choice the running command announced (read by :func:`print_json`).
+_answered_by: contextvars.ContextVar[MatrixChoice | None] = contextvars.ContextVar(
+    "capmatrix_answered_by", default=None
+)
+
+
+def forget_matrix_choice() -> None:
+    """Clear the announced choice (at the start of each command line)."""
+    _answered_by.set(None)
 
 
 def load_matrix(path: str | None) -> Matrix:
@@ -246,30 +300,9 @@ def query_from_args(args: argparse.Namespace, matrix: Matrix, kernel: str | None
     if config_path is None:
         return KernelQuery(kernel, model=args.model, **axes)
     derived = query_from_hf_config(
-        _read_hf_config(config_path), kernel, matrix=matrix, model=args.model
+        read_hf_config(config_path), kernel, matrix=matrix, model=args.model
     )
     return KernelQuery(kernel, model=derived.model, **{**derived.axes, **axes})
-
-
-def _read_hf_config(path: str) -> dict[str, object]:
-    """A Hugging Face ``config.json`` as a dict.
-
-    :raises InvalidQuery: when the file is not JSON (with its line and column) or not an object.
-    """
-    with open(path, encoding="utf-8") as handle:  # noqa: PTH123 - a user path, OSError reported
-        text = handle.read()
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidQuery(
-            f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg}); "
-            "pass the model's config.json as downloaded"
-        ) from None
-    if not isinstance(data, dict):
-        raise InvalidQuery(
-            f"{path}:1:1: a config.json holds one JSON object, got {type(data).__name__}"
-        )
-    return data
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -292,5 +325,12 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
 
 
 def print_json(data: object, out: TextIO, *, indent: int = 2) -> None:
-    """Write ``data`` as indented JSON (values JSON does not know are written as ``str()``)."""
+    """Write ``data`` as indented JSON (values JSON does not know are written as ``str()``).
+
+    An object gains ``"matrix"``: the directory of the matrix that answered, when the command
+    announced its choice (:func:`announce_matrix`) and the object has no such key of its own.
+    """
+    choice = _answered_by.get()
+    if isinstance(data, dict) and choice is not None and "matrix" not in data:
+        data = {**data, "matrix": str(choice.path)}
     out.write(json.dumps(data, indent=indent, default=str) + "\n")

@@ -11,7 +11,7 @@ import importlib
 import sys
 from typing import TYPE_CHECKING, TextIO
 
-from capmatrix.cli._common import EXIT_ERROR, EXIT_OK
+from capmatrix.cli._common import EXIT_ERROR, EXIT_OK, forget_matrix_choice
 from capmatrix.errors import CapabilityErrors, CapmatrixError
 
 if TYPE_CHECKING:
@@ -150,6 +150,7 @@ def _build_parser(argv: Sequence[str]) -> tuple[_Parser, dict[str, tuple[Handler
 def run(argv: Sequence[str], stdout: TextIO, stderr: TextIO) -> int:
     """Run one command line; return its exit status (never raises for bad input)."""
     argv = list(argv)
+    forget_matrix_choice()
     try:
         parser, handlers = _build_parser(argv)
         if not argv or argv[0] in {"-h", "--help"}:

@@ -32,6 +32,8 @@ __all__ = ["CodegenError", "cpp_header"]
 #: Bit masks are 64-bit: an axis may have at most this many values, a header at most this many axes.
 MAX_VALUES = 64
 MAX_AXES = 64
+#: Kernels (and roles) a header may answer: their enums are 16-bit at most.
+MAX_KERNELS = 65536
 
 #: C++ keywords, and the names of Query's own members: an axis setter must be neither.
 _KEYWORDS = frozenset([
@@ -46,7 +48,19 @@ _KEYWORDS = frozenset([
     "struct", "switch", "template", "this", "thread_local", "throw", "true", "try", "typedef",
     "typeid", "typename", "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t",
     "while", "xor", "xor_eq", "open", "resolve", "select", "value", "given",
+    # Query's other members, and the names its bodies qualify
+    "set_index", "set_int", "detail", "std",
+    # lowercase macros: predefined in GNU modes (-std=gnu++17) on common targets, or defined by the
+    # C and POSIX headers an engine may include before this one (a function-like one expands too)
+    "linux", "unix", "i386", "sun", "sparc", "mips", "vax", "assert", "errno", "offsetof",
+    "setjmp", "va_arg", "va_copy", "va_end", "va_start", "stdin", "stdout", "stderr", "major",
+    "minor", "makedev", "alloca", "htonl", "htons", "ntohl", "ntohs", "getc", "putc", "getchar",
+    "putchar", "signbit", "fpclassify", "isfinite", "isinf", "isnan", "isnormal",
 ])
+#: Query's data members: a setter mangled with a trailing underscore must not become one.
+_MEMBERS = frozenset(["index_", "value_", "given_"])
+#: Names the header declares in its namespace: an enum axis's type must be none of them.
+_OWN_TYPES = frozenset(["Verdict", "AxisId", "Kernel", "Role", "Query", "Selection"])
 
 
 class CodegenError(CapmatrixError):
@@ -72,7 +86,9 @@ def _method(name: str) -> str:
     text = "_".join(_words(name)).lower() or "axis"
     if text[0].isdigit():
         text = f"axis_{text}"
-    return f"{text}_" if text in _KEYWORDS else text
+    if text not in _KEYWORDS:
+        return text
+    return f"{text}_axis" if f"{text}_" in _MEMBERS else f"{text}_"
 
 
 def _cstr(text: str) -> str:
@@ -80,7 +96,20 @@ def _cstr(text: str) -> str:
 
 
 def _comment(text: str) -> str:
-    return " ".join(text.replace("*/", "* /").split())
+    """``text`` on one comment line: never closing a block comment, never continued by a final backslash."""
+    out = " ".join(text.replace("*/", "* /").split())
+    return f"{out}." if out.endswith("\\") else out
+
+
+def _type(axis: str) -> str:
+    """An enum axis's type name: ``kv_cache_dtype`` -> ``KvCacheDtype``, never one of the header's own."""
+    name = _camel(axis)
+    return f"{name}Axis" if name in _OWN_TYPES else name
+
+
+def _width(count: int) -> str:
+    """The unsigned type of an enum of ``count`` members."""
+    return "std::uint8_t" if count <= 1 << 8 else "std::uint16_t"
 
 
 def _unique(names: dict[str, str], what: str) -> None:
@@ -109,6 +138,12 @@ class _Header:
         self.command = command
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*", namespace):
             raise CodegenError(f"{namespace!r} is not a C++ namespace name")
+        for part in namespace.split("::"):
+            if part in _KEYWORDS or part.startswith("_") or "__" in part:
+                raise CodegenError(
+                    f"namespace {namespace!r}: {part!r} is a C++ keyword, a macro, a name the header "
+                    "uses or a reserved identifier; choose another --namespace"
+                )
         self.namespace = namespace
         for role in roles:
             if role not in data["roles"]:
@@ -126,6 +161,9 @@ class _Header:
                 raise CodegenError(f"unknown kernel {kernel!r}; known: {', '.join(data['kernels'])}")
         if not chosen:
             raise CodegenError("name at least one kernel or role")
+        if len(chosen) > MAX_KERNELS or len(roles) > MAX_KERNELS:
+            raise CodegenError(f"{len(chosen)} kernels, {len(roles)} roles; a header holds at most "
+                               f"{MAX_KERNELS} of each")
         self.kernels = chosen
         self.roles = roles
         named = {a for k in chosen for a in data["kernels"][k]["relevant_axes"]}
@@ -145,6 +183,7 @@ class _Header:
                 )
         self.pos = {a: i for i, a in enumerate(self.axes)}
         _unique({a: _method(a) for a in self.axes}, "axis")
+        _unique({a: _type(a) for a in self.axes if data["axes"][a]["type"] == "enum"}, "enum axis")
         _unique({k: _constant(k) for k in chosen}, "kernel")
         _unique({r: _constant(r) for r in roles}, "role")
         for axis in self.axes:
@@ -218,10 +257,10 @@ class _Header:
             if spec["type"] != "enum":
                 continue
             self.emit(f"/// {axis}: {_comment(spec['description'])}",
-                      f"enum class {_camel(axis)} : std::uint8_t {{")
+                      f"enum class {_type(axis)} : std::uint8_t {{")
             self.emit(*(f"  {_constant(str(v))} = {i}," for i, v in enumerate(spec["values"])))
             self.emit("};", "")
-        self.emit("enum class Kernel : std::uint8_t {")
+        self.emit(f"enum class Kernel : {_width(len(self.kernels))} {{")
         for i, kernel in enumerate(self.kernels):
             kind = self.data["kernels"][kernel]["kind"]
             self.emit(f"  {_constant(kernel)} = {i},  // {kind} {kernel}")
@@ -230,7 +269,7 @@ class _Header:
         self.emit(*(f"    case Kernel::{_constant(k)}: return {_cstr(k)};" for k in self.kernels))
         self.emit("  }", '  return "?";', "}", "")
         if self.roles:
-            self.emit("enum class Role : std::uint8_t {")
+            self.emit(f"enum class Role : {_width(len(self.roles))} {{")
             self.emit(*(f"  {_constant(r)} = {i}," for i, r in enumerate(self.roles)))
             self.emit("};", "")
 
@@ -307,8 +346,18 @@ class _Header:
                 )
             else:
                 defaults.append("{kOpen, 0}")
+        role_rows = sum(len(self.data["roles"][r]["candidates"]) + len(self.data["roles"][r]["axes"])
+                        for r in self.roles)
+        longest = max(len(values), len(intervals), len(conditions), len(rules), len(moduli),
+                      len(int_values), role_rows)
+        index = "std::uint16_t" if longest < 1 << 16 else "std::uint32_t"
+        cond_ref = "std::int16_t" if len(conditions) < 1 << 15 else "std::int32_t"
         self.emit(
             "namespace detail {",
+            "",
+            "/// A position in the tables below, and a rule's reference to a condition (-1: none).",
+            f"using Index = {index};",
+            f"using CondRef = {cond_ref};",
             "",
             "/// An index that means: the axis ranges over its universe.",
             "constexpr std::int16_t kOpen = -2;",
@@ -320,23 +369,23 @@ class _Header:
             "  bool has_high; std::int64_t high; bool high_inclusive;",
             "};",
             "struct Condition {",
-            "  std::uint16_t values_begin, values_end, intervals_begin, intervals_end;",
-            "  std::uint16_t moduli_begin, moduli_end;  // multiple_of: divisible by one of these",
+            "  Index values_begin, values_end, intervals_begin, intervals_end;",
+            "  Index moduli_begin, moduli_end;  // multiple_of: divisible by one of these",
             "  bool negated;",
             "};",
             "struct Rule {",
             "  bool grant;",
             "  std::uint64_t named;                     // bit per axis the rule names",
             "  std::uint64_t mask[kAxisCount];          // per axis: bit per universe value admitted",
-            "  std::int16_t condition[kAxisCount];      // per named axis: its Condition (outside values)",
+            "  CondRef condition[kAxisCount];           // per named axis: its Condition (outside values)",
             "};",
-            "struct KernelRules { std::uint16_t begin, end; std::uint64_t relevant; };",
+            "struct KernelRules { Index begin, end; std::uint64_t relevant; };",
             "struct Default { std::int16_t index; std::int64_t value; };",
             "",
             f"constexpr std::uint8_t kAxisSize[kAxisCount] = {{{sizes}}};",
             "/// The universes of the int and bool axes (bool: 0/1), per axis from kIntBegin[a].",
             f"constexpr std::int64_t kIntValues[] = {{{', '.join(map(str, int_values)) or '0'}}};",
-            f"constexpr std::uint16_t kIntBegin[kAxisCount + 1] = {{{', '.join(int_begin)}}};",
+            f"constexpr Index kIntBegin[kAxisCount + 1] = {{{', '.join(int_begin)}}};",
             f"constexpr Default kDefaults[kAxisCount] = {{{', '.join(defaults)}}};",
             f"constexpr std::int64_t kCondValues[] = {{{', '.join(map(str, values)) or '0'}}};",
             f"constexpr std::int64_t kCondModuli[] = {{{', '.join(map(str, moduli)) or '1'}}};",
@@ -371,7 +420,7 @@ class _Header:
                 cand_rows.append(f"  {{{c0}, {len(cands)}, {p0}, {len(pins)}}},  // {role}")
             self.emit(
                 "struct Pin { std::uint8_t axis; std::int16_t index; std::int64_t value; };",
-                "struct RoleRow { std::uint16_t candidates_begin, candidates_end, pins_begin, pins_end; };",
+                "struct RoleRow { Index candidates_begin, candidates_end, pins_begin, pins_end; };",
                 f"constexpr Kernel kCandidates[] = {{{', '.join(cands)}}};",
                 f"constexpr Pin kPins[] = {{{', '.join(pins) or '{0, 0, 0}'}}};",
                 "constexpr RoleRow kRoles[] = {",
@@ -400,7 +449,7 @@ class _Header:
             self.emit(f"  /// {axis} ({spec['type']}: {_comment(shown)})")
             if spec["type"] == "enum":
                 self.emit(
-                    f"  Query& {_method(axis)}({_camel(axis)} v) noexcept {{",
+                    f"  Query& {_method(axis)}({_type(axis)} v) noexcept {{",
                     f"    return set_index(AxisId::{ident}, static_cast<std::int16_t>(v), 0);",
                     "  }",
                 )
@@ -435,7 +484,7 @@ class _Header:
             "  Query& set_int(AxisId a, std::int64_t value) noexcept {",
             "    const auto i = static_cast<std::size_t>(a);",
             "    std::int16_t index = detail::kOutside;",
-            "    for (std::uint16_t j = detail::kIntBegin[i]; j < detail::kIntBegin[i + 1]; ++j) {",
+            "    for (detail::Index j = detail::kIntBegin[i]; j < detail::kIntBegin[i + 1]; ++j) {",
             "      if (detail::kIntValues[j] == value) {",
             "        index = static_cast<std::int16_t>(j - detail::kIntBegin[i]);",
             "        break;",
@@ -453,10 +502,10 @@ class _Header:
             "",
             "inline bool condition_holds(const Condition& c, std::int64_t value) noexcept {",
             "  bool hit = false;",
-            "  for (std::uint16_t j = c.values_begin; j < c.values_end && !hit; ++j) {",
+            "  for (Index j = c.values_begin; j < c.values_end && !hit; ++j) {",
             "    hit = kCondValues[j] == value;",
             "  }",
-            "  for (std::uint16_t j = c.intervals_begin; j < c.intervals_end && !hit; ++j) {",
+            "  for (Index j = c.intervals_begin; j < c.intervals_end && !hit; ++j) {",
             "    const Interval& iv = kIntervals[j];",
             "    const bool above =",
             "        !iv.has_low || value > iv.low || (iv.low_inclusive && value == iv.low);",
@@ -464,7 +513,7 @@ class _Header:
             "        !iv.has_high || value < iv.high || (iv.high_inclusive && value == iv.high);",
             "    hit = above && below;",
             "  }",
-            "  for (std::uint16_t j = c.moduli_begin; j < c.moduli_end && !hit; ++j) {",
+            "  for (Index j = c.moduli_begin; j < c.moduli_end && !hit; ++j) {",
             "    hit = value % kCondModuli[j] == 0;",
             "  }",
             "  return hit != c.negated;",
@@ -474,7 +523,7 @@ class _Header:
             "inline bool cell_supported(const KernelRules& k, const std::int16_t* index,",
             "                           const std::int64_t* value) noexcept {",
             "  bool granted = false;",
-            "  for (std::uint16_t r = k.begin; r < k.end; ++r) {",
+            "  for (Index r = k.begin; r < k.end; ++r) {",
             "    const Rule& rule = kRules[r];",
             "    if (rule.grant && granted) { continue; }",
             "    bool applies = true;",
@@ -543,7 +592,7 @@ class _Header:
             "inline Selection select(Role role, const Query& query) noexcept {",
             "  const detail::RoleRow& row = detail::kRoles[static_cast<std::size_t>(role)];",
             "  Query pinned = query;",
-            "  for (std::uint16_t p = row.pins_begin; p < row.pins_end; ++p) {",
+            "  for (detail::Index p = row.pins_begin; p < row.pins_end; ++p) {",
             "    const detail::Pin& pin = detail::kPins[p];",
             "    if (!pinned.given_[pin.axis]) {",
             "      pinned.index_[pin.axis] = pin.index;",
@@ -551,7 +600,7 @@ class _Header:
             "    }",
             "  }",
             "  bool depends = false;",
-            "  for (std::uint16_t c = row.candidates_begin; c < row.candidates_end; ++c) {",
+            "  for (detail::Index c = row.candidates_begin; c < row.candidates_end; ++c) {",
             "    const Verdict v = resolve(detail::kCandidates[c], pinned);",
             "    if (v == Verdict::kDepends) { depends = true; }",
             "    if (v == Verdict::kSupported) {",

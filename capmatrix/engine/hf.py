@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import numbers
 import os
 from collections.abc import Mapping
@@ -22,7 +23,14 @@ __all__ = [
     "ATTENTION_MLA",
     "ATTENTION_MQA",
     "query_from_hf_config",
+    "read_hf_config",
 ]
+
+#: A ``config.json`` larger than this is refused unread (real ones are a few KiB; the largest, with
+#: long label maps, well under 1 MiB).
+MAX_CONFIG_BYTES: Final = 8 * 1024 * 1024
+#: Objects and arrays nested deeper than this are refused (real configs nest four or five levels).
+MAX_CONFIG_DEPTH: Final = 64
 
 
 _DTYPES: Final[Mapping[str, str]] = {
@@ -162,6 +170,11 @@ def _config_axes(config: object) -> dict[str, AxisValue]:
             axes["use_sparse"] = True
     elif heads is not None:
         kv_heads = _positive_int(config, ("num_key_value_heads", "num_kv_heads", "n_head_kv"))
+        if kv_heads is None and _field(config, "multi_query_attention") is True:
+            # ChatGLM: multi_query_group_num KV heads when multi_query_attention is set, else one
+            # per query head (vllm-project/vllm vllm/model_executor/models/chatglm.py
+            # @ 1b2c2248f4f2f5045ed4e3d809099f1131c69546, GLMAttention.__init__).
+            kv_heads = _positive_int(config, ("multi_query_group_num",))
         if kv_heads is None and _field(config, "multi_query") is True:
             kv_heads = 1  # Falcon-7B style configs
         if kv_heads is None:
@@ -205,7 +218,40 @@ def _config_axes(config: object) -> dict[str, AxisValue]:
     elif _has_field(config, "sliding_window"):
         axes["sliding_window"] = False
     axes.update(_layer_feature_axes(config, outer, windowed=axes.get("sliding_window") is True))
+    bias = _position_bias(config, outer)
+    if bias is not None:
+        axes["position_bias"] = bias
     return axes
+
+
+#: model_types whose attention always adds ALiBi biases, with no config field to say so:
+#: huggingface/transformers src/transformers/models/bloom/modeling_bloom.py
+#: @ 0078a6cd96d5ab7c3c429b9fdc3fbc703d894dcc (BloomAttention.forward adds ``alibi`` to every score).
+_ALIBI_MODEL_TYPES: Final = frozenset({"bloom"})
+
+
+def _position_bias(config: object, outer: object) -> str | None:
+    """``alibi`` when the config says its attention adds ALiBi biases, ``none`` when it says not.
+
+    A boolean ``alibi`` field (Falcon: huggingface/transformers
+    src/transformers/models/falcon/configuration_falcon.py @ 055855363e97555535aa9d133f53d99ef75bfd9c,
+    ``rotary`` is ``not alibi``), MPT's ``attn_config.alibi``, or a model_type that always uses ALiBi
+    (``_ALIBI_MODEL_TYPES``). None when the config says nothing, so the model entry or the default
+    decides.
+
+    :raises InvalidQuery: when an ``alibi`` field is not a boolean.
+    """
+    said: list[bool] = []
+    nested = _field(config, "attn_config")
+    for holder, name in ((config, "alibi"), (nested, "attn_config.alibi")):
+        value = None if holder is None else _field(holder, "alibi")
+        if value is not None and not isinstance(value, bool):
+            raise InvalidQuery(f"config field {name!r} must be true or false, got {_short(value)}")
+        if value is not None:
+            said.append(value)
+    if any(said) or {_model_type(outer), _model_type(config)} & _ALIBI_MODEL_TYPES:
+        return "alibi"
+    return "none" if said else None
 
 
 #: model_types whose attention always carries learned per-head sinks, which are weights, not config
@@ -287,6 +333,77 @@ def _config_family(config: object, matrix: Matrix) -> str | None:
             if model_type in fam.hf_model_types:
                 return name
     return None
+
+
+def read_hf_config(path: str | os.PathLike[str]) -> dict[str, object]:
+    """A Hugging Face ``config.json`` file as a dict, read within :data:`MAX_CONFIG_BYTES`.
+
+    :raises InvalidQuery: when the file is too large, not UTF-8, not JSON (with its line and column),
+        nested deeper than :data:`MAX_CONFIG_DEPTH` or not one JSON object.
+    :raises OSError: when it cannot be read.
+    """
+    where = os.fsdecode(path)
+    with open(path, "rb") as handle:  # noqa: PTH123 - a user path (a pipe too), OSError reported
+        raw = handle.read(MAX_CONFIG_BYTES + 1)
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise InvalidQuery(
+            f"{where}: larger than {MAX_CONFIG_BYTES} bytes, which no config.json is; "
+            "pass the model's config.json as downloaded"
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise InvalidQuery(
+            f"{where}:{line}:{column}: not UTF-8 (byte 0x{raw[exc.start]:02x}); a config.json is "
+            "UTF-8 JSON, pass the model's config.json as downloaded"
+        ) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidQuery(
+            f"{where}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg}); "
+            "pass the model's config.json as downloaded"
+        ) from None
+    except (RecursionError, ValueError) as exc:  # nesting past the interpreter's limit; huge ints
+        what = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise InvalidQuery(f"{where}: not a config.json ({what})") from None
+    if not isinstance(data, dict):
+        raise InvalidQuery(f"{where}:1:1: a config.json holds one JSON object, got {_json_kind(data)}")
+    if _depth(data) > MAX_CONFIG_DEPTH:
+        raise InvalidQuery(
+            f"{where}: objects and arrays nested deeper than {MAX_CONFIG_DEPTH} levels, which no "
+            "config.json is"
+        )
+    return data
+
+
+def _json_kind(value: object) -> str:
+    """The JSON name of a parsed value's type."""
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    return "a number"
+
+
+def _depth(data: object) -> int:
+    """How deeply objects and arrays nest in parsed JSON (1: an object of scalars); no recursion."""
+    deepest = 0
+    stack: list[tuple[object, int]] = [(data, 1)]
+    while stack:
+        value, level = stack.pop()
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        stack.extend((child, level + 1) for child in children if isinstance(child, dict | list))
+        deepest = max(deepest, level)
+        if deepest > MAX_CONFIG_DEPTH:
+            break
+    return deepest
 
 
 def query_from_hf_config(

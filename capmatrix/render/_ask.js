@@ -16,12 +16,15 @@
   var AXIS_NAMES = Object.keys(AXES);
   var maskCache = {};
 
+  // Names from a question are looked up as own properties only: "constructor" is no axis.
+  function own(obj, key) { return Object.prototype.hasOwnProperty.call(obj, key); }
+
   function QueryError(message) { this.message = message; }
   QueryError.prototype.toString = function () { return this.message; };
 
   // ---- values and conditions ------------------------------------------------------------------
 
-  function universe(axis) { return (AXES[axis] || DERIVED[axis]).values; }
+  function universe(axis) { return (own(AXES, axis) ? AXES[axis] : DERIVED[axis]).values; }
 
   function known(axis, value) {
     var vs = universe(axis);
@@ -66,7 +69,7 @@
   }
 
   function findModel(name) {
-    if (Object.prototype.hasOwnProperty.call(MODELS, name)) { return MODELS[name]; }
+    if (own(MODELS, name)) { return MODELS[name]; }
     if (name.indexOf('/') >= 0) {
       var wanted = name.toLowerCase();
       for (var key in MODELS) {
@@ -93,15 +96,15 @@
       fromModel = entry.axes;
     }
     var layers = [given || {}, roleAxes || {}, fromModel];
-    var out = {};
+    var out = Object.create(null);
     AXIS_NAMES.forEach(function (name) {
       for (var i = 0; i < layers.length; i++) {
-        if (Object.prototype.hasOwnProperty.call(layers[i], name)) { out[name] = layers[i][name]; return; }
+        if (own(layers[i], name)) { out[name] = layers[i][name]; return; }
       }
       if ('default' in AXES[name]) { out[name] = AXES[name]['default']; }
     });
     Object.keys(given || {}).forEach(function (name) {
-      if (!(name in AXES)) { throw new QueryError('unknown axis ' + JSON.stringify(name)); }
+      if (!own(AXES, name)) { throw new QueryError('unknown axis ' + JSON.stringify(name)); }
     });
     Object.keys(out).forEach(function (name) {
       if (AXES[name].type === 'enum' && known(name, out[name]) < 0) {
@@ -154,7 +157,7 @@
 
   /* A kernel's answer for effective values (axes absent from values are open). */
   function resolve(kernel, vals) {
-    var k = KERNELS[kernel];
+    var k = own(KERNELS, kernel) ? KERNELS[kernel] : null;
     if (!k) { throw new QueryError('unknown kernel ' + JSON.stringify(kernel)); }
     var open = k.relevant_axes.filter(function (a) { return !(a in vals); });
     var grants = [], excludes = [], gBoxes = [], eBoxes = [];
@@ -225,7 +228,7 @@
   function candidates(role, vals) {
     var entry = ROLES[role];
     if (!entry.orders) { return {list: entry.candidates.slice(), decided: true}; }
-    var all = Object.assign({}, vals);
+    var all = Object.assign(Object.create(null), vals);
     Object.keys(DERIVED).forEach(function (name) {
       var rows = DERIVED[name].rows;
       for (var i = 0; i < rows.length; i++) {
@@ -244,7 +247,7 @@
   }
 
   function select(role, given, model) {
-    var entry = ROLES[role];
+    var entry = own(ROLES, role) ? ROLES[role] : null;
     if (!entry) { throw new QueryError('unknown role ' + JSON.stringify(role)); }
     var vals = values(given, model, entry.axes);
     var choice = candidates(role, vals);
@@ -279,7 +282,7 @@
   }
 
   function withChanges(vals, changes) {
-    var out = Object.assign({}, vals);
+    var out = Object.assign(Object.create(null), vals);
     Object.keys(changes).forEach(function (a) { out[a] = changes[a]; });
     return out;
   }
@@ -355,13 +358,32 @@
     form.appendChild(label);
   }
 
+  // The command line's reading of a value (Axis.parse): an int axis takes an optional sign and ASCII
+  // digits, a bool axis true/false, yes/no, on/off or 1/0 in any case, an optional axis "none".
+  // Unlike the command line, the page refuses integers of 2^53 and beyond, which it cannot hold exactly.
+  var TRUE_TEXTS = ['true', '1', 'yes', 'on'], FALSE_TEXTS = ['false', '0', 'no', 'off'];
+  var MAX_INT_CHARS = 4300;
+
   function parseValue(axis, text) {
+    if (!own(AXES, axis)) { throw new QueryError('unknown axis ' + JSON.stringify(axis)); }
     var spec = AXES[axis];
-    if (!spec) { throw new QueryError('unknown axis ' + JSON.stringify(axis)); }
-    if (spec.type === 'int' && /^-?\d+$/.test(text)) { return parseInt(text, 10); }
+    if (spec.optional && text === 'none') { return 'none'; }
+    if (spec.type === 'int') {
+      if (text.length > MAX_INT_CHARS || !/^[-+]?[0-9]+$/.test(text)) {
+        throw new QueryError(axis + ' expects an integer, got ' + JSON.stringify(text));
+      }
+      var n = parseInt(text, 10);
+      if (!Number.isSafeInteger(n)) {
+        throw new QueryError(axis + ' ' + text + ' is too large for this page to compare exactly ' +
+                             '(2^53 and beyond); ask capmatrix query');
+      }
+      return n === 0 ? 0 : n;
+    }
     if (spec.type === 'bool') {
-      if (text === 'true' || text === 'false') { return text === 'true'; }
-      throw new QueryError(axis + ' takes true or false, got ' + JSON.stringify(text));
+      var lowered = text.toLowerCase();
+      if (TRUE_TEXTS.indexOf(lowered) >= 0) { return true; }
+      if (FALSE_TEXTS.indexOf(lowered) >= 0) { return false; }
+      throw new QueryError(axis + ' expects true or false, got ' + JSON.stringify(text));
     }
     return text;
   }
@@ -609,7 +631,8 @@
   }
 
   window.capmatrixAsk = {values: values, resolve: resolve, select: select, suggest: suggest,
-                         suggestRole: suggestRole, ask: ask, modelKey: modelKey, QueryError: QueryError};
+                         suggestRole: suggestRole, ask: ask, modelKey: modelKey, parseValue: parseValue,
+                         QueryError: QueryError};
   setupAsk();
   setupFilters();
 })();

@@ -11,7 +11,7 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from capmatrix._atomic import write_text_atomic
+from capmatrix._atomic import check_replaceable, write_text_atomic
 from capmatrix.render._build import build
 from capmatrix.render.html import render_html
 from capmatrix.render.markdown import render_markdown
@@ -47,6 +47,8 @@ def render_files(matrix: Matrix, out_dir: str | Path) -> list[Path]:
     content back (or are removed when there was none), and the error propagates.
     """
     pages = render_pages(matrix)
+    for name in pages:  # nothing is written when either path is a link, a FIFO or a device
+        check_replaceable(Path(out_dir) / name)
     written: list[Path] = []
     previous: list[tuple[Path, bytes | None]] = []
     try:
@@ -54,10 +56,8 @@ def render_files(matrix: Matrix, out_dir: str | Path) -> list[Path]:
             target = Path(out_dir) / name
             try:
                 before: bytes | None = target.read_bytes()
-            except FileNotFoundError:
+            except (FileNotFoundError, NotADirectoryError):  # a bad parent: the write reports it
                 before = None
-            except OSError:  # a directory, or unreadable: the write below reports it
-                before = b""
             write_text_atomic(target, text)
             previous.append((target, before))
             written.append(target)
@@ -108,10 +108,7 @@ def stale_pages(matrix: Matrix, out_dir: str | Path) -> dict[str, str]:
     stale = {}
     for name, text in render_pages(matrix).items():
         target = Path(out_dir) / name
-        try:
-            current = target.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            current = ""
+        current = "" if check_replaceable(target) is None else target.read_text(encoding="utf-8")
         if current != text:
             lines = list(difflib.unified_diff(
                 _readable(current), _readable(text),
