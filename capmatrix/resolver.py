@@ -1,9 +1,9 @@
 """Resolve queries against a compiled matrix: verdicts with reasons, residuals and role selection.
 
 Compilation (:mod:`capmatrix._compile`) turns every kernel's rules into per-axis bitsets (one bit per
-rule, one bitset per value), so a query costs a handful of big-integer ANDs whatever the rule count, and
-each answer (:mod:`capmatrix._answers`) is cached per query. The YAML is never walked again after loading; this module knows no files (the
-process-wide default matrix lives in :mod:`capmatrix._default`).
+rule, one bitset per value), so a query costs a handful of big-integer ANDs whatever the rule count,
+and each answer (:mod:`capmatrix._answers`) is cached per query. The YAML is never walked again after
+loading; this module knows no files (the process-wide default matrix lives in :mod:`capmatrix._default`).
 """
 
 from __future__ import annotations

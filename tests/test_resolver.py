@@ -521,13 +521,14 @@ def _scoped(matrix: capmatrix.Matrix, scope: str) -> set[str]:
 def test_the_seed_answer_names_no_vllm_axis_and_a_vllm_answer_no_trtllm_axis() -> None:
     matrix = capmatrix.load()
     vllm, trtllm = _scoped(matrix, "vllm"), _scoped(matrix, "tensorrt_llm")
-    assert vllm and trtllm
+    assert vllm
+    assert trtllm
     seed = capmatrix.resolve(KernelQuery("xqa", sm=120, model="llama", spec_dec="one_model"), matrix)
     assert seed
     named = {r.axis for r in seed.explain(closest=64) if r.axis is not None}
     named |= {a for r in seed.explain(closest=64) for a in vllm if a in r.message}
     assert not named & vllm
-    from capmatrix.engine.vllm import NoValidBackend, select_backend  # noqa: PLC0415
+    from capmatrix.engine.vllm import NoValidBackend, select_backend
 
     with pytest.raises(NoValidBackend) as info:
         select_backend(capability=(8, 0), head_size=576, dtype="fp32", kv_cache_dtype="fp8",
