@@ -153,9 +153,11 @@ class Axis:
             return found
         classes = self._classes
         if not classes:  # built on first use: each value's signature, the first value of each wins
+            built: dict[int, int] = {}
             for i, known in enumerate(self.values):
                 if type(known) is int:
-                    classes.setdefault(signature(known, self.cuts), i)
+                    built.setdefault(signature(known, self.cuts), i)
+            classes.update(built)  # all at once: another thread never sees half of it
         return classes.get(signature(value, self.cuts))
 
     def describe(self, value: AxisValue) -> str:

@@ -47,8 +47,9 @@ def test_the_seed_deepseek_answer_is_short_and_complete() -> None:
     assert "  decided by:" in lines
     assert any(line.startswith("    - xqa.mla_fp8_only (capabilities/kernels/xqa.yaml:") for line in lines)
     closest = lines.index("  no grant applies; the closest:")
+    line = capmatrix.load().rule("xqa.mla_sm12x").location.line
     assert lines[closest + 1] == (
-        "    x xqa.mla_sm12x (capabilities/kernels/xqa.yaml:411) needs kv_cache_dtype fp8 (got bf16)"
+        f"    x xqa.mla_sm12x (capabilities/kernels/xqa.yaml:{line}) needs kv_cache_dtype fp8 (got bf16)"
     )
     grants = len(capmatrix.load().kernels["xqa"].grants)
     assert lines[closest + 1 + SHOWN_CLOSEST] == (

@@ -55,7 +55,7 @@ def _models(matrix: Matrix) -> list[Row]:
 
 def _axes(matrix: Matrix) -> list[Row]:
     return [
-        {"name": a.name, "type": str(a.type), "values": [format_value(v) for v in a.values],
+        {"name": a.name, "type": str(a.type), "values": [format_value(v) for v in a.known],
          "default": None if a.default is None else format_value(a.default),
          "environment": a.environment, "description": a.description}
         for a in matrix.axes.values()
