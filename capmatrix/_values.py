@@ -493,8 +493,8 @@ class _Values:
         if isinstance(item, str):
             if item in axis.family_ranges:  # a family defined by a range is that range
                 found = _parse_range(axis.family_ranges[item])
-                if found is not None:
-                    return (item, found)
+                assert found is not None  # noqa: S101 - the axis kept it only after reading it as one
+                return (item, found)
             if item in axis.families:
                 return (item, axis.families[item])
             try:

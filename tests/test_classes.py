@@ -228,3 +228,42 @@ def test_spellings_answer_as_their_value(write_matrix: WriteMatrix) -> None:
     assert capmatrix.resolve(KernelQuery("k", dtype="fp16"), matrix)
     assert not capmatrix.resolve(KernelQuery("k", dtype="torch.bfloat16"), matrix)
     assert capmatrix.resolve(KernelQuery("k", dtype="torch.bfloat16"), matrix).values["dtype"] == "bf16"
+
+
+# --------------------------------------------------------------------------------------------------
+# Declaring range families and spellings wrongly
+
+_BAD_AXES = """\
+axes:
+  sm:
+    type: int
+    description: compute capability
+    values: [80, 90]
+    families: {{fam: {family}}}
+{extra}"""
+
+
+@pytest.mark.parametrize(("family", "extra", "code", "message"), [
+    ('"[1, x]"', "", "E212", "family 'fam': '[1, x]' is not a range"),
+    ('"[1,\uff12]"', "", "E212", "family 'fam': '[1,\uff12]' is not a range"),
+    ("[80]", "  d:\n    type: int\n    description: d\n    values: [1]\n    spellings: {one: '1'}\n",
+     "E219", "spellings are for enum axes"),
+    ("[80]", "  d:\n    type: enum\n    description: d\n    values: [a, b]\n    spellings: {a: b}\n",
+     "E219", "spelling 'a' is already a value of 'd'"),
+])
+def test_bad_families_and_spellings_are_placed(
+    write_matrix: WriteMatrix, family: str, extra: str, code: str, message: str
+) -> None:
+    root = write_matrix({"axes.yaml": _BAD_AXES.format(family=family, extra=extra)}, base=False)
+    found = [(p.code, p.message) for p in capmatrix.iter_problems(root) if p.code == code]
+    assert found, list(capmatrix.iter_problems(root))
+    assert message in found[0][1]
+
+
+def test_a_class_of_every_int_reads_any() -> None:
+    cuts = (_cond(values=frozenset({5})),)
+    reps = representatives((), cuts)
+    texts = {describe_class(r, cuts, ()) for r in reps}
+    assert texts == {"5", "<=4 or >=6"}
+    always = (_cond(intervals=(Interval(low=None, high=None),)),)
+    assert describe_class(0, always, ()) == "any"
