@@ -375,7 +375,7 @@ def test_guards_round_trip_through_the_cache(
     for n, guards in enumerate(("[k]", "{targets: [k], when: {e: a}, axes: {sm: 90}, refused: {sm: 80}}")):
         (tmp_path / "m" / "k.yaml").write_text(_gate_file(guards), encoding="utf-8")
         cold = capmatrix.load(tmp_path / "m")  # a miss: parsed, then written
-        assert len(list((tmp_path / "cache").glob("*.json"))) == 1, n
+        assert len(list((tmp_path / "cache" / "entries").glob("matrix-*.json"))) == 1, n
         hit = capmatrix.load(tmp_path / "m")
         assert hit is not cold
         assert hit.kernels["g"].guards == cold.kernels["g"].guards
@@ -392,7 +392,7 @@ def test_a_cache_entry_whose_guard_has_no_location_is_a_miss(
     (tmp_path / "m" / "axes.yaml").write_text(AXES, encoding="utf-8")
     (tmp_path / "m" / "k.yaml").write_text(_gate_file("[k]"), encoding="utf-8")
     cold = capmatrix.load(tmp_path / "m")
-    (entry,) = (tmp_path / "cache").glob("*.json")
+    (entry,) = (tmp_path / "cache" / "entries").glob("matrix-*.json")
     head, _nl, payload = entry.read_bytes().partition(b"\n")
     data = json.loads(payload)
     (gate,) = (k for k in data["kernels"] if k[0] == "g")
