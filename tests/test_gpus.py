@@ -119,7 +119,7 @@ def test_the_gpu_table_round_trips_through_the_cache(
     assert warm.gpus == cold.gpus
     assert warm.gpus["h100"].location == cold.gpus["h100"].location
     # An entry whose GPU lost its location (a correct checksum) is refused: the files are read again.
-    (entry,) = (tmp_path / "cache").glob("*.json")
+    (entry,) = (tmp_path / "cache" / "entries").glob("matrix-*.json")
     head, _nl, payload = entry.read_bytes().partition(b"\n")
     data = json.loads(payload)
     data["gpus"][0][-1] = None
