@@ -31,8 +31,11 @@ lint: dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
+# One pytest worker per core (JOBS=0 runs them in this process); pytest-cov combines the workers' coverage,
+# and `coverage report` applies fail_under from pyproject.toml.
+JOBS ?= auto
 unit: dev
-	$(PY) -m coverage run -m pytest -q
+	$(PY) -m pytest -q -n $(JOBS) --cov --cov-report=
 	$(PY) -m coverage report
 
 test: lint unit

@@ -129,6 +129,8 @@ class Axis:
     spellings: Mapping[str, str] = field(default_factory=dict)
     #: signature -> position of the first value with it, built on first use by :meth:`locate`
     _classes: dict[int, int] = field(default_factory=dict, init=False, compare=False, repr=False)
+    #: representative -> its class as text, filled by :meth:`describe` (pages describe each many times)
+    _descriptions: dict[int, str] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     @property
     def known(self) -> tuple[AxisValue, ...]:
@@ -165,7 +167,10 @@ class Axis:
         i = self.index(value)
         if i is None or i < len(self.values) - self.extra or type(value) is not int:
             return format_value(value)
-        return describe_class(value, self.cuts, self.known)
+        text = self._descriptions.get(value)
+        if text is None:  # one setitem of an immutable result: racing threads store the same text
+            text = self._descriptions[value] = describe_class(value, self.cuts, self.known)
+        return text
 
     @property
     def full_mask(self) -> int:

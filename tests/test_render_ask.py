@@ -643,8 +643,14 @@ process.stdout.write(JSON.stringify(out));
 """
 
 
-def _node(matrix: capmatrix.Matrix, cases: list[dict[str, Any]], tmp_path: Path) -> list[dict[str, Any]]:
-    (tmp_path / "data.json").write_text(build(matrix).ask_data, encoding="utf-8")
+@pytest.fixture(scope="module")
+def ask_data(matrix: capmatrix.Matrix) -> str:
+    """The shipped page's embedded data, built once for the module's node harness runs."""
+    return build(matrix).ask_data
+
+
+def _node(ask_data: str, cases: list[dict[str, Any]], tmp_path: Path) -> list[dict[str, Any]]:
+    (tmp_path / "data.json").write_text(ask_data, encoding="utf-8")
     (tmp_path / "cases.json").write_text(json.dumps(cases), encoding="utf-8")
     (tmp_path / "harness.js").write_text(_NODE_HARNESS, encoding="utf-8")
     script = Path(capmatrix.render.__file__).parent / "_ask.js"
@@ -663,11 +669,13 @@ _TEXTS = ["90", "+90", "-1", "0", "-0", "0090", "abc", "90a", " 90", "90 ", "9_0
 
 
 @pytest.mark.skipif(NODE is None, reason="node not found")
-def test_the_form_reads_values_as_the_command_line_does(matrix: capmatrix.Matrix, tmp_path: Path) -> None:
+def test_the_form_reads_values_as_the_command_line_does(
+    matrix: capmatrix.Matrix, ask_data: str, tmp_path: Path
+) -> None:
     optional = next(a.name for a in matrix.axes.values() if a.optional and str(a.type) == "int")
     axes = ["sm", "head_dim", "causal", "attention", optional]
     cases = [{"op": "parse", "axis": a, "text": t} for a in axes for t in _TEXTS]
-    got = _node(matrix, cases, tmp_path)
+    got = _node(ask_data, cases, tmp_path)
     for case, answer in zip(cases, got, strict=True):
         assert "crash" not in answer, (case, answer)
         try:
@@ -685,13 +693,13 @@ def test_the_form_reads_values_as_the_command_line_does(matrix: capmatrix.Matrix
 @pytest.mark.skipif(NODE is None, reason="node not found")
 @pytest.mark.parametrize("name", ["constructor", "__proto__", "toString", "hasOwnProperty", "valueOf"])
 def test_the_form_refuses_names_that_are_object_properties(
-    matrix: capmatrix.Matrix, tmp_path: Path, name: str
+    ask_data: str, tmp_path: Path, name: str
 ) -> None:
     cases: list[dict[str, Any]] = [
         {"op": "parse", "axis": name, "text": "1"}, {"op": "values", "given": {name: 1}},
         {"op": "resolve", "kernel": name}, {"op": "select", "role": name},
     ]
-    got = _node(matrix, cases, tmp_path)
+    got = _node(ask_data, cases, tmp_path)
     quoted = json.dumps(name)
     assert got == [{"error": f"unknown axis {quoted}"}, {"error": f"unknown axis {quoted}"},
                    {"error": f"unknown kernel {quoted}"}, {"error": f"unknown role {quoted}"}]
