@@ -1,4 +1,4 @@
-"""Record SGLang 0.5.23's CUDA attention-backend resolution over a grid, as evidence for capmatrix.
+r"""Record SGLang 0.5.23's CUDA attention-backend resolution over a grid, as evidence for capmatrix.
 
 The record (``capabilities/evidence/sglang_0.5.23_selection.json.gz``) is what the matrix's SGLang engine
 (``capmatrix.engine.sglang``) is tested against. It is made by running SGLang's *own* argument
@@ -16,7 +16,9 @@ Then the engine-start checks that are pure functions of the resolved arguments r
   ``sglang/srt/layers/attention/dsa_backend.py:742-752``), with the resolved DSA sub-backends, the
   architecture, the capability major and the resolved KV dtype (``fp8_e4m3`` as ``torch.float8_e4m3fn``);
 * the hybrid-GDN allow-list of the backend factory (``attention_registry.py:461-476``) on Blackwell,
-  with the resolved prefill and decode backends (the attention backend where neither is set).
+  with the resolved prefill and decode backends (the attention backend where neither is set): the
+  wrapper around it needs a whole model runner, so its test and message are restated here from those
+  lines, with SGLang's own ``HYBRID_GDN_SM100_BACKENDS`` and its ``hybrid_gdn_config``.
 
 Pin: ``sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl`` (PyPI, sha256
 ``00b3cd5b265ac76c64185fbb6b95424f324ddd9f428d0306b77bc9db9d859937``; ``sglang/_version.py`` has no
@@ -86,6 +88,8 @@ checks above), the exception's class and its text.
 The tool runs SGLang and so is not part of ``make test``; the tests read the records it wrote.
 """
 
+# SGLang is imported only once the replay has put the wheel on the path: the imports are in functions.
+# ruff: noqa: PLC0415
 from __future__ import annotations
 
 import argparse
@@ -101,6 +105,7 @@ import sys
 import tempfile
 import types
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -275,14 +280,16 @@ def cell_key(cell: dict[str, Any]) -> str:
                      cell["forced"]))
 
 
-def _cell(cap: tuple[int, int], model: str, spec: str, kv: str, page: int | None, forced: str) -> dict[str, Any]:
+def _cell(cap: tuple[int, int], model: str, spec: str, kv: str, page: int | None,
+          forced: str) -> dict[str, Any]:
     return {"capability": f"{cap[0]}.{cap[1]}", "model": model, "spec": spec, "kv_cache_dtype": kv,
             "page_size": page, "forced": forced}
 
 
 def grid_cells() -> Iterator[dict[str, Any]]:
     """Every cell of the grid, automatic part first."""
-    for cap, model, spec, kv, page in itertools.product(CAPABILITIES, MODELS, SPECS, KV_CACHE_DTYPES, PAGE_SIZES):
+    for cap, model, spec, kv, page in itertools.product(
+            CAPABILITIES, MODELS, SPECS, KV_CACHE_DTYPES, PAGE_SIZES):
         yield _cell(cap, model, spec, kv, page, "-")
     for cap, model, forced, spec, kv, page in itertools.product(
             CAPABILITIES, MODELS, FORCED, FORCED_SPECS, FORCED_KV, FORCED_PAGES):
@@ -339,7 +346,7 @@ class _TorchvisionFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def find_spec(self, fullname: str, path: Sequence[str] | None,
                   target: types.ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
         del path, target
-        if fullname.split(".")[0] != "torchvision":
+        if fullname.split(".", maxsplit=1)[0] != "torchvision":
             return None
         return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
 
@@ -358,7 +365,7 @@ class _Runner:
     def __init__(self, use_mla_backend: bool) -> None:
         self.use_mla_backend = use_mla_backend
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> Any:  # noqa: ANN401 - any attribute of a model runner
         raise _PastTheCheck(name)
 
 
@@ -366,7 +373,7 @@ class _PastTheCheck(Exception):
     """Raised by the runner stand-in when a factory reads past the check the recorder runs."""
 
 
-def _fa3_factory(factory: Any, use_mla: bool) -> None:
+def _fa3_factory(factory: Any, use_mla: bool) -> None:  # noqa: ANN401 - SGLang's registered factory
     """Run the fa3 factory up to its assert: an AssertionError is its refusal; reading on means it passed.
 
     Past the assert the factory imports FlashAttentionBackend (CUDA code) and builds it from the runner;
@@ -403,9 +410,8 @@ class _Replay:
         for name in list(os.environ):
             if name.startswith("SGLANG_"):
                 del os.environ[name]
-        import torch
-
         import sglang
+        import torch
         from sglang.srt.arg_groups.overrides import resolution_result
         from sglang.srt.runtime_context import override_platform
         from sglang.srt.server_args import ServerArgs
@@ -422,7 +428,7 @@ class _Replay:
         self.server_args = ServerArgs
         self.override_platform = override_platform
         self.resolution_result = resolution_result
-        torch.version.cuda = "13.0"  # type: ignore[misc] # the wheel is built for CUDA 13
+        torch.version.cuda = "13.0"  # the wheel is built for CUDA 13
         self.models = _write_models(scratch / "models", {**MODELS, **SAMPLE_MODELS})
 
     def _capability(self, cap: tuple[int, int]) -> None:
@@ -436,11 +442,12 @@ class _Replay:
 
     def resolve(self, cell: dict[str, Any]) -> dict[str, Any]:
         """One cell: resolve, then the pure engine-start checks (see the module docstring)."""
-        cap = tuple(int(x) for x in cell["capability"].split("."))
-        assert len(cap) == 2
-        self._capability(cap)  # type: ignore[arg-type]
+        major, minor = (int(x) for x in cell["capability"].split("."))
+        cap = (major, minor)
+        self._capability(cap)
         path = self.models[cell["model"]]
-        kwargs: dict[str, Any] = {"model_path": path, "device": "cuda", "kv_cache_dtype": cell["kv_cache_dtype"]}
+        kwargs: dict[str, Any] = {"model_path": path, "device": "cuda",
+                                  "kv_cache_dtype": cell["kv_cache_dtype"]}
         kwargs.update(SPECS[cell["spec"]])
         if cell["spec"].startswith("eagle"):
             kwargs["speculative_draft_model_path"] = path
@@ -451,7 +458,7 @@ class _Replay:
             kwargs["prefill_attention_backend"], kwargs["decode_attention_backend"] = forced.split("+")
         elif forced != "-":
             kwargs["attention_backend"] = forced
-        with self.override_platform(**platform_facts(cap)):  # type: ignore[arg-type]
+        with self.override_platform(**platform_facts(cap)):
             try:
                 args = self.server_args(**kwargs)
                 args.resolve_once()
@@ -459,16 +466,15 @@ class _Replay:
                 return _refusal("server_args", error)
             out = {name: self.resolution_result(args, name) for name in OUTPUTS}
             try:
-                self._engine_start(out, args, cap)  # type: ignore[arg-type]
+                self._engine_start(out, args, cap)
             except Exception as error:  # noqa: BLE001
                 return {**_plain(out), "refused": _refusal("engine_start", error)["refused"]}
         return _plain(out)
 
-    def _engine_start(self, out: dict[str, Any], args: Any, cap: tuple[int, int]) -> None:
+    def _engine_start(self, out: dict[str, Any], args: Any, cap: tuple[int, int]) -> None:  # noqa: ANN401
         from sglang.srt.arg_groups.model_override_base import model_config_of
-        from sglang.srt.layers.attention.attention_registry import ATTENTION_BACKENDS
-
         from sglang.srt.configs.model_config import AttentionArch
+        from sglang.srt.layers.attention.attention_registry import ATTENTION_BACKENDS
 
         model_config = model_config_of(args)
         use_mla = model_config.attention_arch == AttentionArch.MLA  # model_runner.py:406
@@ -492,13 +498,15 @@ class _Replay:
             from sglang.srt.layers.attention.attention_registry import HYBRID_GDN_SM100_BACKENDS
 
             allowed = {"triton", "trtllm_mha", "flashinfer"} if cap[0] == 12 else HYBRID_GDN_SM100_BACKENDS
-            assert prefill in allowed and decode in allowed, (
-                f"Only {allowed} backends are supported on Blackwell GPUs for hybrid GDN models. "
-                f"Got prefill={prefill}, decode={decode}.")
+            if prefill not in allowed or decode not in allowed:  # attention_registry.py:473-476, restated
+                raise AssertionError(
+                    f"Only {allowed} backends are supported on Blackwell GPUs for hybrid GDN models. "
+                    f"Got prefill={prefill}, decode={decode}.")
 
 
 def _plain(values: dict[str, Any]) -> dict[str, Any]:
-    return {k: (v if v is None or isinstance(v, (bool, int, float, str)) else str(v)) for k, v in values.items()}
+    return {k: (v if v is None or isinstance(v, (bool, int, float, str)) else str(v))
+            for k, v in values.items()}
 
 
 def _refusal(stage: str, error: BaseException) -> dict[str, Any]:
@@ -565,14 +573,20 @@ def _run_workers(sglang_src: Path, jobs: int, sample: bool, verify_every: int) -
     command = [sys.executable, __file__, "--sglang-src", str(sglang_src), "--verify-every", str(verify_every)]
     if sample:
         command.append("--sample")
-    procs = [subprocess.Popen([*command, "--worker", f"{i}/{jobs}"], stdout=subprocess.PIPE, text=True)
+    procs = [subprocess.Popen([*command, "--worker", f"{i}/{jobs}"], stdout=subprocess.PIPE, text=True)  # noqa: S603
              for i in range(jobs)]
-    rows: list[list[Any]] = []
-    for proc in procs:
-        assert proc.stdout is not None
-        rows.extend(json.loads(line) for line in proc.stdout)
+
+    def drain(proc: subprocess.Popen[str]) -> list[list[Any]]:
+        # Every worker's pipe is read at once: a full pipe would stop the worker that writes to it.
+        if proc.stdout is None:  # pragma: no cover - Popen was given stdout=PIPE
+            raise SystemExit("no worker output")
+        out = [json.loads(line) for line in proc.stdout]
         if proc.wait() != 0:
-            raise SystemExit(f"worker failed: {proc.args}")
+            raise SystemExit(f"worker failed: {proc.args!r}")
+        return out
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        rows = [row for part in pool.map(drain, procs) for row in part]
     order = {cell_key(c): i for i, c in enumerate(sample_cells() if sample else grid_cells())}
     rows.sort(key=lambda row: order[cell_key(row[0])])
     return rows

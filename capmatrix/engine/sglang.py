@@ -63,50 +63,64 @@ _MAX_MINOR = 9
 #: SGLang's words for each refusing rule (the exception text it raises, sglang/<path>:<line> as the rule
 #: cites). ``{...}`` fields are filled from the configuration as SGLang fills them.
 _TEXTS: dict[str, str] = {
-    "sglang_flex_attention.spec": "Speculative decoding is currently not supported with Flex Attention backend",
-    "sglang_trtllm_mla.blackwell": ("TRTLLM MLA backend is only supported on Blackwell GPUs (SM100/SM12x). "
-                                    "Please use a different backend."),
-    "sglang_trtllm_mla.kv_dtype": ("TensorRT-LLM MLA backend only supports kv-cache-dtype of fp8_e4m3, bf16, "
-                                   "or auto."),
-    "sglang_cutedsl_mla.prefill": "CuteDSL MLA only supports decoding for now",
-    "sglang_cutedsl_mla.sm100": ("CuteDSL MLA backend is only supported on Blackwell GPUs (SM100). Please use a "
-                                 "different backend."),
-    "sglang_cutedsl_mla.kv_dtype": "CuteDSL MLA backend only supports kv-cache-dtype of fp8_e4m3, bf16, or auto.",
-    "sglang_trtllm_mha.sm/context": ("TRTLLM MHA backend for prefill requires Hopper (SM90), Blackwell (SM100), "
-                                     "or SM120 GPUs. Please use a different prefill backend."),
+    "sglang_flex_attention.spec": (
+        "Speculative decoding is currently not supported with Flex Attention backend"),
+    "sglang_trtllm_mla.blackwell": (
+        "TRTLLM MLA backend is only supported on Blackwell GPUs (SM100/SM12x). Please use a "
+        "different backend."),
+    "sglang_trtllm_mla.kv_dtype": (
+        "TensorRT-LLM MLA backend only supports kv-cache-dtype of fp8_e4m3, bf16, or auto."),
+    "sglang_cutedsl_mla.prefill": (
+        "CuteDSL MLA only supports decoding for now"),
+    "sglang_cutedsl_mla.sm100": (
+        "CuteDSL MLA backend is only supported on Blackwell GPUs (SM100). Please use a different "
+        "backend."),
+    "sglang_cutedsl_mla.kv_dtype": (
+        "CuteDSL MLA backend only supports kv-cache-dtype of fp8_e4m3, bf16, or auto."),
+    "sglang_trtllm_mha.sm/context": (
+        "TRTLLM MHA backend for prefill requires Hopper (SM90), Blackwell (SM100), or SM120 GPUs. "
+        "Please use a different prefill backend."),
     "sglang_trtllm_mha.sm/generation": (
-        "TRTLLM MHA backend for decode is only supported on Hopper (SM90), Blackwell (SM100) and (SM120) GPUs. "
-        "Please use a different decode backend."),
-    "sglang_trtllm_mha.sm120_fp8_prefill": ("TRTLLM FMHAv2 prefill on SM120 does not support fp8_e4m3 KV cache "
-                                            "or skip-softmax."),
-    "sglang_dsa.kv_dtype": "DeepSeek DSA only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype",
+        "TRTLLM MHA backend for decode is only supported on Hopper (SM90), Blackwell (SM100) and "
+        "(SM120) GPUs. Please use a different decode backend."),
+    "sglang_trtllm_mha.sm120_fp8_prefill": (
+        "TRTLLM FMHAv2 prefill on SM120 does not support fp8_e4m3 KV cache or skip-softmax."),
+    "sglang_dsa.kv_dtype": (
+        "DeepSeek DSA only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype"),
     "sglang_model_backends.gpt_oss": (
         f"GptOssForCausalLM requires one of {_GPT_OSS_BACKENDS} attention backend, but got the following "
         "backends\n- Prefill: {prefill}\n- Decode: {decode}\n"),
-    "sglang_model_backends.llama4": ("fa3, aiter, triton, ascend, trtllm_mha or intel_xpu is required for Llama4 "
-                                     "model but got {backend}"),
-    "sglang_model_backends.exaone4_swa": ("One of the attention backends in ['fa3', 'triton', 'trtllm_mha'] is "
-                                          "required for {arch}, but got {backend}"),
-    "sglang_model_backends.olmo2": "FlashInfer backend can significantly degrade the performance of Olmo3 models.",
-    "sglang_spec_topk.trtllm_mha": "trtllm_mha backend only supports topk = 1 for speculative decoding.",
+    "sglang_model_backends.llama4": (
+        "fa3, aiter, triton, ascend, trtllm_mha or intel_xpu is required for Llama4 model but got "
+        "{backend}"),
+    "sglang_model_backends.exaone4_swa": (
+        "One of the attention backends in ['fa3', 'triton', 'trtllm_mha'] is required for {arch}, "
+        "but got {backend}"),
+    "sglang_model_backends.olmo2": (
+        "FlashInfer backend can significantly degrade the performance of Olmo3 models."),
+    "sglang_spec_topk.trtllm_mha": (
+        "trtllm_mha backend only supports topk = 1 for speculative decoding."),
     "sglang_spec_topk.page_tree": (
-        "speculative_eagle_topk > 1 with page_size > 1 is only supported on ('flashinfer', 'fa3', 'triton'); "
-        "got attention_backend={backend!r}. Use page_size == 1 or one of those backends."),
-    "sglang_fa3_factory": ("FlashAttention v3 Backend requires SM>=80 and SM<=90. Please use "
-                           "`--attention-backend flashinfer`."),
+        "speculative_eagle_topk > 1 with page_size > 1 is only supported on ('flashinfer', 'fa3', "
+        "'triton'); got attention_backend={backend!r}. Use page_size == 1 or one of those backends."),
+    "sglang_fa3_factory": (
+        "FlashAttention v3 Backend requires SM>=80 and SM<=90. Please use `--attention-backend "
+        "flashinfer`."),
     "sglang_dsa_sparse_mla.glm_sm12_fp8_only": (
         "flashinfer_sparse_mla supports only GLM DSA with FP8 KV cache on NVIDIA SM120/SM121; got "
         "model_arch={arch!r}, sm_major={major}, kv_cache_dtype={torch_kv}, prefill_impl={prefill!r}, "
         "decode_impl={decode!r}."),
     "sglang_dsa_sparse_mla.glm_sm12_fp8_others": (
-        "GLM DSA with FP8 KV cache on NVIDIA SM120/SM121 supports only flashinfer_sparse_mla (default) or "
-        "triton_sparse_mla (prefill), but got {unsupported}."),
-    "sglang_hybrid_gdn": ("Only {allowed} backends are supported on Blackwell GPUs for hybrid GDN models. "
-                          "Got prefill={prefill}, decode={decode}."),
+        "GLM DSA with FP8 KV cache on NVIDIA SM120/SM121 supports only flashinfer_sparse_mla "
+        "(default) or triton_sparse_mla (prefill), but got {unsupported}."),
+    "sglang_hybrid_gdn": (
+        "Only {allowed} backends are supported on Blackwell GPUs for hybrid GDN models. Got "
+        "prefill={prefill}, decode={decode}."),
 }
-#: Python's repr of the hybrid-GDN allow-lists as SGLang formats them (set order of CPython 3.11).
-_GDN_ALLOWED = {"sm12x": "{'triton', 'trtllm_mha', 'flashinfer'}",
-                "sm10x_11x": "{'triton', 'trtllm_mha', 'fa4', 'flashinfer'}"}
+#: The hybrid-GDN allow-lists as SGLang prints them, a Python set: SGLang's order follows the process's
+#: string hashing (PYTHONHASHSEED), so no order is SGLang's; these are sorted.
+_GDN_ALLOWED = {"sm12x": "{'flashinfer', 'triton', 'trtllm_mha'}",
+                "sm10x_11x": "{'fa4', 'flashinfer', 'triton', 'trtllm_mha'}"}
 
 
 class InvalidArgument(InvalidQuery):
@@ -279,7 +293,8 @@ def resolve(
     base: dict[str, AxisValue] = {
         "sm": sm, "attention": "mla" if model.mla else "gqa", "attention_sinks": model.sinks,
         "sglang_model_arch": arch_axis.spellings.get(model.arch, "other"),
-        "sglang_dsa": model.dsa, "sglang_hybrid_gdn": model.hybrid_gdn, "sglang_swa_pattern": model.swa_pattern,
+        "sglang_dsa": model.dsa, "sglang_hybrid_gdn": model.hybrid_gdn,
+        "sglang_swa_pattern": model.swa_pattern,
         "sglang_spec": _SPECS[speculative_algorithm], "sglang_topk": topk_word,
         "sglang_kv_cache_dtype": kv_cache_dtype,
         "sglang_split": prefill_attention_backend is not None or decode_attention_backend is not None,
@@ -293,12 +308,11 @@ def resolve(
         state.resolve_arguments(run)
     except _Refused as refusal:
         return Resolved(refused=Refusal("server_args", refusal.text, refusal.rule))
-    values = state.values()
     try:
         state.engine_start(run)
     except _Refused as refusal:
-        return Resolved(**values, refused=Refusal("engine_start", refusal.text, refusal.rule))
-    return Resolved(**values)
+        return state.resolved(Refusal("engine_start", refusal.text, refusal.rule))
+    return state.resolved(None)
 
 
 class _State:
@@ -322,18 +336,18 @@ class _State:
         """(prefill, decode) as attention_backends_of reads them (model_override_base.py:138-152)."""
         return self.prefill or self.attn, self.decode or self.attn
 
-    def values(self) -> dict[str, object]:
-        return {"attention_backend": self.attn, "prefill_attention_backend": self.prefill,
-                "decode_attention_backend": self.decode, "dsa_prefill_backend": self.dsa_prefill,
-                "dsa_decode_backend": self.dsa_decode, "page_size": self.page, "kv_cache_dtype": self.kv,
-                "speculative_eagle_topk": self.topk}
+    def resolved(self, refused: Refusal | None) -> Resolved:
+        return Resolved(attention_backend=self.attn, prefill_attention_backend=self.prefill,
+                        decode_attention_backend=self.decode, dsa_prefill_backend=self.dsa_prefill,
+                        dsa_decode_backend=self.dsa_decode, page_size=self.page, kv_cache_dtype=self.kv,
+                        speculative_eagle_topk=self.topk, refused=refused)
 
     def resolve_arguments(self, run: _Pipeline) -> None:
         self._model_step(run)
         self._attention_step(run)
-        if self.page is None:  # _page_size_default, overrides.py:1341-1363
-            self.page = 1
-        self._speculative_step(run)
+        page = 1 if self.page is None else self.page  # _page_size_default, overrides.py:1341-1363
+        self.page = page
+        self._speculative_step(run, page)
 
     def _model_step(self, run: _Pipeline) -> None:
         """handle_model_specific_adjustments (model_hook.py:140): overrides, DSA passes, allow-lists."""
@@ -402,7 +416,7 @@ class _State:
                 and self.sm // 10 == 10 and (self.topk or 0) <= 1):
             self.page = 128
 
-    def _speculative_step(self, run: _Pipeline) -> None:
+    def _speculative_step(self, run: _Pipeline, page: int) -> None:
         """_handle_eagle_family (speculative_hook.py:1100-1283): the topk fill, then its checks."""
         if self.spec is None:
             return
@@ -411,7 +425,7 @@ class _State:
         topk = "many" if self.topk > 1 else "one"
         if "trtllm_mha" in self.slots():
             _refuse(run.ask("spec_topk", sglang_topk=topk, sglang_backend="trtllm_mha", phase="generation"))
-        _refuse(run.ask("spec_topk", sglang_topk=topk, sglang_page_size=self.page, phase="context",
+        _refuse(run.ask("spec_topk", sglang_topk=topk, sglang_page_size=page, phase="context",
                         **({"sglang_backend": self.attn} if self.attn else {})), backend=self.attn)
 
     def engine_start(self, run: _Pipeline) -> None:
@@ -423,7 +437,7 @@ class _State:
         if self.attn == "dsa":
             for sub in (self.dsa_prefill, self.dsa_decode):
                 rule = run.ask("dsa_sparse_mla", sglang_dsa_sub=str(sub), sglang_kv_cache_dtype=self.kv)
-                unsupported = sorted({self.dsa_prefill, self.dsa_decode}
+                unsupported = sorted({str(self.dsa_prefill), str(self.dsa_decode)}
                                      - {"flashinfer_sparse_mla", "triton_sparse_mla"})
                 torch_kv = "torch.float8_e4m3fn" if self.kv == "fp8_e4m3" else "torch.bfloat16"
                 _refuse(rule, arch=self.model.arch, major=self.sm // 10, torch_kv=torch_kv,
