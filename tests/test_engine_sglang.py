@@ -243,6 +243,10 @@ def test_cutedsl_prefill_and_fa4_page() -> None:
                       decode_attention_backend="cutedsl_mla")
     assert refused.refused == Refusal("server_args", "CuteDSL MLA only supports decoding for now",
                                       "sglang_cutedsl_mla.prefill")
+    decode_only = resolve(capability=(10, 0), model=DEEPSEEK_V3, prefill_attention_backend="flashinfer",
+                          decode_attention_backend="cutedsl_mla")
+    assert decode_only == Resolved("flashinfer", "flashinfer", "cutedsl_mla", page_size=64,
+                                   kv_cache_dtype="auto")
     fa4 = resolve(capability=(10, 0), model=LLAMA, attention_backend="fa4")
     assert fa4.page_size == 128
     assert fa4 == Resolved("fa4", page_size=128, kv_cache_dtype="auto")

@@ -373,9 +373,8 @@ class _State:
                     rule = "sglang_model_backends.gpt_oss"  # None is in no list
                 _refuse(rule, prefill=prefill, decode=decode)
         elif word in ("llama4", "exaone4", "olmo2") and (word != "exaone4" or self.model.swa_pattern):
+            # Their overrides always set --attention-backend on CUDA (sglang_model_override), so it is read.
             rule = run.ask("model_backends", **({"sglang_backend": self.attn} if self.attn else {}))
-            if rule is None and self.attn is None and word != "olmo2":
-                rule = f"sglang_model_backends.{'llama4' if word == 'llama4' else 'exaone4_swa'}"
             _refuse(rule, backend=self.attn, arch=arch)
 
     def _attention_step(self, run: _Pipeline) -> None:
