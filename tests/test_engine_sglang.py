@@ -291,3 +291,22 @@ def test_select_on_the_command_line() -> None:
     out = io.StringIO()
     assert run(["query", "sglang_fa3_factory", "--sm", "120"], out, err) == 1
     assert "sglang_fa3_factory" in out.getvalue()
+
+
+def test_three_engines_on_deepseek_mla_at_sm120() -> None:
+    """One kernel layer, three engines: DeepSeek's MLA decode (576-wide absorbed head, FP8 KV) on SM120."""
+    import capmatrix
+    from capmatrix.engine.vllm import select_backend
+
+    vllm = select_backend(capability=(12, 0), head_size=576, dtype="bf16", kv_cache_dtype="fp8",
+                          block_size=None, use_mla=True, use_sparse=True)
+    assert vllm == "FLASHINFER_MLA_SPARSE_SM120"
+    sglang = resolve(capability=(12, 0), model=DEEPSEEK_V32)
+    assert (sglang.attention_backend, sglang.dsa_decode_backend, sglang.kv_cache_dtype) == (
+        "dsa", "trtllm", "fp8_e4m3")
+    trtllm_gen = capmatrix.resolve(capmatrix.KernelQuery("trtllm_gen", sm=120, model="deepseek_v3",
+                                                         phase="generation", kv_cache_dtype="fp8"))
+    assert not trtllm_gen  # SGLang's DSA decode kernel has no SM120 build
+    trtllm = capmatrix.select("trtllm_generation", capmatrix.KernelQuery(
+        sm=120, model="deepseek_v3", phase="generation", kv_cache_dtype="fp8", dtype="fp8"))
+    assert trtllm.kernel == "xqa"  # TensorRT-LLM's dense MLA decode: XQA-MLA
