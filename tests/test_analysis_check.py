@@ -138,12 +138,16 @@ def test_role_gap_is_a_merged_region(tmp_path: Path) -> None:
 
 
 def test_shipped_matrix_passes_check() -> None:
-    """The shipped matrix's one error is the engine finding it documents (docs/analysis.md): release
-    1.2's spec-dec gate asks XQA for multi-token queries it has no kernel for (C112)."""
+    """The shipped matrix's errors are the engine findings it documents (docs/analysis.md,
+    docs/sglang-differential.md): release 1.2's spec-dec gate asks XQA for multi-token queries it has no
+    kernel for; SGLang 0.5.23 sends MLA decode to FlashMLA on SM8x, trtllm_mla prefill and DeepSeek-V3.2's
+    DSA decode to trtllm-gen off SM100/103 (all C112)."""
     result = check_path()
     assert result.loaded
     errors = [f for f in result.findings if f.severity is Severity.ERROR]
-    assert [(f.code, f.kernels) for f in errors] == [("C112", ("trtllm_spec_dec_mode",))]
+    assert [(f.code, f.kernels) for f in errors] == [
+        ("C112", ("sglang_flashmla",)), ("C112", ("sglang_trtllm_mla",)), ("C112", ("sglang_dsa",)),
+        ("C112", ("trtllm_spec_dec_mode",))]
     assert result.exit_status() == 1
     assert all(f.code in CODES for f in result.findings)
 
@@ -168,8 +172,8 @@ def _run(*argv: str) -> tuple[int, str, str]:
 
 def test_cli_check_exit_statuses(tmp_path: Path) -> None:
     status, out, _ = _run("check")
-    assert status == 1  # the shipped C112 (test_shipped_matrix_passes_check)
-    assert "1 error," in out
+    assert status == 1  # the shipped C112s (test_shipped_matrix_passes_check)
+    assert "4 errors," in out
     broken = _materialise(CASES / "dead_grant.yaml", tmp_path / "a")
     status, out, _ = _run("check", str(broken))
     assert status == 1

@@ -121,7 +121,7 @@ def test_unknown_kernel_points_at_list_instead_of_a_cut_list() -> None:
 def test_a_short_list_of_names_is_shown_whole() -> None:
     code, _, err = cli("select", "nope", "--sm", "90")
     assert code == 2
-    assert "unknown role 'nope'; known: torch_sdpa, " in err
+    assert "unknown role 'nope'; known: sglang_attention, sglang_model_override, torch_sdpa, " in err
     assert "capmatrix list" not in err
     error = capmatrix.UnknownName("axis", "x", [f"a{i}" for i in range(13)])
     assert str(error).endswith("13 known, listed by `capmatrix list axes`")

@@ -1,0 +1,312 @@
+"""capmatrix.engine.sglang against SGLang 0.5.23's own answers.
+
+The record (capabilities/evidence/sglang_0.5.23_selection.json.gz, made by tools/record_sglang_selection.py
+from SGLang's ServerArgs.resolve_once under override_platform, plus the pure engine-start checks) holds,
+for every cell of capability x model archetype x speculative setting x KV dtype x page size (no backend
+forced) and of capability x archetype x forced backend x KV dtype, the resolved values or the refusal with
+its stage and text. The differential compares every field of every cell.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import re
+from collections import Counter
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from capmatrix.analysis import check_path
+from capmatrix.cli import run
+from capmatrix.engine.sglang import (
+    BACKENDS,
+    InvalidArgument,
+    Refusal,
+    Resolved,
+    SGLangModel,
+    model_from_hf_config,
+    resolve,
+)
+
+EVIDENCE = Path(__file__).resolve().parent.parent / "capabilities/evidence"
+RECORD = EVIDENCE / "sglang_0.5.23_selection.json.gz"
+CELLS = 9900
+CAPABILITIES = {"8.0", "8.6", "8.9", "9.0", "10.0", "10.3", "11.0", "12.0", "12.1"}
+
+
+def read(path: Path) -> tuple[dict[str, Any], list[tuple[dict[str, Any], dict[str, Any]]]]:
+    """The record's header and its (cell, answer) rows."""
+    with gzip.open(path, "rt", encoding="utf-8") as lines:
+        header = json.loads(lines.readline())
+        rows = []
+        for line in lines:
+            key, answer = json.loads(line)
+            cap, model, spec, kv, page, forced = key.split("/")
+            rows.append(({"capability": cap, "model": model, "spec": spec, "kv_cache_dtype": kv,
+                          "page_size": None if page == "-" else int(page), "forced": forced}, answer))
+    return header, rows
+
+
+def answer(header: dict[str, Any], models: dict[str, SGLangModel], cell: dict[str, Any]) -> dict[str, Any]:
+    """capmatrix's answer to a recorded cell, in the record's form."""
+    spec = dict(header["specs"][cell["spec"]])
+    forced = cell["forced"]
+    split: dict[str, Any] = {}
+    if "+" in forced:
+        split["prefill_attention_backend"], split["decode_attention_backend"] = forced.split("+")
+    elif forced != "-":
+        split["attention_backend"] = forced
+    major, minor = cell["capability"].split(".")
+    got = resolve(capability=(int(major), int(minor)), model=models[cell["model"]],
+                  kv_cache_dtype=cell["kv_cache_dtype"], page_size=cell["page_size"],
+                  speculative_algorithm=spec.get("speculative_algorithm"),
+                  speculative_eagle_topk=spec.get("speculative_eagle_topk"), **split)
+    values = {k: v for k, v in asdict(got).items() if k != "refused"}
+    if got.refused is None:
+        return values
+    refused = {"stage": got.refused.stage, "text": got.refused.text}
+    return {"refused": refused} if got.refused.stage == "server_args" else {**values, "refused": refused}
+
+
+_SET = re.compile(r"\{('[a-z0-9_]+'(?:, '[a-z0-9_]+')*)\}")
+
+
+def normalised(text: str) -> str:
+    """The text with each printed Python set of names sorted.
+
+    SGLang prints the hybrid-GDN allow-list as a set (attention_registry.py:473-476), whose order follows
+    the process's string hashing: the same check gives other texts in other processes.
+    """
+    return _SET.sub(lambda m: "{" + ", ".join(sorted(m.group(1).split(", "))) + "}", text)
+
+
+def differential(path: Path) -> tuple[int, Counter[str], dict[str, str]]:
+    """Every row compared: how many, the disagreements by model and field, an example of each."""
+    header, rows = read(path)
+    models = {name: model_from_hf_config(config) for name, config in header["models"].items()}
+    disagreements: Counter[str] = Counter()
+    examples: dict[str, str] = {}
+    for cell, recorded in rows:
+        want = dict(recorded)
+        if "refused" in want:
+            want["refused"] = {"stage": want["refused"]["stage"], "text": normalised(want["refused"]["text"])}
+        got = answer(header, models, cell)
+        if got != want:
+            fields = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
+            sig = f"{cell['model']}: {', '.join(fields)}"
+            disagreements[sig] += 1
+            examples.setdefault(sig, f"{cell} sglang={want} capmatrix={got}")
+    return len(rows), disagreements, examples
+
+
+@pytest.fixture(scope="module")
+def findings() -> set[str]:
+    """The keys of ``capmatrix check``'s findings on the shipped matrix."""
+    return {f.key for f in check_path().findings}
+
+
+@pytest.fixture(scope="module")
+def record() -> tuple[dict[str, Any], list[tuple[dict[str, Any], dict[str, Any]]]]:
+    return read(RECORD)
+
+
+def test_record_shape(record: tuple[dict[str, Any], list[tuple[dict[str, Any], dict[str, Any]]]]) -> None:
+    header, rows = record
+    assert header["format"] == "capmatrix-sglang-selection/1"
+    assert header["sglang"] == {"version": "0.5.23",
+                                "wheel": "sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl",
+                                "sha256": "00b3cd5b265ac76c64185fbb6b95424f324ddd9f428d0306b77bc9db9d859937"}
+    assert header["set"] == "grid"
+    assert header["cells"] == len(rows) == CELLS
+    assert {cell["capability"] for cell, _ in rows} == CAPABILITIES
+    automatic = [cell for cell, _ in rows if cell["forced"] == "-"]
+    assert len(automatic) >= 6000
+    assert {cell["spec"] for cell in automatic} == {"none", "eagle", "eagle_topk1", "eagle_topk4", "nextn"}
+    assert not [cell for cell, ans in rows if "harness_error" in ans]
+    # every stage and both outcomes occur
+    stages = Counter(ans["refused"]["stage"] for _, ans in rows if "refused" in ans)
+    assert stages["server_args"] > 0
+    assert stages["engine_start"] > 0
+    assert sum(1 for _, ans in rows if "refused" not in ans) > 0
+    # every forced backend is one the engine models
+    assert {cell["forced"] for cell, _ in rows} - {"-"} <= set(BACKENDS)
+
+
+def test_differential_every_cell() -> None:
+    """Every cell: each resolved value, or the refusal's stage and text. No disagreement is tolerated."""
+    cells, disagreements, examples = differential(RECORD)
+    assert cells == CELLS
+    listed = "\n".join(f"{n} x {sig}: {examples[sig]}" for sig, n in disagreements.most_common())
+    assert not disagreements, listed
+
+
+# ---- SGLang's own defects, as the record shows them and the matrix explains them ----------------------
+
+LLAMA = SGLangModel("LlamaForCausalLM")
+OLMO2 = SGLangModel("Olmo2ForCausalLM")
+DEEPSEEK_V3 = SGLangModel("DeepseekV3ForCausalLM", mla=True)
+DEEPSEEK_V32 = SGLangModel("DeepseekV32ForCausalLM", mla=True, dsa=True)
+GLM5 = SGLangModel("GlmMoeDsaForCausalLM", mla=True, dsa=True)
+GPT_OSS = SGLangModel("GptOssForCausalLM", sinks=True)
+
+
+def recorded(rows: list[tuple[dict[str, Any], dict[str, Any]]], key: str) -> dict[str, Any]:
+    wanted = dict(zip(("capability", "model", "spec", "kv_cache_dtype", "page_size", "forced"),
+                      key.split("/"), strict=True))
+    for cell, ans in rows:
+        if {**cell, "page_size": "-" if cell["page_size"] is None else str(cell["page_size"])} == wanted:
+            return ans
+    raise KeyError(key)
+
+
+@pytest.mark.parametrize("capability", [(11, 0), (12, 0), (12, 1)])
+@pytest.mark.parametrize(("model", "name"), [(OLMO2, "olmo2"),
+                                             (SGLangModel("Exaone4ForCausalLM", swa_pattern=True),
+                                              "exaone4")])
+def test_olmo2_exaone4_default_to_fa3_where_its_factory_refuses(
+    record: tuple[dict[str, Any], list[tuple[dict[str, Any], dict[str, Any]]]],
+    capability: tuple[int, int], model: SGLangModel, name: str,
+) -> None:
+    """The override's device_sm >= 80 test picks fa3 on SM11x/SM12x; the fa3 factory then asserts."""
+    got = resolve(capability=capability, model=model)
+    assert got.attention_backend == "fa3"
+    assert got.refused is not None
+    assert got.refused.stage == "engine_start"
+    assert got.refused.rule == "sglang_fa3_factory"
+    sglang = recorded(record[1], f"{capability[0]}.{capability[1]}/{name}/none/auto/-/-")
+    assert sglang["attention_backend"] == "fa3"
+    assert sglang["refused"]["stage"] == "engine_start"
+
+
+@pytest.mark.parametrize("capability", [(12, 0), (12, 1)])
+def test_deepseek_v32_is_sent_to_sm100_kernels_on_sm12x_where_glm5_is_not(
+    capability: tuple[int, int], findings: set[str],
+) -> None:
+    """The one SM12x route to the SM120 sparse-MLA kernel is by architecture name (GLM-5 only)."""
+    deepseek = resolve(capability=capability, model=DEEPSEEK_V32)
+    glm = resolve(capability=capability, model=GLM5)
+    assert (deepseek.dsa_prefill_backend, deepseek.dsa_decode_backend, deepseek.kv_cache_dtype) == (
+        "trtllm", "trtllm", "fp8_e4m3")
+    assert (glm.dsa_prefill_backend, glm.dsa_decode_backend) == ("flashinfer_sparse_mla",) * 2
+    assert deepseek.refused is None  # nothing in SGLang refuses it before the kernel call
+    assert "C112 sglang_dsa.base" in findings
+
+
+def test_trtllm_mla_admitted_on_sm12x_though_its_prefill_kernel_is_sm100_only(findings: set[str]) -> None:
+    got = resolve(capability=(12, 0), model=DEEPSEEK_V3, attention_backend="trtllm_mla")
+    assert got.refused is None
+    assert got.page_size == 64
+    assert "C112 sglang_trtllm_mla.blackwell" in findings
+
+
+def test_topk_typed_or_not_chooses_differently_on_hopper() -> None:
+    """The default reads the typed topk; SGLang fills an unset one (4 for Llama) only afterwards."""
+    unset = resolve(capability=(9, 0), model=LLAMA, speculative_algorithm="EAGLE")
+    typed = resolve(capability=(9, 0), model=LLAMA, speculative_algorithm="EAGLE", speculative_eagle_topk=4)
+    assert (unset.attention_backend, unset.speculative_eagle_topk) == ("fa3", 4)
+    assert (typed.attention_backend, typed.speculative_eagle_topk) == ("flashinfer", 4)
+
+
+def test_gpt_oss_override_ignores_topk_on_sm100() -> None:
+    got = resolve(capability=(10, 0), model=GPT_OSS, speculative_algorithm="EAGLE", speculative_eagle_topk=4)
+    assert got.refused == Refusal("server_args", "trtllm_mha backend only supports topk = 1 for speculative "
+                                  "decoding.", "sglang_spec_topk.trtllm_mha")
+
+
+# ---- arguments ----------------------------------------------------------------------------------------
+
+
+def test_printed_sets_are_compared_as_sets() -> None:
+    assert normalised("Only {'triton', 'fa4'} backends, {x}") == "Only {'fa4', 'triton'} backends, {x}"
+
+
+def test_split_backends_and_a_lone_prefill_backend() -> None:
+    both = resolve(capability=(9, 0), model=LLAMA, prefill_attention_backend="fa3",
+                   decode_attention_backend="fa3")
+    assert both.attention_backend == "fa3"
+    lone = resolve(capability=(9, 0), model=GPT_OSS, prefill_attention_backend="fa3")
+    assert lone.refused is not None
+    assert lone.refused.rule == "sglang_model_backends.gpt_oss"
+    assert "- Decode: None" in lone.refused.text
+    olmo = resolve(capability=(9, 0), model=OLMO2, prefill_attention_backend="flashinfer",
+                   decode_attention_backend="flashinfer")
+    assert olmo.attention_backend == "flashinfer"
+    assert olmo.refused is None
+
+
+def test_cutedsl_prefill_and_fa4_page() -> None:
+    refused = resolve(capability=(10, 0), model=DEEPSEEK_V3, prefill_attention_backend="cutedsl_mla",
+                      decode_attention_backend="cutedsl_mla")
+    assert refused.refused == Refusal("server_args", "CuteDSL MLA only supports decoding for now",
+                                      "sglang_cutedsl_mla.prefill")
+    decode_only = resolve(capability=(10, 0), model=DEEPSEEK_V3, prefill_attention_backend="flashinfer",
+                          decode_attention_backend="cutedsl_mla")
+    assert decode_only == Resolved("flashinfer", "flashinfer", "cutedsl_mla", page_size=64,
+                                   kv_cache_dtype="auto")
+    fa4 = resolve(capability=(10, 0), model=LLAMA, attention_backend="fa4")
+    assert fa4.page_size == 128
+    assert fa4 == Resolved("fa4", page_size=128, kv_cache_dtype="auto")
+
+
+def test_hf_config() -> None:
+    assert model_from_hf_config({"architectures": ["DeepseekV32ForCausalLM"], "index_topk": 2048}
+                                ) == DEEPSEEK_V32
+    assert model_from_hf_config({"architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next"}
+                                ).hybrid_gdn
+    assert model_from_hf_config({"architectures": ["Exaone4ForCausalLM"], "sliding_window_pattern": "LLLG"}
+                                ).swa_pattern
+    with pytest.raises(InvalidArgument, match="architectures"):
+        model_from_hf_config({"architectures": []})
+
+
+@pytest.mark.parametrize(("kwargs", "argument"), [
+    ({"capability": (9, 10)}, "capability"),
+    ({"capability": [9, 0]}, "capability"),
+    ({"model": "llama"}, "model"),
+    ({"kv_cache_dtype": "fp8"}, "kv_cache_dtype"),
+    ({"kv_cache_dtype": None}, "kv_cache_dtype"),
+    ({"speculative_algorithm": "EAGLE3"}, "speculative_algorithm"),
+    ({"attention_backend": "aiter"}, "attention_backend"),
+    ({"decode_attention_backend": "FA3"}, "decode_attention_backend"),
+    ({"page_size": 0}, "page_size"),
+    ({"speculative_eagle_topk": True}, "speculative_eagle_topk"),
+])
+def test_invalid_arguments(kwargs: dict[str, Any], argument: str) -> None:
+    with pytest.raises(InvalidArgument) as raised:
+        resolve(**{"capability": (9, 0), "model": LLAMA, **kwargs})
+    assert raised.value.argument == argument
+    assert argument in str(raised.value)
+
+
+def test_select_on_the_command_line() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    code = run(["select", "sglang_model_override", "--sm", "120", "--sglang-model-arch", "Olmo2ForCausalLM"],
+               out, err)
+    assert code == 0, err.getvalue()
+    assert "sglang_fa3" in out.getvalue()
+    out = io.StringIO()
+    assert run(["query", "sglang_fa3_factory", "--sm", "120"], out, err) == 1
+    assert "sglang_fa3_factory" in out.getvalue()
+
+
+def test_three_engines_on_deepseek_mla_at_sm120() -> None:
+    """One kernel layer, three engines: DeepSeek's MLA decode (576-wide absorbed head, FP8 KV) on SM120."""
+    import capmatrix
+    from capmatrix.engine.vllm import select_backend
+
+    vllm = select_backend(capability=(12, 0), head_size=576, dtype="bf16", kv_cache_dtype="fp8",
+                          block_size=None, use_mla=True, use_sparse=True)
+    assert vllm == "FLASHINFER_MLA_SPARSE_SM120"
+    sglang = resolve(capability=(12, 0), model=DEEPSEEK_V32)
+    assert (sglang.attention_backend, sglang.dsa_decode_backend, sglang.kv_cache_dtype) == (
+        "dsa", "trtllm", "fp8_e4m3")
+    trtllm_gen = capmatrix.resolve(capmatrix.KernelQuery("trtllm_gen", sm=120, model="deepseek_v3",
+                                                         phase="generation", kv_cache_dtype="fp8"))
+    assert not trtllm_gen  # SGLang's DSA decode kernel has no SM120 build
+    trtllm = capmatrix.select("trtllm_generation", capmatrix.KernelQuery(
+        sm=120, model="deepseek_v3", phase="generation", kv_cache_dtype="fp8", dtype="fp8"))
+    assert trtllm.kernel == "xqa"  # TensorRT-LLM's dense MLA decode: XQA-MLA
