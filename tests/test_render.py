@@ -294,6 +294,11 @@ def test_small_cells(small_doc: Document) -> None:
     # No grant at all: unsupported, no note.
     bare = cell_at(xqa.grid, "80", "mla · none")
     assert (bare.status, bare.note) == (CellStatus.UNSUPPORTED, None)
+    # ...and it reads differently from a refusal: no rule grants it, nothing refuses it.
+    assert (bare.ungranted, bare.text) == (True, render.UNGRANTED_SYMBOL)
+    assert (spec.ungranted, spec.text) == (False, "✗")
+    over = dict(small_doc.overview.rows)["xqa"]
+    assert [c.text for c in over][:2] == ["✓", "✓"]
     # Supported everywhere (beam takes its default 1, so the beam exclusion does not apply).
     full = cell_at(xqa.grid, "90", "mha · none")
     assert full.status is CellStatus.SUPPORTED
