@@ -33,6 +33,7 @@ from capmatrix.cli._common import (
     MATRIX_DEFAULT_HELP,
     add_format_option,
     announce_matrix,
+    brief_load_errors,
     choose_matrix,
     print_json,
 )
@@ -208,6 +209,9 @@ def cmd_check(args: argparse.Namespace, _prepared: None, out: TextIO, err: TextI
     announce_matrix(choice, err)
     known = read_baseline(args.baseline) if args.baseline is not None else None
     result = check_path(choice.path)
+    if not result.loaded and args.brief_load_errors:
+        err.write(brief_load_errors(len(result.findings), str(result.findings[0].locations[0])) + "\n")
+        return result.exit_status()
     if args.write_baseline is not None:
         if not result.loaded:
             out.write(render_check(result, choice.witness_matrix) + "\n")
