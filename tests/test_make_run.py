@@ -57,7 +57,7 @@ _MACHINE_PATH = re.compile(r"(?<![\w.])/(?:work|home|root|tmp|Users|mnt|scratch)
 
 def _skip_reasons(path: Path) -> list[tuple[int, str]]:
     """The literal skip reasons of a test module: ``reason=`` arguments and ``pytest.skip`` messages."""
-    found = []
+    found: list[tuple[int, str]] = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if not isinstance(node, ast.Call):
             continue
