@@ -6,10 +6,14 @@ plain-text ``title``; hovering or focusing it copies the note (rules, reasons, s
 into one tooltip panel. Without JavaScript the notes stay readable in the list under each grid. Opening
 the page at ``#show-<cell id>`` opens that cell's tooltip, so a cell's explanation can be linked to.
 
-The page opens with the common-configurations table, then the "ask" form and the filters. Their script
-(``_ask.js``, shipped beside this module) answers from the export artifact embedded in the page as JSON
-(``<script type="application/json" id="ask-data">``); ``#ask?target=kernel:xqa&sm=120&model=llama``
-fills the form and asks, ``#filter?model=M&role=R`` sets the filters.
+The page opens with a search box (shown once the script runs: a kernel, role, model or GPU, the grids
+filtered to it as one types), the common-configurations table, then the "ask" form and the filters.
+Their script (``_ask.js``, shipped beside this module) answers from the export artifact embedded in the
+page as JSON (``<script type="application/json" id="ask-data">``);
+``#ask?target=kernel:xqa&sm=120&model=llama`` fills the form, asks and scrolls to the answer (focused),
+``#filter?model=M&role=R`` sets the filters. The grids fit a laptop's width (headers wrap) and keep
+their first column in view while scrolling sideways. An unsupported cell shows ✗ when a rule refuses
+it and ○ when no rule grants it.
 """
 
 from __future__ import annotations
