@@ -19,6 +19,7 @@ from capmatrix.analysis import (
     run_expectations,
 )
 from capmatrix.cli import run
+from capmatrix.cli._analysis import SHOWN_UNCITED
 from capmatrix.loader import default_path
 
 if TYPE_CHECKING:
@@ -114,9 +115,12 @@ def test_pass_fail_and_coverage(write_matrix: WriteMatrix) -> None:
         and "expected supported, got unsupported" in line
         for line in lines
     )
-    assert "rules no case cites:" in out
+    assert "rules no case cites (2):" in out
     assert "fallback.all" in out
-    assert "capmatrix test: 3 passed, 3 failed" in out
+    assert lines[-1] == "capmatrix test: 3 passed, 3 failed"
+    # The FAIL lines come last, just above the summary, after the uncited rules.
+    assert [line.split()[0] for line in lines[-4:-1]] == ["FAIL"] * 3
+    assert not any(line.startswith("FAIL ") for line in lines[:-4])
 
     status, out, _ = _run("test", str(root), "--json")
     data = json.loads(out)
@@ -229,3 +233,38 @@ def test_loader_skips_the_expect_directory(write_matrix: WriteMatrix) -> None:
     matrix = capmatrix.load(root)
     assert matrix.files
     assert all(Path(f).parent.name != "expect" for f in matrix.files)
+
+
+#: Twelve grants of one kernel that no case cites.
+_UNCITED = "kernels:\n  many:\n    description: many rules\n    rules:\n" + "".join(
+    f"      - {{id: many.r{i:02d}, grant: {{sm: 90, beam: {1 + 3 * (i % 2)}}}, reason: r, source: s, "
+    "status: untested}\n" for i in range(12)
+)
+
+
+def test_uncited_rules_are_summarised_unless_verbose(write_matrix: WriteMatrix) -> None:
+    root = write_matrix({"kernels/many.yaml": _UNCITED})
+    _write(root, """\
+        cases:
+          - kernel: xqa
+            query: {model: llama, sm: 90, spec_dec: none, causal: false}
+            expect: unsupported
+        """)
+    uncovered = run_expectations(capmatrix.load(root)).uncovered
+    assert len(uncovered) > SHOWN_UNCITED + 1
+    status, out, _ = _run("test", str(root))
+    assert status == 1
+    lines = out.splitlines()
+    listed = [line for line in lines if line.startswith("  ") and not line.startswith("  ...")]
+    assert listed == [f"  {r.location} {r.id}" for r in uncovered[:SHOWN_UNCITED]]
+    assert f"rules no case cites ({len(uncovered)}):" in lines
+    assert f"  ... and {len(uncovered) - SHOWN_UNCITED} more (--verbose lists them)" in lines
+    assert lines[-2].startswith("FAIL ")  # still last, however many rules go uncited
+    for flag in ("--verbose", "-v"):
+        status, out, _ = _run("test", str(root), flag)
+        assert status == 1
+        lines = out.splitlines()
+        assert [line for line in lines if line.startswith("  ")] == [
+            f"  {r.location} {r.id}" for r in uncovered
+        ]
+        assert lines[-2].startswith("FAIL ")

@@ -7,6 +7,7 @@ import shlex
 import subprocess
 import sys
 from importlib.metadata import version
+from typing import Any
 
 import pytest
 
@@ -77,3 +78,40 @@ def test_examples_run(line: str) -> None:
     code, _out, err = cli(*shlex.split(line)[1:])
     assert code in {0, 1, 3}, err
     assert "error:" not in err
+
+
+BAD_STATUS = """\
+kernels:
+  k:
+    description: a kernel
+    rules:
+      - id: k.all
+        grant: {sm: 90}
+        reason: r
+        source: s
+        status: untestd
+      - id: k.more
+        grant: {sm: 80}
+        reason: r
+        source: s
+        status: guessed
+"""
+
+
+@pytest.mark.parametrize("command", [["check"], ["test"], ["render", "--check", "--out-dir", "docs"]])
+def test_brief_load_errors_says_one_line(write_matrix: Any, command: list[str]) -> None:
+    root = write_matrix({"kernels/bad.yaml": BAD_STATUS})
+    matrix = ["--matrix", str(root)] if command[0] == "render" else [str(root)]
+    code, out, err = cli(*command, *matrix)
+    full = out + err
+    assert code == 2
+    assert full.count("untestd") == 1  # every problem, in full (check: on stdout, as its findings)
+    assert "guessed" in full
+    code, out, brief = cli("--brief-load-errors", *command, *matrix)
+    assert code == 2
+    assert out == ""
+    first = f"{root / 'kernels' / 'bad.yaml'}:9"
+    assert brief.startswith(f"capmatrix: the matrix does not load (2 problems, the first at {first}")
+    assert brief.endswith("); `capmatrix validate` reports them\n")
+    assert brief.count("\n") == 1
+    assert "untestd" not in brief

@@ -240,3 +240,22 @@ def test_check_hook_fails_on_a_dead_rule(
     out = done.stdout + done.stderr
     assert done.returncode == 1, out
     assert "error C101 dead grant: k.mla" in out
+
+
+@needs_git
+def test_a_bad_value_is_reported_once_across_the_four_hooks(
+    scratch: Path, hook_repo: tuple[Path, str], pre_commit_home: Path
+) -> None:
+    kernel = scratch / "capabilities" / "kernels" / "k.yaml"
+    kernel.write_text(KERNEL.replace("status: untested", "status: untestd"), encoding="utf-8")
+    done = _try_repo(scratch, hook_repo, pre_commit_home)
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out
+    lines = out.splitlines()
+    for name in ("capmatrix validate", "capmatrix check", "capmatrix render --check", "capmatrix test"):
+        assert any(line.startswith(name + ".") and line.endswith("Failed") for line in lines), out
+    # The problem itself once (from capmatrix-validate); each other hook says so in one line.
+    assert len([line for line in lines if "untestd" in line]) == 1, out
+    assert "capabilities/kernels/k.yaml:9:" in next(line for line in lines if "untestd" in line)
+    brief = [line for line in lines if line.startswith("capmatrix: the matrix does not load (1 problem")]
+    assert len(brief) == 3, out

@@ -294,6 +294,11 @@ def test_small_cells(small_doc: Document) -> None:
     # No grant at all: unsupported, no note.
     bare = cell_at(xqa.grid, "80", "mla · none")
     assert (bare.status, bare.note) == (CellStatus.UNSUPPORTED, None)
+    # ...and it reads differently from a refusal: no rule grants it, nothing refuses it.
+    assert (bare.ungranted, bare.text) == (True, render.UNGRANTED_SYMBOL)
+    assert (spec.ungranted, spec.text) == (False, "✗")
+    over = dict(small_doc.overview.rows)["xqa"]
+    assert [c.text for c in over][:2] == ["✓", "✓"]
     # Supported everywhere (beam takes its default 1, so the beam exclusion does not apply).
     full = cell_at(xqa.grid, "90", "mha · none")
     assert full.status is CellStatus.SUPPORTED
@@ -401,7 +406,7 @@ def test_html_is_self_contained_and_accessible(small_doc: Document) -> None:
             a = dict(attrs)
             if a.get("id"):
                 self.ids.add(str(a["id"]))
-            if a.get("aria-describedby"):
+            if a.get("aria-describedby") and tag == "td":  # a cell with a note (inputs focus anyway)
                 self.described.append(str(a["aria-describedby"]))
                 assert a.get("tabindex") == "0"
                 assert a.get("title")
@@ -423,7 +428,7 @@ def test_html_is_self_contained_and_accessible(small_doc: Document) -> None:
     assert "colgroup" in parser.th_scope  # two column axes: grouped headers
     assert not [u for u in parser.urls if u.startswith(("http:", "https:", "//"))]
     assert 'id="legend"' in page
-    for symbol in ("✓", "◐", "✗"):
+    for symbol in ("✓", "◐", "✗", "○"):
         assert symbol in page
 
 

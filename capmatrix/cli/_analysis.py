@@ -33,6 +33,7 @@ from capmatrix.cli._common import (
     MATRIX_DEFAULT_HELP,
     add_format_option,
     announce_matrix,
+    brief_load_errors,
     choose_matrix,
     print_json,
 )
@@ -208,6 +209,9 @@ def cmd_check(args: argparse.Namespace, _prepared: None, out: TextIO, err: TextI
     announce_matrix(choice, err)
     known = read_baseline(args.baseline) if args.baseline is not None else None
     result = check_path(choice.path)
+    if not result.loaded and args.brief_load_errors:
+        err.write(brief_load_errors(len(result.findings), str(result.findings[0].locations[0])) + "\n")
+        return result.exit_status()
     if args.write_baseline is not None:
         if not result.loaded:
             out.write(render_check(result, choice.witness_matrix) + "\n")
@@ -484,20 +488,30 @@ def configure_test(parser: argparse.ArgumentParser, _argv: Sequence[str]) -> Non
     parser.add_argument("path", nargs="?", help=MATRIX_DEFAULT_HELP)
     parser.add_argument("--expect", metavar="DIR", help="case directory (default: PATH/expect)")
     parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true",
+        help=f"list every rule no case cites (by default the first {SHOWN_UNCITED} and a count)",
+    )
 
 
-def render_test(report: ExpectReport) -> str:
-    """The text report of ``capmatrix test``."""
+#: Uncited rules listed without --verbose: the list can run to a hundred lines and more.
+SHOWN_UNCITED = 5
+
+
+def render_test(report: ExpectReport, *, verbose: bool = False) -> str:
+    """The text report of ``capmatrix test``: its FAIL lines last, just above the summary line."""
     lines = [str(p) for p in report.problems]
-    for r in report.results:
-        status = "PASS" if r.passed else "FAIL"
-        detail = "" if r.passed else f": {r.message}"
-        lines.append(f"{status} {r.case.location} {r.case.name}{detail}")
+    lines.extend(f"PASS {r.case.location} {r.case.name}" for r in report.results if r.passed)
     cited = report.total_rules - len(report.uncovered)
     lines.append(f"rule coverage: {cited}/{report.total_rules} rules cited by some case")
     if report.uncovered:
-        lines.append("rules no case cites:")
-        lines.extend(f"  {r.location} {r.id}" for r in report.uncovered)
+        shown = report.uncovered if verbose else report.uncovered[:SHOWN_UNCITED]
+        lines.append(f"rules no case cites ({len(report.uncovered)}):")
+        lines.extend(f"  {r.location} {r.id}" for r in shown)
+        if len(shown) < len(report.uncovered):
+            lines.append(f"  ... and {len(report.uncovered) - len(shown)} more (--verbose lists them)")
+    lines.extend(f"FAIL {r.case.location} {r.case.name}: {r.message}"
+                 for r in report.results if not r.passed)
     passed = len(report.results) - len(report.failed)
     lines.append(
         f"capmatrix test: {passed} passed, {len(report.failed)} failed"
@@ -515,5 +529,5 @@ def cmd_test(args: argparse.Namespace, _prepared: None, out: TextIO, err: TextIO
     if args.json:
         print_json(report.as_dict(), out)
     else:
-        out.write(render_test(report) + "\n")
+        out.write(render_test(report, verbose=args.verbose) + "\n")
     return report.exit_status()

@@ -40,6 +40,7 @@ __all__ = [
     "add_matrix_option",
     "add_model_options",
     "announce_matrix",
+    "brief_load_errors",
     "choose_matrix",
     "forget_matrix_choice",
     "gpu_sm",
@@ -334,3 +335,13 @@ def print_json(data: object, out: TextIO, *, indent: int = 2) -> None:
     if isinstance(data, dict) and choice is not None and "matrix" not in data:
         data = {**data, "matrix": str(choice.path)}
     out.write(json.dumps(data, indent=indent, default=str) + "\n")
+
+
+def brief_load_errors(count: int, first: str) -> str:
+    """One line for a matrix that does not load: how many problems, and the first one's place.
+
+    ``--brief-load-errors``, for a hook beside ``capmatrix validate``, which reports them in full.
+    """
+    noun = "problem" if count == 1 else "problems"
+    return (f"capmatrix: the matrix does not load ({count} {noun}, the first at {first}); "
+            "`capmatrix validate` reports them")

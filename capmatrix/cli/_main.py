@@ -11,7 +11,7 @@ import importlib
 import sys
 from typing import TYPE_CHECKING, TextIO
 
-from capmatrix.cli._common import EXIT_ERROR, EXIT_OK, forget_matrix_choice
+from capmatrix.cli._common import EXIT_ERROR, EXIT_OK, brief_load_errors, forget_matrix_choice
 from capmatrix.errors import CapabilityErrors, CapmatrixError
 
 if TYPE_CHECKING:
@@ -130,6 +130,11 @@ def _build_parser(argv: Sequence[str]) -> tuple[_Parser, dict[str, tuple[Handler
     parser = _Parser(prog="capmatrix", description=_DESCRIPTION, epilog=_EPILOG,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action=_VersionAction)
+    parser.add_argument(
+        "--brief-load-errors", action="store_true",
+        help=("when the matrix does not load, say so in one line and leave the problems to "
+              "`capmatrix validate` (for hooks that run beside it)"),
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     chosen = _subcommand(argv)
     handlers: dict[str, tuple[Handler, object]] = {}
@@ -151,6 +156,7 @@ def run(argv: Sequence[str], stdout: TextIO, stderr: TextIO) -> int:
     """Run one command line; return its exit status (never raises for bad input)."""
     argv = list(argv)
     forget_matrix_choice()
+    brief = False
     try:
         parser, handlers = _build_parser(argv)
         if not argv or argv[0] in {"-h", "--help"}:
@@ -163,12 +169,13 @@ def run(argv: Sequence[str], stdout: TextIO, stderr: TextIO) -> int:
             stderr.write(parser.format_usage())
             return EXIT_ERROR
         handler, prepared = found
+        brief = bool(args.brief_load_errors)
         return int(handler(args, prepared, stdout, stderr))
     except _UsageError as exc:
         stderr.write(f"{exc}\n")
         return EXIT_ERROR
     except CapabilityErrors as exc:
-        stderr.write(f"{exc}\n")
+        stderr.write(f"{brief_load_errors(len(exc.errors), exc.errors[0].location) if brief else exc}\n")
         return EXIT_ERROR
     except CapmatrixError as exc:
         stderr.write(f"capmatrix: error: {exc}\n")

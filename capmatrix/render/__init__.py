@@ -21,6 +21,7 @@ from capmatrix.render._files import stale_pages as stale_pages
 from capmatrix.render.html import render_html as render_html
 from capmatrix.render.markdown import render_markdown as render_markdown
 from capmatrix.render.page import LEGEND as LEGEND
+from capmatrix.render.page import UNGRANTED_SYMBOL as UNGRANTED_SYMBOL
 from capmatrix.render.page import Cell as Cell
 from capmatrix.render.page import CellStatus as CellStatus
 from capmatrix.render.page import Citation as Citation
@@ -38,6 +39,7 @@ __all__ = [
     "LEGEND",
     "MARKDOWN_NAME",
     "REGENERATE",
+    "UNGRANTED_SYMBOL",
     "Cell",
     "CellStatus",
     "Citation",

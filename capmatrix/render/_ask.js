@@ -571,13 +571,135 @@
         answerBox.textContent = 'Cannot ask: ' + err.message;
       }
     });
-    // #ask?target=kernel:xqa&model=llama&sm=120 fills the form and asks (a question can be linked to).
-    var m = /^#ask\?(.*)$/.exec(window.location.hash);
-    if (m) {
-      var params = new URLSearchParams(m[1]);
-      params.forEach(function (value, key) { if (form.elements[key]) { form.elements[key].value = value; } });
+    // #ask?target=kernel:xqa&model=llama&sm=120 fills the form and asks (a question can be linked to),
+    // then brings its answer into view and focuses it: a shared link lands on the answer, not the top.
+    function fromHash() {
+      var m = /^#ask\?(.*)$/.exec(window.location.hash);
+      if (!m) { return; }
+      form.reset();
+      new URLSearchParams(m[1]).forEach(function (value, key) {
+        if (form.elements[key]) { form.elements[key].value = value; }
+      });
       form.requestSubmit();
+      answerBox.scrollIntoView({block: 'start'});
+      answerBox.focus({preventScroll: true});
     }
+    window.addEventListener('hashchange', fromHash);
+    fromHash();
+  }
+
+  // ---- search -------------------------------------------------------------------------------
+
+  /* Case, spaces and punctuation do not count: "rtx 50", "RTX-50" and "rtx50" find "RTX 50". */
+  function norm(text) { return String(text).toLowerCase().replace(/[^a-z0-9]+/g, ''); }
+
+  function setupSearch() {
+    var section = document.getElementById('search');
+    var box = document.getElementById('search-box');
+    var results = document.getElementById('search-results');
+    var summary = document.getElementById('search-summary');
+    if (!section || !box || !results || !summary) { return; }
+    section.hidden = false;
+    var anchors = {kernel: {}, role: {}};
+    document.querySelectorAll('section[data-kernel]').forEach(function (s) { anchors.kernel[s.getAttribute('data-kernel')] = s.id; });
+    document.querySelectorAll('section[data-role]').forEach(function (s) { anchors.role[s.getAttribute('data-role')] = s.id; });
+    var gpuTarget = document.getElementById('common-configurations') ? '#common-configurations' : '#overview';
+    var entries = [];
+    Object.keys(KERNELS).forEach(function (k) {
+      entries.push({kind: 'kernel', name: k, label: k, terms: [k], href: '#' + (anchors.kernel[k] || 'overview')});
+    });
+    Object.keys(ROLES).forEach(function (r) {
+      entries.push({kind: 'role', name: r, label: r, terms: [r], href: '#' + (anchors.role[r] || 'overview')});
+    });
+    Object.keys(MODELS).forEach(function (m) {
+      var label = data.model_labels[m] || m;
+      entries.push({kind: 'model', name: m, label: label === m ? m : label + ' (' + m + ')',
+                    terms: [m, label].concat(MODELS[m].hf_ids), href: '#filter?model=' + encodeURIComponent(m)});
+    });
+    Object.keys(data.gpu_labels).forEach(function (sm) {
+      entries.push({kind: 'gpu', name: sm, label: data.gpu_labels[sm], terms: [data.gpu_labels[sm], 'sm' + sm],
+                    href: gpuTarget});
+    });
+    var KINDS = [['kernel', 'kernel', 'kernels'], ['role', 'role', 'roles'], ['model', 'model', 'models'],
+                 ['gpu', 'GPU', 'GPUs']];
+    var MAX_RESULTS = 30;
+
+    function mark(e, off) { if (off) { e.setAttribute('data-unmatched', ''); } }
+    function members(role) {
+      var out = ROLES[role].candidates.slice();
+      (ROLES[role].orders || []).forEach(function (o) { out = out.concat(o.candidates); });
+      return out;
+    }
+    function columns(attr, keep) {
+      document.querySelectorAll('table[' + attr + ']').forEach(function (t) {
+        var cols = JSON.parse(t.getAttribute(attr));
+        t.querySelectorAll('tr').forEach(function (tr) {
+          for (var i = 1; i < tr.children.length; i++) { mark(tr.children[i], !keep[cols[i - 1]]); }
+        });
+      });
+    }
+
+    function apply() {
+      document.querySelectorAll('[data-unmatched]').forEach(function (e) { e.removeAttribute('data-unmatched'); });
+      results.textContent = '';
+      var n = norm(box.value);
+      section.setAttribute('data-query', n);
+      if (!n) { summary.textContent = ''; return; }
+      var hit = {kernel: {}, role: {}, model: {}, gpu: {}}, count = {kernel: 0, role: 0, model: 0, gpu: 0}, found = [];
+      entries.forEach(function (e) {
+        if (e.terms.some(function (t) { return norm(t).indexOf(n) >= 0; })) {
+          hit[e.kind][e.name] = true; count[e.kind] += 1; found.push(e);
+        }
+      });
+      if (found.length === 0) {
+        summary.textContent = 'Nothing matches \u201c' + box.value.trim() + '\u201d; the page shows everything.';
+        return;
+      }
+      summary.textContent = KINDS.filter(function (k) { return count[k[0]]; }).map(function (k) {
+        return count[k[0]] + ' ' + (count[k[0]] === 1 ? k[1] : k[2]);
+      }).join(', ') + ' match; the grids show only those.';
+      found.slice(0, MAX_RESULTS).forEach(function (e) {
+        var li = el('li', {'class': 'result', 'data-kind': e.kind, 'data-name': e.name});
+        li.appendChild(el('span', {'class': 'kind'}, e.kind === 'gpu' ? 'GPU' : e.kind));
+        li.appendChild(document.createTextNode(' '));
+        li.appendChild(el('a', {href: e.href}, e.label));
+        results.appendChild(li);
+      });
+      if (found.length > MAX_RESULTS) { results.appendChild(el('li', {}, '\u2026 and ' + (found.length - MAX_RESULTS) + ' more')); }
+      // Kernels: those named, and the candidates of the roles named; roles: those named, and those
+      // listing a kernel named.
+      var kernels = Object.assign({}, hit.kernel), roles = Object.assign({}, hit.role);
+      Object.keys(hit.role).forEach(function (r) { members(r).forEach(function (k) { kernels[k] = true; }); });
+      Object.keys(ROLES).forEach(function (r) {
+        if (members(r).some(function (k) { return hit.kernel[k]; })) { roles[r] = true; }
+      });
+      var someKernel = Object.keys(kernels).length > 0, someModel = count.model > 0;
+      if (someKernel) {
+        document.querySelectorAll('section[data-kernel], tr[data-kernel]').forEach(function (e) {
+          mark(e, !kernels[e.getAttribute('data-kernel')]);
+        });
+      } else if (someModel) {  // the kernels that support none of the models named
+        document.querySelectorAll('section[data-kernel]').forEach(function (s) {
+          mark(s, !(s.getAttribute('data-models') || '').split(' ').some(function (m) { return hit.model[m]; }));
+        });
+      }
+      if (Object.keys(roles).length) {
+        document.querySelectorAll('section[data-role]').forEach(function (s) { mark(s, !roles[s.getAttribute('data-role')]); });
+      }
+      if (someModel) {
+        document.querySelectorAll('tr[data-model]').forEach(function (tr) { mark(tr, !hit.model[tr.getAttribute('data-model')]); });
+        columns('data-column-models', hit.model);
+      }
+      if (count.gpu) {
+        document.querySelectorAll('tr[data-sm]').forEach(function (tr) {
+          var sm = tr.getAttribute('data-sm');
+          mark(tr, sm !== '' && !hit.gpu[sm]);
+        });
+        columns('data-column-sms', hit.gpu);
+      }
+    }
+    box.addEventListener('input', apply);
+    apply();
   }
 
   // ---- filters ------------------------------------------------------------------------------
@@ -620,14 +742,19 @@
     }
     byModel.addEventListener('change', apply);
     byRole.addEventListener('change', apply);
-    // #filter?model=deepseek_v3&role=trtllm_generation sets the filters on load.
-    var m = /^#filter\?(.*)$/.exec(window.location.hash);
-    if (m) {
-      var params = new URLSearchParams(m[1]);
-      if (params.has('model')) { byModel.value = params.get('model'); }
-      if (params.has('role')) { byRole.value = params.get('role'); }
+    // #filter?model=deepseek_v3&role=trtllm_generation sets the filters (on load, or from a link).
+    function fromHash() {
+      var m = /^#filter\?(.*)$/.exec(window.location.hash);
+      if (m) {
+        var params = new URLSearchParams(m[1]);
+        byModel.value = params.get('model') || '';
+        byRole.value = params.get('role') || '';
+        document.getElementById('filter').scrollIntoView({block: 'start'});
+      }
+      apply();
     }
-    apply();
+    window.addEventListener('hashchange', fromHash);
+    fromHash();
   }
 
   window.capmatrixAsk = {values: values, resolve: resolve, select: select, suggest: suggest,
@@ -635,4 +762,5 @@
                          QueryError: QueryError};
   setupAsk();
   setupFilters();
+  setupSearch();
 })();

@@ -36,6 +36,7 @@ from capmatrix.model import Effect, Status, format_value
 from capmatrix.query import ANY, KernelQuery
 from capmatrix.regions import Region, Space, box_of
 from capmatrix.render.page import (
+    UNGRANTED_SYMBOL,
     Cell,
     CellStatus,
     Citation,
@@ -282,7 +283,7 @@ class _Builder:
         d = self.decide(kernel, fixed)
         status = d.status
         if status is CellStatus.UNSUPPORTED and not d.grants:
-            return Cell(status=status, text=status.symbol)
+            return Cell(status=status, text=UNGRANTED_SYMBOL, ungranted=True)
         grants = [_citation(r, self.paths, d.open_axes) for r in d.grants]
         cuts = [_citation(r, self.paths, d.open_axes) for r in d.cutting]
         details: list[str] = []
@@ -320,6 +321,11 @@ class _Builder:
             return [(self.sm.known[0], ANY_SM)]
         return [(sm, self.sm_label(sm)) for sm in self.sm.known]
 
+    @staticmethod
+    def row_sms(rows: Sequence[tuple[AxisValue, str]]) -> tuple[str, ...]:
+        """Each row's SM for the page's search; "" for the one row of a grid whose rules name no SM."""
+        return tuple("" if label == ANY_SM else format_value(sm) for sm, label in rows)
+
     def column_axes(self, kernel: Kernel) -> tuple[Axis, ...]:
         """The (up to two) axes the kernel's rules constrain most besides ``sm``, within MAX_COLUMNS."""
         counts = {
@@ -353,7 +359,8 @@ class _Builder:
         anchor = f"kernel-{slug(kernel.name)}"
         notes = _Notes(slug(kernel.name))
         rows = []
-        for sm, label in self.sm_rows([kernel.name]):
+        sm_rows = self.sm_rows([kernel.name])
+        for sm, label in sm_rows:
             cells = []
             for combo in combos:
                 fixed: dict[str, AxisValue] = {"sm": sm}
@@ -383,6 +390,7 @@ class _Builder:
                 groups=tuple((format_value(v), len(axes[1].known)) for v in axes[0].known)
                 if len(axes) == 2 else (),
                 subcolumns=tuple(format_value(c[1]) for c in combos) if len(axes) == 2 else (),
+                row_sms=self.row_sms(sm_rows),
             ),
             rules=tuple(_citation(r, self.paths) for r in kernel.rules),
             roles=self.kernel_roles(kernel.name),
@@ -435,15 +443,18 @@ class _Builder:
             cells = []
             for sm in self.sm.known:
                 decision = self.decide(kernel, {"sm": sm})
+                ungranted = decision.status is CellStatus.UNSUPPORTED and not decision.grants
                 cells.append(
-                    Cell(status=decision.status, text=decision.status.symbol,
-                         link=f"kernel-{slug(kernel.name)}")
+                    Cell(status=decision.status,
+                         text=UNGRANTED_SYMBOL if ungranted else decision.status.symbol,
+                         link=f"kernel-{slug(kernel.name)}", ungranted=ungranted)
                 )
             rows.append((kernel.name, tuple(cells)))
         return Grid(
             anchor="overview", caption="Kernels by SM (all other axes as a query leaves them)",
             corner="kernel", columns=tuple(self.sm_label(v) for v in self.sm.known),
             rows=tuple(rows), notes=notes.notes, row_kernels=tuple(self.matrix.kernels),
+            column_sms=tuple(format_value(v) for v in self.sm.known),
         )
 
     # -- common configurations ------------------------------------------------------------------
@@ -485,6 +496,7 @@ class _Builder:
             caption="Common configurations by GPU: the engine's answer for exactly this configuration",
             columns=tuple(self.gpu_label(v) for v in self.sm.known), rows=tuple(rows),
             notes=notes.notes, row_models=tuple(row_models),
+            column_sms=tuple(format_value(v) for v in self.sm.known),
         )
         lines = tuple(
             f"{s.label}: role {s.role}, "
@@ -501,6 +513,7 @@ class _Builder:
         verdict = selection.verdict
         citations: list[Citation] = []
         details: list[str] = []
+        ungranted = False
         if verdict is Verdict.SUPPORTED:
             status = CellStatus.SUPPORTED
             assert selection.resolution is not None  # noqa: S101 - a supported selection has a winner
@@ -538,7 +551,13 @@ class _Builder:
                 else:
                     details.append(f"{resolution.kernel}: no rule grants it")
             citations = citations[:MAX_NOTE_ITEMS]
-        return Cell(status=status, text=status.symbol, note=notes.get(summary, citations, details))
+            # Refused when some candidate's exclusion removed its grant; else no rule granted any.
+            ungranted = verdict is Verdict.UNSUPPORTED and not any(
+                r.kind is ReasonKind.EXCLUDE for t in selection.trace for r in t.reasons
+            )
+        text = UNGRANTED_SYMBOL if ungranted else status.symbol
+        return Cell(status=status, text=text, note=notes.get(summary, citations, details),
+                    ungranted=ungranted)
 
     # -- filters -------------------------------------------------------------------------------
 
@@ -610,7 +629,8 @@ class _Builder:
             if split is not None and value is not None:
                 fixed[split.name] = value
             rows = []
-            for sm, label in self.sm_rows(role.candidates):
+            sm_rows = self.sm_rows(role.candidates)
+            for sm, label in sm_rows:
                 cells = tuple(
                     self.role_cell(self.candidates_for(role, model, {"sm": sm, **fixed}), model,
                                    {"sm": sm, **fixed}, notes)
@@ -623,7 +643,7 @@ class _Builder:
             grids.append(Grid(
                 anchor=f"role-{slug(name)}{suffix}-grid", caption=caption, corner="sm",
                 columns=tuple(models), rows=tuple(rows), notes=notes.notes,
-                column_models=tuple(models),
+                column_models=tuple(models), row_sms=self.row_sms(sm_rows),
             ))
         location, link = self.paths.location(role.location.path, role.location.line)
         model_axes = sorted({a for m in self.matrix.models.values() for a in m.axes})

@@ -6,10 +6,14 @@ plain-text ``title``; hovering or focusing it copies the note (rules, reasons, s
 into one tooltip panel. Without JavaScript the notes stay readable in the list under each grid. Opening
 the page at ``#show-<cell id>`` opens that cell's tooltip, so a cell's explanation can be linked to.
 
-The page opens with the common-configurations table, then the "ask" form and the filters. Their script
-(``_ask.js``, shipped beside this module) answers from the export artifact embedded in the page as JSON
-(``<script type="application/json" id="ask-data">``); ``#ask?target=kernel:xqa&sm=120&model=llama``
-fills the form and asks, ``#filter?model=M&role=R`` sets the filters.
+The page opens with a search box (shown once the script runs: a kernel, role, model or GPU, the grids
+filtered to it as one types), the common-configurations table, then the "ask" form and the filters.
+Their script (``_ask.js``, shipped beside this module) answers from the export artifact embedded in the
+page as JSON (``<script type="application/json" id="ask-data">``);
+``#ask?target=kernel:xqa&sm=120&model=llama`` fills the form, asks and scrolls to the answer (focused),
+``#filter?model=M&role=R`` sets the filters. The grids fit a laptop's width (headers wrap) and keep
+their first column in view while scrolling sideways. An unsupported cell shows ✗ when a rule refuses
+it and ○ when no rule grants it.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from capmatrix.render.page import COMMON_LEGEND, LEGEND
+from capmatrix.render.page import COMMON_LEGEND, LEGEND, CellStatus
 
 if TYPE_CHECKING:
     from capmatrix.render.page import (
@@ -52,9 +56,11 @@ nav ul { list-style: none; padding: 0; display: flex; flex-wrap: wrap; gap: .3re
 table { border-collapse: collapse; font-size: .9rem; }
 caption { text-align: left; font-style: italic; color: var(--muted); padding: .2rem 0; }
 th, td { border: 1px solid var(--line); padding: .25rem .45rem; }
-thead th { background: #f6f8fa; position: sticky; top: 0; white-space: nowrap; }
-tbody th { background: #f6f8fa; text-align: left; white-space: nowrap; font-weight: 600;
-  position: sticky; left: 0; z-index: 1; }
+thead th { background: #f6f8fa; position: sticky; top: 0; }
+tbody th { background: #f6f8fa; text-align: left; font-weight: 600; min-width: 8rem;
+  position: sticky; left: 0; z-index: 1; box-shadow: 1px 0 0 var(--line); }
+@media (max-width: 40rem) { body { padding: .5rem .6rem 3rem; } tbody th { font-weight: 500;
+  font-size: .8rem; min-width: 6rem; max-width: 42vw; } }
 thead th:first-child { left: 0; z-index: 2; }
 thead th.group { border-bottom: 2px solid var(--muted); }
 td.c { text-align: center; white-space: nowrap; cursor: default; }
@@ -62,6 +68,16 @@ td.c.supported, .sw.supported { background: var(--ok); border-color: var(--ok-b)
 td.c.partial, .sw.partial { background: var(--part); border-color: var(--part-b); color: var(--part-b); }
 td.c.unsupported, .sw.unsupported { background: var(--no); border-color: var(--no-b); color: var(--no-b); }
 td.c.role.unsupported { background: #f6f8fa; color: var(--muted); border-color: var(--line); }
+td.c.unsupported.ungranted, .sw.ungranted { background: #fff; color: var(--muted);
+  border-color: var(--line); }
+.sw.ungranted { border-style: dashed; border-color: var(--muted); }
+[data-unmatched] { display: none !important; }
+#search { margin: 1rem 0; } #search-box { font-size: 1rem; padding: .3rem .5rem; }
+#search-form label { font-weight: 600; margin-right: .5rem; } #search-help { color: var(--muted); }
+#search-summary { margin: .4rem 0; } #search-summary:empty, #search-results:empty { display: none; }
+#search-results { display: flex; flex-wrap: wrap; gap: .2rem .9rem; padding: 0; list-style: none; }
+#search-results .kind { color: var(--muted); font-size: .8rem; }
+#ask-answer:focus { outline: 3px solid var(--focus); outline-offset: 2px; }
 td.c b { font-size: 1.05rem; }
 td.c sup { font-size: .72rem; margin-left: .1rem; }
 i.vh { font-style: normal; }
@@ -177,10 +193,18 @@ def _note(note: Note) -> str:
     return "".join(parts)
 
 
+#: The legend's swatch classes of a label, where the label is not itself the cell's status.
+_SWATCH = {"refused": "unsupported refused", "not granted": "unsupported ungranted"}
+
+
 def _cell(cell: Cell, cell_id: str, where: str, role: bool, summary: bool = False) -> str:
     status = cell.status.value if cell.status is not None else "none"
     classes = f"c {status}" + (" role" if role else "")
     label = cell.status.value if cell.status is not None else ""
+    if cell.status is CellStatus.UNSUPPORTED and not role:
+        # A known refusal and a cell nothing grants look and read differently.
+        label = "unsupported, no rule grants it" if cell.ungranted else "unsupported, refused by a rule"
+        classes += " ungranted" if cell.ungranted else " refused"
     if role:
         shown = f"<b>{_e(cell.text)}</b>" + ('<i class="vh">no candidate</i>' if cell.text == "—" else "")
     else:
@@ -201,6 +225,8 @@ def _cell(cell: Cell, cell_id: str, where: str, role: bool, summary: bool = Fals
 def _grid(grid: Grid, *, role: bool = False, summary: bool = False) -> str:
     columns = (f" data-column-models='{_e(json.dumps(list(grid.column_models)))}'"
                if grid.column_models else "")
+    if grid.column_sms:
+        columns += f" data-column-sms='{_e(json.dumps(list(grid.column_sms)))}'"
     out = [f'<div class="scroll" role="region" tabindex="0" aria-labelledby="{_e(grid.anchor)}-cap">',
            f'<table id="{_e(grid.anchor)}" class="grid"{columns}>',
            f'<caption id="{_e(grid.anchor)}-cap">{_e(grid.caption)}</caption>',
@@ -221,6 +247,8 @@ def _grid(grid: Grid, *, role: bool = False, summary: bool = False) -> str:
             tag = f' data-model="{_e(grid.row_models[r])}"'
         elif grid.row_kernels:
             tag = f' data-kernel="{_e(grid.row_kernels[r])}"'
+        if grid.row_sms:
+            tag += f' data-sm="{_e(grid.row_sms[r])}"'
         out.append(f'<tr{tag}><th scope="row">{_e(label)}</th>')
         for c, cell in enumerate(cells):
             where = f"{grid.corner} {label}, {grid.columns[c]}"
@@ -265,15 +293,34 @@ def _common(common: CommonTable) -> str:
            "selection, as <code>capmatrix select</code> gives it). Hover or focus a cell for the kernel "
            "that serves it or what refused it.</p>"),
            '<dl class="legend">']
-    for symbol, label, text in COMMON_LEGEND:
-        out.append(f'<dt><span class="sw {_e(label)}" aria-hidden="true">{_e(symbol)}</span> '
-                   f"{_e(label)}</dt><dd>{_e(text)}</dd>")
+    out.extend(_legend_entry(*entry) for entry in COMMON_LEGEND)
     out.append("</dl><details><summary>Settings</summary><ul>")
     out.extend(f"<li>{_e(line)}</li>" for line in common.settings)
     out.append("</ul></details>")
     out.append(_grid(common.grid, summary=True))
     out.append("</section>")
     return "\n".join(out)
+
+
+def _legend_entry(symbol: str, label: str, text: str) -> str:
+    swatch = _SWATCH.get(label, label)
+    return (f'<dt data-label="{_e(label)}"><span class="sw {_e(swatch)}" aria-hidden="true">'
+            f"{_e(symbol)}</span> {_e(label)}</dt><dd>{_e(text)}</dd>")
+
+
+#: The search box; hidden until the script runs, since without JavaScript it could not find anything.
+_SEARCH = (
+    '<section id="search" aria-labelledby="search-h" hidden>'
+    '<h2 id="search-h" class="vh">Search</h2>'
+    '<form id="search-form" role="search" autocomplete="off"><label for="search-box">'
+    "Find a kernel, role, model or GPU</label> "
+    '<input type="search" id="search-box" size="40" spellcheck="false" '
+    'placeholder="xqa, trtllm_generation, deepseek, B200, RTX 50, sm120" '
+    'aria-describedby="search-help search-summary"> <small id="search-help">Typing filters the '
+    "page: the grids keep the rows and columns of what matches; an empty box shows everything."
+    '</small></form><p id="search-summary" aria-live="polite"></p>'
+    '<ul id="search-results"></ul></section>'
+)
 
 
 def _ask(doc: Document) -> str:
@@ -287,7 +334,7 @@ def _ask(doc: Document) -> str:
         '<form id="ask-form" autocomplete="off"></form>',
         ("<noscript><p>The ask form needs JavaScript; <code>capmatrix query</code> and "
         "<code>capmatrix select</code> answer the same questions.</p></noscript>"),
-        '<div id="ask-answer" aria-live="polite"></div>',
+        '<div id="ask-answer" aria-live="polite" tabindex="-1"></div>',
         f'<script type="application/json" id="ask-data">{doc.ask_data}</script>',
         "</section>",
     ])
@@ -316,6 +363,8 @@ def render_html(doc: Document) -> str:
            f"<header><h1>{_e(doc.title)}</h1>"]
     out.extend(f"<p>{_md_code(p)}</p>" for p in doc.intro)
     out.append("</header>")
+    if doc.ask_data:
+        out.append(_SEARCH)
     if doc.common is not None:
         out.append(_common(doc.common))
     if doc.ask_data:
@@ -333,10 +382,7 @@ def render_html(doc: Document) -> str:
         out.append('<li><a href="#evidence">Evidence</a></li>')
     out.append("</ul></nav>")
     out.append('<section aria-labelledby="legend"><h2 id="legend">Legend</h2><dl class="legend">')
-    for symbol, label, text in LEGEND:
-        status = label
-        out.append(f'<dt><span class="sw {status}" aria-hidden="true">{_e(symbol)}</span> '
-                   f"{_e(label)}</dt><dd>{_e(text)}</dd>")
+    out.extend(_legend_entry(*entry) for entry in LEGEND)
     out.append("<dt>superscript number</dt><dd>the cell's note, listed under its grid; hover or "
                "focus the cell (Tab) to see it in place, Escape closes it</dd>")
     out.append("</dl>")

@@ -14,6 +14,7 @@ from capmatrix.model import _StrEnum
 __all__ = [
     "COMMON_LEGEND",
     "LEGEND",
+    "UNGRANTED_SYMBOL",
     "Cell",
     "CellStatus",
     "Citation",
@@ -60,6 +61,10 @@ _SYMBOLS = {
     CellStatus.DEPENDS: "?",
 }
 
+#: The symbol of an unsupported cell that no rule grants (nothing is known either way), as against
+#: ``✗``, a cell a rule refuses (a known refusal: an exclusion removes a grant).
+UNGRANTED_SYMBOL = "○"
+
 #: (symbol, label, explanation) for the legend of both pages.
 LEGEND: tuple[tuple[str, str, str], ...] = (
     ("✓", "supported",
@@ -68,15 +73,22 @@ LEGEND: tuple[tuple[str, str, str], ...] = (
     ("◐", "partial",
      ("granted, but an exclusion removes part of it: it depends on another axis (the note says which, "
      "and where it stays supported)")),
-    ("✗", "unsupported",
-     "no configuration is supported; the note names the exclusion when a grant covered the cell"),
+    ("✗", "refused",
+     ("unsupported, a known refusal: a rule grants the cell and an exclusion removes all of it (the "
+     "note names the exclusion, its reason and source)")),
+    (UNGRANTED_SYMBOL, "not granted",
+     ("unsupported because no rule grants it: nothing in the matrix says it works, and no rule says "
+     "it fails")),
 )
 
 
 #: (symbol, label, explanation) for the common-configurations table, whose cells are whole answers.
 COMMON_LEGEND: tuple[tuple[str, str, str], ...] = (
     ("✓", "supported", "a kernel of the engine serves exactly this configuration on this GPU"),
-    ("✗", "unsupported", "no kernel of the engine serves it; the note says what each one refused"),
+    ("✗", "refused",
+     "no kernel of the engine serves it, and a rule refuses it for at least one (the note names it)"),
+    (UNGRANTED_SYMBOL, "not granted",
+     "no kernel of the engine serves it because no rule of any of them grants it"),
     ("?", "depends", "the answer depends on a setting the row does not fix (the note says which)"),
 )
 
@@ -131,6 +143,8 @@ class Cell:
     text: str
     note: Note | None = None
     link: str | None = None
+    #: Unsupported because no rule grants it (shown as UNGRANTED_SYMBOL), not refused by a rule.
+    ungranted: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -152,6 +166,9 @@ class Grid:
     column_models: tuple[str, ...] = ()
     #: Per row, the kernel it is about (the overview); empty otherwise.
     row_kernels: tuple[str, ...] = ()
+    #: Per row or per column, the SM it is about ("" for a row of every SM), for the page's search.
+    row_sms: tuple[str, ...] = ()
+    column_sms: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
