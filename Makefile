@@ -54,7 +54,8 @@ $(VENV)/.bench-installed: $(VENV)/.installed pyproject.toml
 	touch $@
 
 # Benchmarks against the hardcoded conditional and two rules engines (zen-engine, cedarpy); about a
-# quarter of an hour (analyses that overrun are killed and reported); rewrites docs/benchmarks.md.
+# quarter of an hour, plus the shape family of benchmarks/shapes.py (analyses that overrun are killed
+# and reported); rewrites docs/benchmarks.md.
 # BENCH_ARGS=--quick is a smoke run (smaller sizes; still rewrites the report unless --out - is given);
 # each target not met gets its workload profiled at the end (--no-profiles skips that).
 BENCH_ARGS ?=

@@ -138,6 +138,12 @@ WORKLOADS: dict[str, Workload] = {
         "`from capmatrix import load; load()` of the shipped matrix, no cache (imports included)",
         "", "from capmatrix import load\nload()",
     ),
+    "load-shipped-cached": Workload(
+        "`import capmatrix; capmatrix.load()` of the shipped matrix, the cache warm (imports included)",
+        "import subprocess, sys\n"  # one load first, in its own process, writes the entry
+        "subprocess.run([sys.executable, '-c', 'import capmatrix; capmatrix.load()'], check=True)",
+        "import capmatrix\ncapmatrix.load()", nocache=False,
+    ),
     "cli-query": Workload(
         "`capmatrix query xqa --sm 120 --model llama --spec-dec one_model`, no cache (imports included)",
         "import contextlib, io",
@@ -205,12 +211,43 @@ WORKLOADS: dict[str, Workload] = {
 }
 
 
+#: The shape family's analyses (``benchmarks.shapes``), 10,000 rules each as YAML through the CLI, by
+#: ``{check,gaps,diff}-shape-NAME``; YAML specs ``shape:NAME:N`` and ``shape:NAME:N:changed`` (its twin).
+_SHAPE_STMTS = {
+    "check": ("`capmatrix check DIR`", "main(['check', paths[0]])", False),
+    "gaps": ("`load(DIR)` and `bounded_gap` of every role,", "", False),
+    "diff": ("`capmatrix diff OLD NEW` against its twin,", "main(['diff', paths[0], paths[1]])", True),
+}
+_SHAPE_NAMES = ("issue", "kernels-of-10", "kernels-of-200", "one-axis", "six-axes", "narrow-lists",
+                "wide-lists", "ranges", "open-ints", "roles-of-2", "roles-of-16", "sparse-roles",
+                "sparse-roles-of-16", "twin-1pct", "twin-20pct")
+for _name in _SHAPE_NAMES:
+    for _what, (_title, _call, _twin) in _SHAPE_STMTS.items():
+        WORKLOADS[f"{_what}-shape-{_name}"] = Workload(
+            f"{_title} shape `{_name}`, 10,000 rules written as YAML",
+            "import contextlib, io" if _call else "",
+            (f"from capmatrix.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n    {_call}"
+             if _call else
+             "from capmatrix import load\nfrom capmatrix.analysis import bounded_gap\nm = load(paths[0])\n"
+             "for role in m.roles.values():\n    bounded_gap(m, role)"),
+            yaml=(f"shape:{_name}:10000", *((f"shape:{_name}:10000:changed",) if _twin else ())),
+        )
+
+
 def _write_yaml(specs: tuple[str, ...], where: Path) -> list[str]:
     sys.path.insert(0, str(ROOT))
-    from benchmarks import synth  # noqa: PLC0415
+    from benchmarks import shapes, synth  # noqa: PLC0415
 
     paths = []
     for spec in specs:
+        if spec.startswith("shape:"):
+            _, name, size, *changed = spec.split(":")
+            shape = {s.name: s for s in shapes.family()}[name]
+            syn = shapes.generate(shape, int(size))
+            if changed:
+                syn = shapes.twin(shape, syn)
+            paths.append(str(syn.write(where / spec.replace(":", "-"))))
+            continue
         _, size, *changed = spec.split(":")
         syn = synth.boxes_matrix(int(size))
         if changed:

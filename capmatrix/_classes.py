@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["LCM_LIMIT", "describe_class", "representatives", "signature"]
+__all__ = ["LCM_LIMIT", "describe_class", "representatives", "signature", "signatures"]
 
 
 class _Bounds(Protocol):  # capmatrix.model.Interval, as far as classes read it
@@ -49,6 +49,26 @@ def signature(value: int, cuts: Sequence[Condition]) -> int:
         if cut.contains(value):
             out |= 1 << i
     return out
+
+#: Per (cuts, values): the signatures of the values. The expanded rules of one derived axis have
+#: equal cuts, and compiling each rule's box asks the signature of every value of the axis: once per
+#: cuts instead of once per rule.
+#: How many (cuts, values) the memo keeps before it starts again.
+SIGNATURES_KEPT = 4096
+_SIGNATURES: dict[tuple[tuple[Condition, ...], tuple[AxisValue, ...]], tuple[int | None, ...]] = {}
+
+
+def signatures(values: Sequence[AxisValue], cuts: Sequence[Condition]) -> tuple[int | None, ...]:
+    """:func:`signature` of each int of ``values`` over ``cuts`` (None for a value that is not an int)."""
+    key = (tuple(cuts), tuple(values))
+    found = _SIGNATURES.get(key)
+    if found is None:
+        found = tuple(signature(v, cuts) if type(v) is int else None for v in values)
+        if len(_SIGNATURES) >= SIGNATURES_KEPT:  # a long-lived process that loads many matrices
+            _SIGNATURES.clear()
+        _SIGNATURES[key] = found
+    return found
+
 
 #: Moduli whose least common multiple exceeds this are sampled only up to it (a residue pattern with a
 #: longer period may then go without a representative; its ints are still answered by the conditions).

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Union
 
-from capmatrix._classes import describe_class, signature
+from capmatrix._classes import describe_class, signature, signatures
 from capmatrix.errors import InvalidValue
 
 if TYPE_CHECKING:
@@ -327,7 +327,12 @@ class Condition:
         scanned per value (compiling a rule's box asks it of every value of every axis).
         """
         if self.cuts:
-            return sum(1 << i for i, value in enumerate(values) if self.contains(value))
+            # An int meets it by its signature over the cuts, computed once per cuts and values.
+            out = 0
+            for i, (value, sig) in enumerate(zip(values, signatures(values, self.cuts), strict=True)):
+                if (sig in self.signatures) if sig is not None else self.contains(value):
+                    out |= 1 << i
+            return out
         typed = {(type(v), v) for v in self.values}
         out = 0
         if not self.intervals and not self.moduli and not self.optional:

@@ -123,3 +123,36 @@ def test_a_single_box_is_one_canonical_box() -> None:
     assert d.box(WHOLE) == FULL
     assert d.boxes(FULL) == [WHOLE]
     assert d.boxes(EMPTY) == []
+
+
+@given(st.lists(box_strategy, max_size=9), st.integers(min_value=0, max_value=511), orders)
+def test_rules_walk_equals_grants_minus_exclusions(boxes: list[Box], effects: int, order: list[int]) -> None:
+    """The top-down walk of a kernel's rules builds the node that combining box by box gives."""
+    d = Diagram(SPACE, order)
+    every = (1 << len(boxes)) - 1
+    exclusions = effects & every
+    grants = every & ~exclusions
+    granted = [b for i, b in enumerate(boxes) if grants >> i & 1]
+    excluded = [b for i, b in enumerate(boxes) if exclusions >> i & 1]
+    node = d.rules(boxes, grants, exclusions)
+    assert listed_cells(d.boxes(node)) == union_cells(granted) - union_cells(excluded)
+    # One diagram per region and order: the very node the set algebra builds.
+    assert node == d.minus(d.union(d.box(b) for b in granted), d.union(d.box(b) for b in excluded))
+
+
+def test_rules_of_no_grant_is_empty_and_a_whole_grant_full() -> None:
+    d = Diagram(SPACE)
+    part = (1, WHOLE[1], WHOLE[2], WHOLE[3])
+    assert d.rules([part], 0, 1) == EMPTY
+    assert d.rules([WHOLE, part], 0b01) == FULL
+    assert d.rules([WHOLE, part], 0b01, 0b10) == d.minus(FULL, d.box(part))
+
+
+@given(box_strategy, st.lists(boxes_strategy, max_size=4), orders)
+def test_covered_equals_within_the_union(box: Box, groups: list[list[Box]], order: list[int]) -> None:
+    d = Diagram(SPACE, order)
+    node = d.box(box)
+    others = [d.union(d.box(b) for b in group) for group in groups]
+    expected = cells_of(box) <= set().union(*(union_cells(g) for g in groups))
+    assert d.covered(node, others) is expected
+    assert d.within(node, d.union(others)) is expected

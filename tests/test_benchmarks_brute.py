@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -22,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import synth  # noqa: E402
+from benchmarks import shapes, synth  # noqa: E402
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -38,6 +39,9 @@ def small_synthetics() -> list[synth.Synthetic]:
         synth.mutate(base, 0.3, seed=2),
         synth.dmn_matrix(24, n_axes=4, values_per_axis=4, noise=0.25, seed=5),
         synth.dmn_matrix(24, n_axes=4, values_per_axis=4, noise=0.25, single_kernel=True, seed=5),
+        *(shapes.generate(replace(shape, n_axes=4, values_per_axis=4, per_kernel=8, role_size=3,
+                                  list_size=(1, 3)), 48)
+          for shape in shapes.family() if shape.name in ("issue", "open-ints", "sparse-roles")),
     ]
 
 
@@ -199,6 +203,47 @@ def test_role_gap_equals_brute_force(syn: synth.Synthetic) -> None:
         truth = {tuple(c.values()) for c in cells(m)
                  if not any(brute_supported(m.kernels[k], c) for k in role.candidates)}
         assert region_cells(role_gap(m, role)) == truth, role.name
+
+
+@pytest.mark.parametrize("syn", [s for s in SMALL if s.roles], ids=[s.name for s in SMALL if s.roles])
+def test_shadowed_candidates_equal_brute_force(syn: synth.Synthetic) -> None:
+    """C109 names exactly the supported candidates that win no cell."""
+    from capmatrix.analysis import check
+
+    m = syn.build()
+    found = {(f.subject.split()[1], f.kernels[0]) for f in check(m) if f.code == "C109"}
+    truth = set()
+    for role in m.roles.values():
+        winners = {next((k for k in role.candidates if brute_supported(m.kernels[k], c)), None)
+                   for c in cells(m)}
+        truth |= {(role.name, k) for k in role.candidates
+                  if k not in winners and any(brute_supported(m.kernels[k], c) for c in cells(m))}
+    assert found == truth
+
+
+def test_the_issue_shape_and_the_family() -> None:
+    """The issue's matrix: 10,000 rules, 200 kernels of 50, 25 roles of 8 that all grant one region."""
+    syn = shapes.generate(shapes.ISSUE, 10_000)
+    assert (syn.n_rules, len(syn.kernels), len(syn.roles)) == (10_000, 200, 25)
+    roles = syn.documents["roles.yaml"]["roles"]
+    assert all(len(r["candidates"]) == 8 for r in roles.values())
+    rules = [r for rel, doc in syn.documents.items() if rel.startswith("kernels/")
+             for body in doc["kernels"].values() for r in body["rules"]]
+    excluded = sum(1 for r in rules if "exclude" in r) / len(rules)
+    assert 0.12 < excluded < 0.16
+    assert all(1 <= len(r.get("grant", r.get("exclude"))) <= 4 for r in rules)
+    assert shapes.generate(shapes.ISSUE, 10_000).documents == syn.documents  # deterministic
+    twin = shapes.twin(shapes.ISSUE, syn)
+    changed = sum(1 for rel, doc in syn.documents.items() if rel.startswith("kernels/")
+                  for k, body in doc["kernels"].items()
+                  for a, b in zip(body["rules"], twin.documents[rel]["kernels"][k]["rules"], strict=True)
+                  if a != b)
+    assert 0 < changed <= 500
+    names = [s.name for s in shapes.family()]
+    assert len(set(names)) == len(names)
+    from benchmarks import profiles
+
+    assert set(profiles._SHAPE_NAMES) == set(names)  # every shape's workloads can be profiled
 
 
 # --------------------------------------------------------------------------------------------------

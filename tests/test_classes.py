@@ -267,3 +267,19 @@ def test_a_class_of_every_int_reads_any() -> None:
     assert texts == {"5", "<=4 or >=6"}
     always = (_cond(intervals=(Interval(low=None, high=None),)),)
     assert describe_class(0, always, ()) == "any"
+
+
+def test_masks_of_expanded_conditions_equal_their_contains(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A condition over classes gives each value the mask bit its own ``contains`` gives it, the
+    signatures being computed once per cuts (and again after the memo starts over)."""
+    from capmatrix import _classes
+
+    m = capmatrix.load()
+    expanded = [(m.axes[name], cond) for rule in m.rules for name, cond in rule.conditions.items()
+                if cond.cuts]
+    assert expanded
+    monkeypatch.setattr(_classes, "SIGNATURES_KEPT", 3)
+    for axis, cond in expanded:
+        values = (*axis.values, "none", True)  # a value that is not an int is asked of the condition
+        assert cond.mask(values) == sum(1 << i for i, v in enumerate(values) if cond.contains(v))
+    assert len(_classes._SIGNATURES) <= 3

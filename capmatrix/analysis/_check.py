@@ -333,11 +333,7 @@ def _diagram_for(space: Space, compiled: Iterable[KernelBoxes]) -> Diagram:
 
 def _supported(diagram: Diagram, compiled: KernelBoxes) -> int:
     """The node of the kernel's supported region: some grant applies and no exclusion does."""
-    boxes = compiled.boxes
-    granted = diagram.union(diagram.box(boxes[i]) for i in bits(compiled.grants))
-    if granted == EMPTY:
-        return EMPTY
-    return diagram.minus(granted, diagram.union(diagram.box(boxes[i]) for i in bits(compiled.exclusions)))
+    return diagram.rules(compiled.boxes, compiled.grants, compiled.exclusions)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -663,16 +659,13 @@ def _gap_and_shadowed(
         never = [c for c in role.candidates
                  if c in matrix.kernels and supported[c] != EMPTY and c not in winners]
         return winners.get(None, EMPTY), False, never
-    earlier = EMPTY
-    never = []
-    for candidate in role.candidates:
-        if candidate not in matrix.kernels:
-            continue
-        own = supported[candidate]
-        if own != EMPTY and diagram.within(own, earlier):
-            never.append(candidate)
-        earlier = diagram.join(earlier, own)
-    return earlier, True, never
+    present = [c for c in role.candidates if c in matrix.kernels]
+    nodes = [supported[c] for c in present]
+    # Shadowed: every cell of its own region is some earlier candidate's (asked without building
+    # the earlier candidates' union; the gap is their balanced union, smaller to build than prefixes).
+    never = [c for k, c in enumerate(present)
+             if k and nodes[k] != EMPTY and diagram.covered(nodes[k], nodes[:k])]
+    return diagram.union(nodes), True, never
 
 
 @dataclass(frozen=True, slots=True)

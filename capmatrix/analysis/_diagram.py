@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from capmatrix.regions import bits
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
 
@@ -114,6 +116,79 @@ class Diagram:
             node = self._node(level, tuple(node if mask >> v & 1 else EMPTY
                                            for v in range(self.sizes[level])))
         return node
+
+    def rules(self, boxes: Sequence[Box], grants: int, exclusions: int = 0) -> int:
+        """The node of the cells where some box of ``grants`` holds and no box of ``exclusions`` does.
+
+        ``grants`` and ``exclusions`` are bit sets over ``boxes``: the same node as the union of the
+        grants minus the union of the exclusions, built top-down in one walk over the levels, the
+        boxes still live below a node being its state. Only nodes of the result are built, where
+        combining box by box builds every partial union first (for many overlapping boxes far more
+        nodes than the result has, each kept by the store).
+        """
+        grants &= ~exclusions
+        live = grants | exclusions
+        if not grants:
+            return EMPTY
+        width, axes, full = self.width, self.axes, self.full
+        # Per level: the live boxes constrained there, and per value the live boxes admitting it.
+        constrained = [0] * (width + 1)
+        for i in bits(live):
+            for level in range(width):
+                if boxes[i][axes[level]] != full[level]:
+                    constrained[level] |= 1 << i
+        admit = [[live & ~constrained[level]] * self.sizes[level] for level in range(width)]
+        for i in bits(live):
+            for level in range(width):
+                mask = boxes[i][axes[level]]
+                if mask != full[level]:
+                    row = admit[level]
+                    for v in bits(mask):
+                        row[v] |= 1 << i
+        # pending[l]: the boxes constrained at some level from l on; a live box not among them
+        # holds every cell below.
+        pending = [0] * (width + 1)
+        for level in range(width - 1, -1, -1):
+            pending[level] = pending[level + 1] | constrained[level]
+        memo: dict[tuple[int, int], int] = {}
+        node = self._node
+
+        def walk(level: int, live: int) -> int:
+            """The node of ``live`` (some grant among them) from ``level`` down."""
+            while level < width and not live & constrained[level]:
+                level += 1  # no live box tests this level: the node skips it
+            rest = pending[level]
+            e = live & exclusions
+            if e & ~rest:
+                return EMPTY
+            covering = live & grants & ~rest
+            if covering:
+                if not e:
+                    return FULL
+                live = (covering & -covering) | e  # one covering grant decides as well as all
+            key = (level, live)
+            found = memo.get(key)
+            if found is not None:
+                return found
+            below = level + 1
+            seen: dict[int, int] = {}
+            kids = []
+            for admits in admit[level]:
+                sub = live & admits
+                kid = seen.get(sub)
+                if kid is None:
+                    if not sub & grants:
+                        kid = EMPTY
+                    else:
+                        kid = memo.get((below, sub))
+                        if kid is None:
+                            kid = memo[(below, sub)] = walk(below, sub)
+                    seen[sub] = kid
+                kids.append(kid)
+            found = memo[key] = node(level, tuple(kids))
+            return found
+
+        return walk(0, live)
 
     def union(self, nodes: Iterable[int]) -> int:
         """The union of ``nodes``, combined pairwise in a balanced tree (small intermediate results)."""
@@ -335,6 +410,36 @@ class Diagram:
             self._within.add(key)
             return True
         return False
+
+    def covered(self, node: int, others: Sequence[int]) -> bool:
+        """Whether every cell of ``node`` is in some region of ``others`` (builds nothing).
+
+        The same answer as ``within(node, union(others))``, walking the regions side by side and
+        stopping at the first cell of ``node`` that none of them holds.
+        """
+        levels, kids_of, within = self._level, self._kids, self.within
+        held: set[tuple[int, tuple[int, ...]]] = set()
+
+        def walk(n: int, group: tuple[int, ...]) -> bool:
+            if n == EMPTY or FULL in group:
+                return True
+            if len(group) <= 1:
+                return bool(group) and within(n, group[0])
+            key = (n, group)
+            if key in held:
+                return True
+            level = min(levels[n], *(levels[g] for g in group))
+            own = kids_of[n] if levels[n] == level else None
+            rows = [kids_of[g] if levels[g] == level else None for g in group]
+            for v in range(self.sizes[level]):
+                below = {g if row is None else row[v] for g, row in zip(group, rows, strict=True)}
+                below.discard(EMPTY)
+                if not walk(n if own is None else own[v], tuple(sorted(below))):
+                    return False
+            held.add(key)
+            return True
+
+        return walk(node, tuple(sorted({g for g in others if g != EMPTY})))
 
     def intersects(self, a: int, b: int) -> bool:
         """Whether the regions share a cell (stops at the first shared cell; builds nothing)."""

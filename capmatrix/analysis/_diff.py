@@ -27,7 +27,7 @@ from capmatrix.analysis._boxes import (
 from capmatrix.analysis._check import MAX_REGIONS
 from capmatrix.analysis._diagram import EMPTY, FULL, Diagram, axis_order
 from capmatrix.model import _StrEnum
-from capmatrix.regions import Region, Space, bits
+from capmatrix.regions import Region, Space
 
 if TYPE_CHECKING:
     from capmatrix.matrix import Matrix
@@ -235,12 +235,7 @@ class _Sides:
                 and a.exclusions == b.exclusions)
 
     def _node(self, compiled: KernelBoxes) -> int:
-        diagram, boxes = self.diagram, compiled.boxes
-        granted = diagram.union(diagram.box(boxes[i]) for i in bits(compiled.grants))
-        if granted == EMPTY:
-            return EMPTY
-        return diagram.minus(
-            granted, diagram.union(diagram.box(boxes[i]) for i in bits(compiled.exclusions)))
+        return self.diagram.rules(compiled.boxes, compiled.grants, compiled.exclusions)
 
     def region(self, node: int) -> tuple[tuple[Area, ...], int]:
         """A node's region within the bound, and how many regions it has.
