@@ -90,6 +90,8 @@ class Evaluator:
         self.models: dict[str, Any] = data["models"]
         self.roles: dict[str, Any] = data["roles"]
         self.derived: dict[str, Any] = data["derived"]
+        # The same (rule, axis, value) is asked for in every block of a kernel's cells: remembered.
+        self._admits: dict[tuple[int, str, str, Value], bool] = {}
 
     def known(self, axis: str, value: Value) -> int | None:
         return next((i for i, v in enumerate(self.axes[axis]["values"]) if _same(v, value)), None)
@@ -97,9 +99,15 @@ class Evaluator:
     def admits(self, rule: dict[str, Any], axis: str, value: Value) -> bool:
         if axis not in rule["box"]:
             return True
-        if self.known(axis, value) is not None:
-            return any(_same(v, value) for v in rule["box"][axis])
-        return _holds(rule["conditions"][axis], value, self.axes)
+        key = (id(rule), axis, type(value).__name__, value)
+        found = self._admits.get(key)
+        if found is None:
+            if self.known(axis, value) is not None:
+                found = any(_same(v, value) for v in rule["box"][axis])
+            else:
+                found = _holds(rule["conditions"][axis], value, self.axes)
+            self._admits[key] = found
+        return found
 
     def model(self, name: str) -> dict[str, Any]:
         found: dict[str, Any] | None = self.models.get(name)
