@@ -283,7 +283,7 @@ def test_guard_without_refused_or_when_and_a_role_target(tmp_path: Path) -> None
     matrix = capmatrix.load(root)
     guard = matrix.kernels["g"].guards
     assert guard is not None
-    assert (guard.targets, dict(guard.when), dict(guard.axes), guard.refused) == (("decode",), {}, {}, None)
+    assert (guard.targets, guard.when, dict(guard.axes), guard.refused) == (("decode",), (), {}, None)
     assert pinned(matrix, "decode", {}) == {"beam": 4}
     found = _gate_findings(matrix)
     over = found["C112", "g"]

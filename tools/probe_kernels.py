@@ -18,12 +18,14 @@ FlashInfer's kernels (JIT-compiled there from FlashInfer's own sources) travel a
     pip download flashinfer-python==0.7.2.post1 --no-deps -d /tmp/fi
     pip download apache-tvm-ffi==0.1.11 --no-deps --only-binary=:all: --python-version 3.12 \\
         --platform manylinux_2_28_x86_64 -d /tmp/fi
-    python tools/probe_kernels.py bundle-flashinfer --wheel /tmp/fi/flashinfer_python-0.7.2.post1-py3-none-any.whl \\
+    python tools/probe_kernels.py bundle-flashinfer \\
+        --wheel /tmp/fi/flashinfer_python-0.7.2.post1-py3-none-any.whl \\
         --tvm-ffi /tmp/fi/apache_tvm_ffi-0.1.11-cp312-abi3-manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl
     # there:
     python3 -m zipfile -e out/probe_flashinfer/flashinfer.zip /tmp/fi
     pip install --no-deps --target /tmp/fi out/probe_flashinfer/apache_tvm_ffi-*.whl
-    PYTHONPATH=/tmp/fi python3 out/probe_flashinfer/probe_kernels_device.py run --bundle out/probe_flashinfer \\
+    PYTHONPATH=/tmp/fi python3 out/probe_flashinfer/probe_kernels_device.py run \\
+        --bundle out/probe_flashinfer \\
         --out $OUT --families flashinfer_fa2,flashinfer_xqa --workers 5
 
 The bundle holds, from the vLLM wheel, only ``triton_unified_attention.py``, ``triton_attention_helpers.py``,
@@ -184,7 +186,7 @@ def keeps_flashinfer(name: str) -> bool:
     if not name.startswith("flashinfer/data/"):
         return True
     csrc = "flashinfer/data/csrc/"
-    return name.startswith(FI_DATA_DIRS) or (name.startswith(csrc) and "/" not in name[len(csrc):])
+    return name.startswith(FI_DATA_DIRS) or (name.startswith(csrc) and "/" not in name[len(csrc) :])
 
 
 def bundle_flashinfer(wheel: Path, tvm_ffi: Path, dest: Path) -> dict[str, Any]:
@@ -197,7 +199,10 @@ def bundle_flashinfer(wheel: Path, tvm_ffi: Path, dest: Path) -> dict[str, Any]:
     kept = 0
     with zipfile.ZipFile(wheel) as zf:
         if "flashinfer/jit/xqa.py" not in zf.namelist():
-            msg = f"{wheel}: flashinfer/jit/xqa.py is missing; is this the FlashInfer {FLASHINFER_VERSION} wheel?"
+            msg = (
+                f"{wheel}: flashinfer/jit/xqa.py is missing;"
+                f" is this the FlashInfer {FLASHINFER_VERSION} wheel?"
+            )
             raise SystemExit(msg)
         with zipfile.ZipFile(dest / "flashinfer.zip", "w", zipfile.ZIP_DEFLATED, compresslevel=9) as out:
             for info in zf.infolist():
@@ -206,8 +211,13 @@ def bundle_flashinfer(wheel: Path, tvm_ffi: Path, dest: Path) -> dict[str, Any]:
                     kept += 1
     (dest / tvm_ffi.name).write_bytes(tvm_ffi.read_bytes())
     (dest / DEVICE_SCRIPT.name).write_bytes(DEVICE_SCRIPT.read_bytes())
-    manifest = {"wheel": wheel.name, "wheel_sha256": _sha256(wheel), "tvm_ffi": tvm_ffi.name,
-                "tvm_ffi_sha256": _sha256(tvm_ffi), "files": {"flashinfer.zip": f"{kept} members"}}
+    manifest = {
+        "wheel": wheel.name,
+        "wheel_sha256": _sha256(wheel),
+        "tvm_ffi": tvm_ffi.name,
+        "tvm_ffi_sha256": _sha256(tvm_ffi),
+        "files": {"flashinfer.zip": f"{kept} members"},
+    }
     (dest / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True), encoding="utf-8")
     return manifest
 
@@ -255,17 +265,20 @@ FAMILIES: dict[str, dict[str, str]] = {
             "flashinfer BatchPrefillWithPagedKVCacheWrapper(workspace, 'NHD', backend='fa2').plan(qo_indptr,"
             " kv page indptr / indices / last-page lengths, heads, head, page size, causal=True, sm_scale,"
             " window_left=W-1, logits_soft_cap, q/kv/o data types).run(q, (k_cache, v_cache), out=): decode,"
-            " 4-token and prefill rows alike (vLLM's decode wrapper runs these kernels, use_tensor_cores=True);"
+            " 4-token and prefill rows alike (vLLM's decode wrapper runs these kernels,"
+            " use_tensor_cores=True);"
             " an FP8 cache with the query in the model dtype; sinks through"
-            " BatchAttentionWithAttentionSinkWrapper(backend='fa2').run(q, kv, sinks (float32), sm_scale), the"
-            " wrapper vLLM's FLASHINFER builds for sinks on SM90 (vllm/v1/attention/backends/flashinfer.py:1432)"
+            " BatchAttentionWithAttentionSinkWrapper(backend='fa2').run(q, kv, sinks (float32), sm_scale),"
+            " the wrapper vLLM's FLASHINFER builds for sinks on SM90"
+            " (vllm/v1/attention/backends/flashinfer.py:1432)"
         ),
     },
     "flashinfer_fa3": {
         "kernel": "flashinfer_fa3",
         "probe": "tools/probe_kernels.py (FlashInfer 0.7.2.post1 FA3 prefill, JIT)",
         "call": (
-            "as flashinfer_fa2 with backend='fa3'; with an FP8 cache the query is quantized to FP8 too and the"
+            "as flashinfer_fa2 with backend='fa3'; with an FP8 cache the query is quantized to FP8 too and"
+            " the"
             " output is in the model dtype (FA3 FP8 KV needs an FP8 query, flashinfer/utils.py:456-502)"
         ),
     },
@@ -409,7 +422,9 @@ def collect(family: str, results: list[Path], manifest: dict[str, Any]) -> dict[
     collided = {i for i, r in records.items() if r["outcome"] == "error" and CACHE_COLLISION in r["error"]}
     rows = [_row(family, records[c["index"]]) for c in grid if c["index"] in records.keys() - collided]
     not_run = [
-        query_of(c) | {"index": c["index"]} | ({"error": records[c["index"]]["error"]} if c["index"] in collided else {})
+        query_of(c)
+        | {"index": c["index"]}
+        | ({"error": records[c["index"]]["error"]} if c["index"] in collided else {})
         for c in grid
         if c["index"] not in records.keys() - collided
     ]
@@ -467,7 +482,8 @@ def collect(family: str, results: list[Path], manifest: dict[str, Any]) -> dict[
                 "fp8_kv_factor": FP8_FACTOR,
                 "fp8_query": (
                     "an FP8 query with an FP8 cache: bf16's tolerance x3 for fp16 and bf16 alike"
-                    if family in FP8_QUERY_FAMILIES else None
+                    if family in FP8_QUERY_FAMILIES
+                    else None
                 ),
             },
             "outcomes": "pass: ran within tolerance; wrong: ran, above tolerance or not finite; error:"
@@ -505,15 +521,21 @@ def _rerun(family: str, manifest: dict[str, Any]) -> list[str]:
     if family.startswith("flashinfer_"):
         return [
             f"pip download flashinfer-python=={FLASHINFER_VERSION} --no-deps -d /tmp/fi",
-            "pip download apache-tvm-ffi==0.1.11 --no-deps --only-binary=:all: --python-version 3.12"
-            " --platform manylinux_2_28_x86_64 -d /tmp/fi",
-            f"python tools/probe_kernels.py bundle-flashinfer --wheel /tmp/fi/{manifest['wheel']}"
-            f" --tvm-ffi /tmp/fi/{manifest['tvm_ffi']}",
+            (
+                "pip download apache-tvm-ffi==0.1.11 --no-deps --only-binary=:all: --python-version 3.12"
+                " --platform manylinux_2_28_x86_64 -d /tmp/fi"
+            ),
+            (
+                f"python tools/probe_kernels.py bundle-flashinfer --wheel /tmp/fi/{manifest['wheel']}"
+                f" --tvm-ffi /tmp/fi/{manifest['tvm_ffi']}"
+            ),
             "# on the GPU machine, out/probe_flashinfer carried:",
             "python3 -m zipfile -e out/probe_flashinfer/flashinfer.zip /tmp/fi",
             f"pip install --no-deps --target /tmp/fi out/probe_flashinfer/{manifest['tvm_ffi']}",
-            "PYTHONPATH=/tmp/fi python3 out/probe_flashinfer/probe_kernels_device.py run --bundle"
-            f" out/probe_flashinfer --out DIR --families {family} --workers 5",
+            (
+                "PYTHONPATH=/tmp/fi python3 out/probe_flashinfer/probe_kernels_device.py run --bundle"
+                f" out/probe_flashinfer --out DIR --families {family} --workers 5"
+            ),
             "# back here:",
             "python tools/probe_kernels.py collect --results DIR --bundle out/probe_flashinfer",
         ]
@@ -562,7 +584,9 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--wheel", type=Path, required=True)
     b.add_argument("--dest", type=Path, default=DEFAULT_BUNDLE)
     b.add_argument("--no-fa3", action="store_true", help="leave the 42 MB FA3 extension out")
-    f = sub.add_parser("bundle-flashinfer", help="build the FlashInfer folder that travels to the GPU machine")
+    f = sub.add_parser(
+        "bundle-flashinfer", help="build the FlashInfer folder that travels to the GPU machine"
+    )
     f.add_argument("--wheel", type=Path, required=True)
     f.add_argument("--tvm-ffi", type=Path, required=True)
     f.add_argument("--dest", type=Path, default=DEFAULT_FI_BUNDLE)

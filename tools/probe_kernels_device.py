@@ -210,22 +210,39 @@ def _fi_prefill_cases(family: str) -> list[Case]:
     for dtype, head in itertools.product(("fp16", "bf16"), heads):
         if fa3 and dtype == "fp16" and head != 128:
             continue
-        for mode, var in itertools.product(MODES, FI_VARIANTS):
-            out.append(_case(family, dtype=dtype, head=head, mode=mode, **var))
-    fp8 = ((dtype, 128) for dtype in ("fp16", "bf16")) if fa3 else (
-        (d, h) for d, h in itertools.product(("fp16", "bf16"), (64, 128, 256)) if d == "bf16" or h == 128)
-    for dtype, head in fp8:
-        for mode in MODES:
-            out.append(_case(family, dtype=dtype, kv="fp8", head=head, mode=mode))
+        out.extend(
+            _case(family, dtype=dtype, head=head, mode=mode, **var)
+            for mode, var in itertools.product(MODES, FI_VARIANTS)
+        )
+    fp8 = (
+        ((dtype, 128) for dtype in ("fp16", "bf16"))
+        if fa3
+        else (
+            (d, h) for d, h in itertools.product(("fp16", "bf16"), (64, 128, 256)) if d == "bf16" or h == 128
+        )
+    )
+    out.extend(
+        _case(family, dtype=dtype, kv="fp8", head=head, mode=mode) for dtype, head in fp8 for mode in MODES
+    )
     features: list[tuple[str, int, dict[str, Any]]] = (
-        [("bf16", 128, {"window": WINDOW}), ("bf16", 128, {"softcap": SOFTCAP}), ("bf16", 64, {"sinks": True})]
-        if fa3 else
-        [(d, 128, f) for d in ("fp16", "bf16") for f in ({"window": WINDOW}, {"softcap": SOFTCAP}, {"sinks": True})]
+        [
+            ("bf16", 128, {"window": WINDOW}),
+            ("bf16", 128, {"softcap": SOFTCAP}),
+            ("bf16", 64, {"sinks": True}),
+        ]
+        if fa3
+        else [
+            (d, 128, f)
+            for d in ("fp16", "bf16")
+            for f in ({"window": WINDOW}, {"softcap": SOFTCAP}, {"sinks": True})
+        ]
         + [("bf16", 64, {"sinks": True}), ("bf16", 64, {"sinks": True, "window": WINDOW})]
     )
-    for dtype, head, feat in features:
-        for mode in MODES:
-            out.append(_case(family, dtype=dtype, head=head, mode=mode, **feat))
+    out.extend(
+        _case(family, dtype=dtype, head=head, mode=mode, **feat)
+        for dtype, head, feat in features
+        for mode in MODES
+    )
     return out
 
 
@@ -237,13 +254,19 @@ def _fi_xqa_cases() -> list[Case]:
         for d, kv, h in itertools.product(("fp16", "bf16"), ("model", "fp8"), (64, 128, 256))
     ]
     modules += [{"dtype": "bf16", "head": h} for h in (72, 80, 96, 512)]
-    modules += [{"dtype": "bf16", "head": 128, **v} for v in
-                ({"group": 1}, {"group": 8, "kv_heads": 1}, {"group": 16}, {"block": 64}, {"block": 8},
-                 {"window": WINDOW})]
+    modules += [
+        {"dtype": "bf16", "head": 128, **v}
+        for v in (
+            {"group": 1},
+            {"group": 8, "kv_heads": 1},
+            {"group": 16},
+            {"block": 64},
+            {"block": 8},
+            {"window": WINDOW},
+        )
+    ]
     modules += [{"dtype": "bf16", "kv": "fp8", "head": 128, "window": WINDOW}]
-    for mod in modules:
-        for sinks in (False, True):
-            out.append(_case(family, mode="decode", sinks=sinks, **mod))
+    out.extend(_case(family, mode="decode", sinks=sinks, **mod) for mod in modules for sinks in (False, True))
     return out
 
 
@@ -623,8 +646,9 @@ def _fi_paging(x: Inputs) -> tuple[Tensor, Tensor, Tensor]:
     pages = [math.ceil(kv / block) for kv in x.kv_lens]
     indptr = torch.tensor([0, *itertools.accumulate(pages)], dtype=torch.int32, device=DEV)
     indices = torch.cat([x.block_table[s, :n] for s, n in enumerate(pages)]).to(torch.int32)
-    last = torch.tensor([kv - (n - 1) * block for kv, n in zip(x.kv_lens, pages, strict=True)],
-                        dtype=torch.int32, device=DEV)
+    last = torch.tensor(
+        [kv - (n - 1) * block for kv, n in zip(x.kv_lens, pages, strict=True)], dtype=torch.int32, device=DEV
+    )
     return indptr, indices, last
 
 
@@ -648,14 +672,34 @@ def run_fi_prefill(case: Case) -> dict[str, Any]:
     kv_dt = x.k_cache.dtype
     if case["sinks"]:
         wrapper = BatchAttentionWithAttentionSinkWrapper(
-            ws, "NHD", backend=backend, q_data_type=q.dtype, kv_data_type=kv_dt, head_dim_qk=x.d,
-            head_dim_vo=x.d, window_left=window_left)
+            ws,
+            "NHD",
+            backend=backend,
+            q_data_type=q.dtype,
+            kv_data_type=kv_dt,
+            head_dim_qk=x.d,
+            head_dim_vo=x.d,
+            window_left=window_left,
+        )
     else:
         wrapper = BatchPrefillWithPagedKVCacheWrapper(ws, "NHD", backend=backend)
     wrapper.plan(
-        x.cu_q, indptr, indices, last, x.hq, x.hk, x.d, x.k_cache.shape[1], causal=True, sm_scale=x.scale,
-        window_left=window_left, logits_soft_cap=case["softcap"] or None, q_data_type=q.dtype,
-        kv_data_type=kv_dt, o_data_type=x.q.dtype)
+        x.cu_q,
+        indptr,
+        indices,
+        last,
+        x.hq,
+        x.hk,
+        x.d,
+        x.k_cache.shape[1],
+        causal=True,
+        sm_scale=x.scale,
+        window_left=window_left,
+        logits_soft_cap=case["softcap"] or None,
+        q_data_type=q.dtype,
+        kv_data_type=kv_dt,
+        o_data_type=x.q.dtype,
+    )
     out = torch.empty(x.q.shape[0], x.hq, x.d, dtype=x.q.dtype, device=DEV)
     if case["sinks"]:
         assert x.sinks is not None  # noqa: S101
@@ -680,10 +724,20 @@ def run_fi_xqa(case: Case) -> dict[str, Any]:
     ws = torch.zeros(256 << 20, dtype=torch.uint8, device=DEV)
     out = torch.empty(x.q.shape[0], x.hq, x.d, dtype=x.q.dtype, device=DEV)
     xqa_batch_decode_with_kv_cache(
-        query=x.q, kv_cache=(x.k_cache, x.v_cache), workspace_buffer=ws, block_tables=x.block_table,
-        seq_lens=x.seqused_k, max_seq_len=max(x.kv_lens), bmm1_scale=x.scale, bmm2_scale=1.0,
-        window_left=case["window"] - 1 if case["window"] else -1, out=out,
-        sinks=None if x.sinks is None else x.sinks.float(), kv_layout="NHD", q_len_per_req=1)
+        query=x.q,
+        kv_cache=(x.k_cache, x.v_cache),
+        workspace_buffer=ws,
+        block_tables=x.block_table,
+        seq_lens=x.seqused_k,
+        max_seq_len=max(x.kv_lens),
+        bmm1_scale=x.scale,
+        bmm2_scale=1.0,
+        window_left=case["window"] - 1 if case["window"] else -1,
+        out=out,
+        sinks=None if x.sinks is None else x.sinks.float(),
+        kv_layout="NHD",
+        q_len_per_req=1,
+    )
     torch.cuda.synchronize()
     res = _verdict(case, out, ref, effect)
     if fp8:
@@ -755,7 +809,8 @@ def _environment() -> dict[str, Any]:
         extra["flashinfer"] = flashinfer.__version__
     except Exception as exc:  # noqa: BLE001 - the other families run without it
         extra["flashinfer"] = f"not importable: {type(exc).__name__}"
-    return {**extra,
+    return {
+        **extra,
         "gpu": torch.cuda.get_device_name(0),
         "sm": props.major * 10 + props.minor,
         "torch": torch.__version__,
@@ -829,8 +884,11 @@ def orchestrate(args: argparse.Namespace) -> int:
             jobs.append((family, cf, work / f"{family}-{n}.jsonl", chunk))
     deferred = [d for d in (args.defer or "").split(",") if d]
     # Chunks of the deferred modules run last (a stable sort keeps the grid's order otherwise).
-    jobs.sort(key=lambda job: any(d in module_of(job[3][0]) for d in deferred)
-              if job[0].startswith("flashinfer_") else False)
+    jobs.sort(
+        key=lambda job: (
+            any(d in module_of(job[3][0]) for d in deferred) if job[0].startswith("flashinfer_") else False
+        )
+    )
     pending = list(jobs)
     running: list[tuple[subprocess.Popen[bytes], tuple[str, Path, Path, list[Case]], Path]] = []
     crashes: dict[Path, list[dict[str, Any]]] = {}
