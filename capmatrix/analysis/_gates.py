@@ -1,9 +1,10 @@
 """Gates against the kernels they guard: over-restrictive (C111) and over-permissive (C112) regions.
 
-A gate (``kind: gate``) with ``guards`` names the kernels or roles it sends queries to. Its *scope*
-is where it sends them: the guard's ``when``, a union of boxes (everywhere without one). The guarded
-query of a cell is the cell with the guard's ``axes`` pinned (a role adds its own ``axes`` beneath them); where the gate
-refuses, the targets get the cell with ``refused`` pinned instead, when the guard says so. Then, as
+A gate (``kind: gate``) with ``guards`` names the kernels or roles it sends queries to. Its *scope* is
+where it sends them: the guard's ``when``, a union of boxes (everywhere without one). The guarded query
+of a cell is the cell with the guard's ``axes`` pinned (a role adds its own ``axes`` beneath them);
+where the gate refuses, the targets get the cell with ``refused`` pinned instead, when the guard says
+so. Then, as
 regions over the matrix's space (never cell by cell):
 
 - over-restrictive (C111): scope, minus where the gate admits, within where some target serves the
