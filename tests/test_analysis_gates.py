@@ -183,6 +183,10 @@ def test_shipped_gate_findings_all_rerun(shipped: Matrix) -> None:
     assert chunked.locations[0] == shipped.rule("trtllm_mla_chunked_prefill.mla_allowlist").location
 
 
+def _answer(matrix: Matrix, kernel: str, values: Mapping[str, AxisValue]) -> bool:
+    return bool(capmatrix.resolve(KernelQuery(kernel, **values), matrix=matrix))  # type: ignore[arg-type]
+
+
 def _holds_somewhere(finding: Finding, **values: AxisValue) -> bool:
     return any(all(v in area.values[a] for a, v in values.items()) for area in finding.regions)
 
@@ -195,10 +199,11 @@ def test_shipped_vllm_gate_findings_are_the_issue_cases(shipped: Matrix) -> None
     assert _holds_somewhere(fa, sm=90, dtype="fp16", kv_cache_dtype="fp8", vllm_kv_cache_dtype="fp8")
     assert _holds_somewhere(fa, sm=90, dtype="fp16", attention_sinks=True, vllm_kv_cache_dtype="auto")
     assert not _holds_somewhere(fa, dtype="bf16", attention_sinks=True, kv_cache_dtype="bf16")
-    cell = {"sm": 90, "attention": "gqa", "dtype": "fp16", "head_dim": 128, "q_per_kv": 4}
+    cell: dict[str, AxisValue] = {
+        "sm": 90, "attention": "gqa", "dtype": "fp16", "head_dim": 128, "q_per_kv": 4}
     fp8 = {**cell, "kv_cache_dtype": "fp8", "vllm_kv_cache_dtype": "fp8"}
-    assert capmatrix.resolve(KernelQuery("vllm_flash_attn", **fp8), matrix=shipped)
-    assert not capmatrix.resolve(KernelQuery("flash_attn_3", **fp8), matrix=shipped)
+    assert _answer(shipped, "vllm_flash_attn", fp8)
+    assert not _answer(shipped, "flash_attn_3", fp8)
     triton = found["C112", "vllm_triton_attn"]
     assert _holds_somewhere(triton, sm=90, dtype="fp32", head_dim=576, phase="context")
     assert not _holds_somewhere(
@@ -208,11 +213,11 @@ def test_shipped_vllm_gate_findings_are_the_issue_cases(shipped: Matrix) -> None
     assert not _holds_somewhere(fi, sm=90, attention_sinks=True, flashinfer_trtllm=True)
     sinks = {**cell, "dtype": "bf16", "kv_cache_dtype": "bf16", "attention_sinks": True,
              "phase": "generation", "flashinfer_trtllm": False}
-    assert not capmatrix.resolve(KernelQuery("vllm_flashinfer", **sinks), matrix=shipped)
-    assert capmatrix.resolve(KernelQuery("flashinfer_xqa", **sinks), matrix=shipped)
+    assert not _answer(shipped, "vllm_flashinfer", sinks)
+    assert _answer(shipped, "flashinfer_xqa", sinks)
     # FA2's heads 80 and 96 (flashinfer#4299) are no vLLM finding: its head list keeps them out.
     assert not _holds_somewhere(fi, head_dim=80)
-    assert not capmatrix.resolve(KernelQuery("vllm_flashinfer", **{**cell, "head_dim": 80}), matrix=shipped)
+    assert not _answer(shipped, "vllm_flashinfer", {**cell, "head_dim": 80})
 
 
 # --------------------------------------------------------------------------------------------------

@@ -194,13 +194,14 @@ MODES = ("decode", "spec4", "prefill")
 
 def module_of(case: Case) -> str:
     """The JIT module a FlashInfer case compiles (its chunk): what FlashInfer builds one module for."""
+    keys: tuple[str, ...]
     if case["family"] == "flashinfer_xqa":
         keys = ("dtype", "kv", "head", "group", "block")
         extra = f"-w{int(bool(case['window']))}"
     else:
         keys = ("dtype", "kv", "head")
         extra = f"-w{int(bool(case['window']))}-c{int(bool(case['softcap']))}-s{int(case['sinks'])}"
-    return case["family"] + "-" + "-".join(str(case[k]) for k in keys) + extra
+    return str(case["family"]) + "-" + "-".join(str(case[k]) for k in keys) + extra
 
 
 def _fi_prefill_cases(family: str) -> list[Case]:
@@ -804,7 +805,7 @@ def _environment() -> dict[str, Any]:
     props = torch.cuda.get_device_properties(0)
     extra: dict[str, Any] = {}
     try:
-        import flashinfer  # type: ignore[import-not-found]  # noqa: PLC0415
+        import flashinfer  # noqa: PLC0415
 
         extra["flashinfer"] = flashinfer.__version__
     except Exception as exc:  # noqa: BLE001 - the other families run without it
