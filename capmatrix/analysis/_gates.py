@@ -4,8 +4,7 @@ A gate (``kind: gate``) with ``guards`` names the kernels or roles it sends quer
 where it sends them: the guard's ``when``, a union of boxes (everywhere without one). The guarded query
 of a cell is the cell with the guard's ``axes`` pinned (a role adds its own ``axes`` beneath them);
 where the gate refuses, the targets get the cell with ``refused`` pinned instead, when the guard says
-so. Then, as
-regions over the matrix's space (never cell by cell):
+so. Then, as regions over the matrix's space (never cell by cell):
 
 - over-restrictive (C111): scope, minus where the gate admits, within where some target serves the
   guarded query;
