@@ -530,7 +530,7 @@ def _unpins(data: list[Any]) -> dict[str, int | str | bool]:
 
 
 def _guard(g: Guard) -> list[Any]:
-    return [list(g.targets), _loc(g.location), _conds(g.when), _pins(g.axes),
+    return [list(g.targets), _loc(g.location), [_conds(b) for b in g.when], _pins(g.axes),
             None if g.refused is None else _pins(g.refused)]
 
 
@@ -540,7 +540,8 @@ def _unguard(data: list[Any]) -> Guard:
     if location is None:
         raise _Mismatch
     return Guard(
-        targets=tuple(map(_str, targets)), location=location, when=_unconds(when), axes=_unpins(axes),
+        targets=tuple(map(_str, targets)), location=location, when=tuple(_unconds(b) for b in when),
+        axes=_unpins(axes),
         refused=None if refused is None else _unpins(refused),
     )
 

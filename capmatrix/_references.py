@@ -191,7 +191,8 @@ class _Semantics(_Values):
             rule.conditions for kernel in kernels.values() for rule in kernel.rules]
         boxes += [box for d in self.derived.values() for row in d.rows for box in row.when]
         boxes += [box for role in roles.values() for order in role.orders for box in order.when]
-        boxes += [kernel.guards.when for kernel in kernels.values() if kernel.guards is not None]
+        boxes += [box for kernel in kernels.values() if kernel.guards is not None
+                  for box in kernel.guards.when]
         return open_domains(axes, boxes)
 
     def _expanded(self, kernel: Kernel) -> Kernel:
@@ -307,19 +308,27 @@ class _Semantics(_Values):
         spec: dict[str, Any] = {"targets": raw} if isinstance(raw, list) else raw
         names = base if isinstance(raw, list) else (*base, "targets")
         self.guarded.extend((smap, (*names, i), name, t) for i, t in enumerate(spec["targets"]))
-        raw_when = dict(spec.get("when", {}))
-        for axis_name in [a for a in raw_when if a in self.derived]:
-            self.fail(smap, (*base, "when", axis_name),
-                      f"a guard's 'when' reads base axes; {echo(axis_name)} is a derived axis", key=True,
-                      hint="write the condition on the axes its table reads", code="E230")
-            del raw_when[axis_name]
-        when = self._when(raw_when, (*base, "when"), smap, axes, name, unknown_code="E230")
+        raw = spec.get("when")
+        # One box, or a list of boxes (a union): each is read as a rule's conditions are.
+        listed = isinstance(raw, list)
+        boxes: list[dict[str, Condition]] = []
+        for i, raw_box in enumerate(raw if listed else [] if raw is None else [raw]):
+            path = (*base, "when", i) if listed else (*base, "when")
+            raw_when = dict(raw_box)
+            for axis_name in [a for a in raw_when if a in self.derived]:
+                self.fail(smap, (*path, axis_name),
+                          f"a guard's 'when' reads base axes; {echo(axis_name)} is a derived axis", key=True,
+                          hint="write the condition on the axes its table reads", code="E230")
+                del raw_when[axis_name]
+            when = self._when(raw_when, path, smap, axes, name, unknown_code="E230")
+            if when:
+                boxes.append(when[0])
         admitted = self._axis_values(spec.get("axes", {}), (*base, "axes"), smap, axes)
         refused = spec.get("refused")
         line, col = smap.locate(base, key=True)
         return Guard(
             targets=tuple(spec["targets"]), location=Location(path=smap.path, line=line, column=col),
-            when=when[0] if when else {}, axes=admitted,
+            when=tuple(boxes), axes=admitted,
             refused=None if refused is None else self._axis_values(refused, (*base, "refused"), smap, axes),
         )
 

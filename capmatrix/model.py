@@ -410,7 +410,9 @@ class Rule:
 class Guard:
     """What a gate sends queries to: kernels or roles (``targets``), where, and with which values.
 
-    ``when`` is the box where the gate sends queries to the targets (empty: everywhere);
+    ``when`` is where the gate sends queries to the targets: a union of boxes (none: everywhere), so
+    that it can also say how the gate's own axes line up with the targets' (vLLM's ``auto`` KV cache is
+    the model's dtype: one box per dtype);
     ``axes`` are the values the guarded query gets where the gate admits (``spec_dec: one_model``),
     ``refused`` those it gets where the gate refuses (``spec_dec: none``: a plain decode), or None
     when the gate's refusal sends nothing to the targets.
@@ -418,7 +420,7 @@ class Guard:
 
     targets: tuple[str, ...]
     location: Location
-    when: Mapping[str, Condition] = field(default_factory=dict)
+    when: tuple[Mapping[str, Condition], ...] = ()
     axes: Mapping[str, AxisValue] = field(default_factory=dict)
     refused: Mapping[str, AxisValue] | None = None
 

@@ -11,7 +11,8 @@ import pytest
 import capmatrix
 from capmatrix.analysis import check_path
 from capmatrix.cli import run
-from capmatrix.cli._analysis import BASELINE_FORMAT
+from capmatrix.cli._analysis import BASELINE_FORMAT, BASELINE_NAME
+from capmatrix.loader import default_path
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -54,7 +55,7 @@ def test_every_shipped_finding_has_its_own_key_without_lines_or_counts() -> None
     assert "C106 head_dim torch_sdpa_cudnn.head_dim_gt128_off_sm90" in keys
     assert "C108 role trtllm_generation" in keys
     assert "C109 role vllm_attention candidate vllm_cutlass_mla" in keys
-    assert json.loads(cli("check", "--json")[1])["findings"][0]["key"] == keys[0]
+    assert json.loads(cli("check", "--json", "--no-baseline")[1])["findings"][0]["key"] == keys[0]
 
 
 def test_write_then_check_against_the_baseline(write_matrix: WriteMatrix, tmp_path: Path) -> None:
@@ -178,3 +179,57 @@ def test_a_finding_about_kernels_only_is_keyed_by_them() -> None:
     finding = capmatrix.analysis.Finding(code="C110", severity=capmatrix.analysis.Severity.ERROR,
                                          message="k supports nothing", kernels=("k",))
     assert finding.key == "C110 k"
+
+
+def test_the_shipped_matrix_passes_check_with_the_baseline_it_carries() -> None:
+    """`capmatrix check` on the shipped matrix: every known finding accepted, each with its why."""
+    code, out, _ = cli("check", "--strict")
+    assert code == 0
+    shipped = default_path() / BASELINE_NAME
+    data = json.loads(shipped.read_text(encoding="utf-8"))
+    count = len(data["findings"])
+    hidden = f"{count} known findings hidden (baseline {shipped})"
+    assert out.endswith(f"0 errors, 0 warnings, 0 infos; {hidden}\n")
+    assert all(isinstance(e.get("why"), str) and e["why"] for e in data["findings"])
+    gates = {e["key"]: e["why"] for e in data["findings"] if e["code"] in {"C111", "C112"}}
+    assert "C112 vllm_flash_attn.base" in gates
+    assert all("docs/analysis.md" in why for why in gates.values())
+    # Without it, the engine findings fail the check, as they would in any matrix that does not accept them.
+    code, out, _ = cli("check", "--no-baseline")
+    errors = sum(1 for e in data["findings"] if e["severity"] == "error")
+    assert code == 1
+    assert f"capmatrix check: {errors} errors," in out
+
+
+def test_a_matrix_carrying_a_baseline_fails_only_on_a_new_finding(
+    write_matrix: WriteMatrix, tmp_path: Path,
+) -> None:
+    root = write_matrix()
+    own = root / BASELINE_NAME
+    cli("check", str(root), "--write-baseline", str(own))
+    code, out, _ = cli("check", str(root), "--strict")
+    assert code == 0
+    assert out.endswith(f"2 known findings hidden (baseline {own})\n")
+    write_matrix({"kernels/other.yaml": DEAD})
+    code, out, _ = cli("check", str(root), "--strict")
+    assert code == 1
+    assert "C102 dead exclusion: other.never" in out
+    assert "C106" not in out
+    assert cli("check", str(root), "--strict", "--no-baseline")[0] == 1
+    assert "C106" in cli("check", str(root), "--no-baseline")[1]
+
+
+def test_rewriting_a_baseline_keeps_the_why_of_each_key(write_matrix: WriteMatrix, tmp_path: Path) -> None:
+    root = write_matrix()
+    baseline = tmp_path / "baseline.json"
+    cli("check", str(root), "--write-baseline", str(baseline))
+    data = json.loads(baseline.read_text(encoding="utf-8"))
+    data["findings"][0]["why"] = "accepted: the engine's own range"
+    data["findings"][1]["why"] = 7  # not text: not kept
+    baseline.write_text(json.dumps(data), encoding="utf-8")
+    write_matrix({"kernels/other.yaml": DEAD})
+    cli("check", str(root), "--write-baseline", str(baseline))
+    again = {e["key"]: e for e in json.loads(baseline.read_text(encoding="utf-8"))["findings"]}
+    assert again["C106 sm xqa.hmma"]["why"] == "accepted: the engine's own range"
+    assert "why" not in again["C108 role gen"]
+    assert "why" not in again["C102 other.never"]

@@ -13,7 +13,22 @@ Three steps, the middle one on the GPU machine::
     # 3. here: turn the JSONL results into capabilities/evidence/<family>_h200.json
     python tools/probe_kernels.py collect --results DIR [DIR ...]
 
-The bundle holds, from the wheel, only ``triton_unified_attention.py``, ``triton_attention_helpers.py``,
+FlashInfer's kernels (JIT-compiled there from FlashInfer's own sources) travel as a pruned copy of its wheel::
+
+    pip download flashinfer-python==0.7.2.post1 --no-deps -d /tmp/fi
+    pip download apache-tvm-ffi==0.1.11 --no-deps --only-binary=:all: --python-version 3.12 \\
+        --platform manylinux_2_28_x86_64 -d /tmp/fi
+    python tools/probe_kernels.py bundle-flashinfer \\
+        --wheel /tmp/fi/flashinfer_python-0.7.2.post1-py3-none-any.whl \\
+        --tvm-ffi /tmp/fi/apache_tvm_ffi-0.1.11-cp312-abi3-manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl
+    # there:
+    python3 -m zipfile -e out/probe_flashinfer/flashinfer.zip /tmp/fi
+    pip install --no-deps --target /tmp/fi out/probe_flashinfer/apache_tvm_ffi-*.whl
+    PYTHONPATH=/tmp/fi python3 out/probe_flashinfer/probe_kernels_device.py run \\
+        --bundle out/probe_flashinfer \\
+        --out $OUT --families flashinfer_fa2,flashinfer_xqa --workers 5
+
+The bundle holds, from the vLLM wheel, only ``triton_unified_attention.py``, ``triton_attention_helpers.py``,
 ``triton_decode_attention.py``, ``flash_attn_interface.py`` and (zipped) ``_vllm_fa3_C.abi3.so``; the
 modules those import from the rest of vLLM (``vllm.envs``, ``vllm.logger``, ``vllm.platforms``,
 ``vllm.triton_utils``, ``vllm.v1.kv_cache_interface``) are replaced by the small stand-ins below, which
@@ -42,6 +57,24 @@ DEVICE_SCRIPT = Path(__file__).resolve().parent / "probe_kernels_device.py"
 EVIDENCE_FORMAT = "capmatrix-kernel-probe/1"
 VLLM_VERSION = "0.33.0"
 VLLM_COMMIT = "4ba787ec9"
+FLASHINFER_VERSION = "0.7.2.post1"
+#: flashinfer/_build_meta.py of that wheel.
+FLASHINFER_COMMIT = "beabf5004585b03da60e927bbb803acbaa62fe36"
+DEFAULT_FI_BUNDLE = ROOT / "out" / "probe_flashinfer"
+#: What of the FlashInfer wheel the JIT builds of attention need (the headers, the top-level csrc files,
+#: XQA's sources) beside the Python package; the rest (MoE, GEMM sources, experimental kernels) stays behind,
+#: so that the bundle fits one call's transfer.
+FI_DATA_DIRS = (
+    "flashinfer/data/include/",
+    "flashinfer/data/cutlass/include/",
+    "flashinfer/data/cutlass/tools/util/include/",
+    "flashinfer/data/cccl/cub/",
+    "flashinfer/data/cccl/libcudacxx/include/",
+    "flashinfer/data/cccl/thrust/",
+    "flashinfer/data/spdlog/include/",
+    "flashinfer/data/csrc/xqa/",
+)
+FI_DROPPED = ("flashinfer/experimental/", "flashinfer/moe_ep/")
 #: Files taken from the wheel, as they are.
 WHEEL_FILES = (
     "vllm/v1/attention/ops/triton_unified_attention.py",
@@ -144,6 +177,51 @@ def bundle(wheel: Path, dest: Path, *, with_fa3: bool) -> dict[str, Any]:
     return manifest
 
 
+def keeps_flashinfer(name: str) -> bool:
+    """Whether a member of the FlashInfer wheel goes into the bundle."""
+    if not name.startswith("flashinfer/"):
+        return False
+    if name.startswith(FI_DROPPED):  # their Python modules are imported by others; their sources not
+        return name.endswith(".py")
+    if not name.startswith("flashinfer/data/"):
+        return True
+    csrc = "flashinfer/data/csrc/"
+    return name.startswith(FI_DATA_DIRS) or (name.startswith(csrc) and "/" not in name[len(csrc) :])
+
+
+def bundle_flashinfer(wheel: Path, tvm_ffi: Path, dest: Path) -> dict[str, Any]:
+    """Write the carried folder for the FlashInfer families: the pruned wheel zipped, tvm-ffi, the script."""
+    for path, pkg in ((wheel, f"flashinfer-python=={FLASHINFER_VERSION}"), (tvm_ffi, "apache-tvm-ffi")):
+        if not path.is_file():
+            msg = f"{path}: no such wheel; fetch it with: pip download {pkg} --no-deps -d /tmp/fi"
+            raise SystemExit(msg)
+    dest.mkdir(parents=True, exist_ok=True)
+    kept = 0
+    with zipfile.ZipFile(wheel) as zf:
+        if "flashinfer/jit/xqa.py" not in zf.namelist():
+            msg = (
+                f"{wheel}: flashinfer/jit/xqa.py is missing;"
+                f" is this the FlashInfer {FLASHINFER_VERSION} wheel?"
+            )
+            raise SystemExit(msg)
+        with zipfile.ZipFile(dest / "flashinfer.zip", "w", zipfile.ZIP_DEFLATED, compresslevel=9) as out:
+            for info in zf.infolist():
+                if keeps_flashinfer(info.filename):
+                    out.writestr(info, zf.read(info.filename))
+                    kept += 1
+    (dest / tvm_ffi.name).write_bytes(tvm_ffi.read_bytes())
+    (dest / DEVICE_SCRIPT.name).write_bytes(DEVICE_SCRIPT.read_bytes())
+    manifest = {
+        "wheel": wheel.name,
+        "wheel_sha256": _sha256(wheel),
+        "tvm_ffi": tvm_ffi.name,
+        "tvm_ffi_sha256": _sha256(tvm_ffi),
+        "files": {"flashinfer.zip": f"{kept} members"},
+    }
+    (dest / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True), encoding="utf-8")
+    return manifest
+
+
 #: What each family is, for the evidence file: the kernel entry it checks and the call it made.
 FAMILIES: dict[str, dict[str, str]] = {
     "triton_unified_attention": {
@@ -180,6 +258,42 @@ FAMILIES: dict[str, dict[str, str]] = {
             " (vLLM creates them with make_attention_sink under the model's default dtype)"
         ),
     },
+    "flashinfer_fa2": {
+        "kernel": "flashinfer_fa2",
+        "probe": "tools/probe_kernels.py (FlashInfer 0.7.2.post1 FA2 prefill, JIT)",
+        "call": (
+            "flashinfer BatchPrefillWithPagedKVCacheWrapper(workspace, 'NHD', backend='fa2').plan(qo_indptr,"
+            " kv page indptr / indices / last-page lengths, heads, head, page size, causal=True, sm_scale,"
+            " window_left=W-1, logits_soft_cap, q/kv/o data types).run(q, (k_cache, v_cache), out=): decode,"
+            " 4-token and prefill rows alike (vLLM's decode wrapper runs these kernels,"
+            " use_tensor_cores=True);"
+            " an FP8 cache with the query in the model dtype; sinks through"
+            " BatchAttentionWithAttentionSinkWrapper(backend='fa2').run(q, kv, sinks (float32), sm_scale),"
+            " the wrapper vLLM's FLASHINFER builds for sinks on SM90"
+            " (vllm/v1/attention/backends/flashinfer.py:1432)"
+        ),
+    },
+    "flashinfer_fa3": {
+        "kernel": "flashinfer_fa3",
+        "probe": "tools/probe_kernels.py (FlashInfer 0.7.2.post1 FA3 prefill, JIT)",
+        "call": (
+            "as flashinfer_fa2 with backend='fa3'; with an FP8 cache the query is quantized to FP8 too and"
+            " the"
+            " output is in the model dtype (FA3 FP8 KV needs an FP8 query, flashinfer/utils.py:456-502)"
+        ),
+    },
+    "flashinfer_xqa": {
+        "kernel": "flashinfer_xqa",
+        "probe": "tools/probe_kernels.py (FlashInfer 0.7.2.post1 XQA decode, JIT)",
+        "call": (
+            "flashinfer.decode.xqa_batch_decode_with_kv_cache(query, (k_cache, v_cache), workspace,"
+            " block_tables, seq_lens, max_seq_len, bmm1_scale=sm_scale, bmm2_scale=1.0, window_left=W-1,"
+            " out=, sinks (float32), kv_layout='NHD', q_len_per_req=1) as vLLM's FLASHINFER decode calls it"
+            " (vllm/v1/attention/backends/flashinfer.py:2697); one token per sequence. With an FP8 cache the"
+            " kernel multiplies Q and K in FP8, so the reference takes the query rounded to E4M3;"
+            " max_abs_err_unrounded_q is the error against the unrounded query"
+        ),
+    },
     "flex_attention": {
         "kernel": "flex_attention",
         "probe": "tools/probe_kernels.py (torch flex_attention)",
@@ -204,10 +318,26 @@ TF32_TOLERANCE = 0.01
 FP8_FACTOR = 3.0
 
 
+#: Kernels that multiply an FP8 query with an FP8 cache (FlashInfer's FA3 is given an E4M3 query, XQA
+#: rounds it to E4M3 itself): their error is the E4M3 rounding of Q, K and V whatever the output type, so
+#: fp16 and bf16 cases share bf16's tolerance x3 (errors seen: 0.016 to 0.053 in both output types).
+FP8_QUERY_FAMILIES = frozenset({"flashinfer_fa3", "flashinfer_xqa"})
+
+
 def tolerance(family: str, dtype: str, kv: str) -> float:
     """The max abs error a case may have and pass."""
+    if kv == "fp8" and family in FP8_QUERY_FAMILIES:
+        return TOLERANCE["bf16"] * FP8_FACTOR
     base = TF32_TOLERANCE if dtype == "fp32" and family in TF32_FAMILIES else TOLERANCE[dtype]
     return base * (FP8_FACTOR if kv == "fp8" else 1.0)
+
+
+#: A worker that died of a symbol missing from a JIT module it loaded: FlashInfer names the sink wrapper's
+#: module without its head size (batch_prefill_attention_sink_<dtype>_swa_<bool>_<backend>,
+#: flashinfer/attention/_core.py:423), so two head sizes share one cache entry and the second loads the
+#: first's build. A fact about the cache the probe shared between workers, not about the query: such a
+#: case is listed as not run, with the error, and not compared.
+CACHE_COLLISION = "symbol lookup error"
 
 
 def query_of(case: dict[str, Any]) -> dict[str, Any]:
@@ -256,8 +386,9 @@ def _row(family: str, rec: dict[str, Any]) -> dict[str, Any]:
     row["outcome"] = "pass" if err != "inf" and err <= tol else "wrong"
     row["max_abs_err"] = err
     row["tolerance"] = tol
-    if "feature_effect" in rec:
-        row["feature_effect"] = rec["feature_effect"]
+    for key in ("feature_effect", "max_abs_err_unrounded_q"):
+        if key in rec:
+            row[key] = rec[key]
     return row
 
 
@@ -288,8 +419,15 @@ def collect(family: str, results: list[Path], manifest: dict[str, Any]) -> dict[
         msg = f"no {family}.jsonl under {', '.join(map(str, results))}"
         raise SystemExit(msg)
     grid = cases(family)
-    rows = [_row(family, records[c["index"]]) for c in grid if c["index"] in records]
-    not_run = [query_of(c) | {"index": c["index"]} for c in grid if c["index"] not in records]
+    collided = {i for i, r in records.items() if r["outcome"] == "error" and CACHE_COLLISION in r["error"]}
+    rows = [_row(family, records[c["index"]]) for c in grid if c["index"] in records.keys() - collided]
+    not_run = [
+        query_of(c)
+        | {"index": c["index"]}
+        | ({"error": records[c["index"]]["error"]} if c["index"] in collided else {})
+        for c in grid
+        if c["index"] not in records.keys() - collided
+    ]
     on_axis = [r for r in rows if "sink_dtype" not in r["case"]]
     off_axis = [r for r in rows if "sink_dtype" in r["case"]]
     counts: dict[str, int] = {}
@@ -310,24 +448,8 @@ def collect(family: str, results: list[Path], manifest: dict[str, Any]) -> dict[
         "kernel": info["kernel"],
         "kernels": [info["kernel"]],
         "environment": environment,
-        "software": {
-            "vllm": f"{VLLM_VERSION} (commit {VLLM_COMMIT})",
-            "vllm_wheel": manifest["wheel"],
-            "vllm_wheel_sha256": manifest["wheel_sha256"],
-            "vllm_files_sha256": manifest["files"],
-        },
-        "rerun": [
-            f"pip download vllm=={VLLM_VERSION} --no-deps -d /tmp/vllm",
-            "python tools/probe_kernels.py bundle --wheel /tmp/vllm/" + manifest["wheel"],
-            "# on the GPU machine, out/probe_kernels carried:",
-            "python3 -m zipfile -e out/probe_kernels/fa3.zip out/probe_kernels",
-            (
-                "python3 out/probe_kernels/probe_kernels_device.py run --bundle out/probe_kernels --out DIR"
-                f" --families {family}"
-            ),
-            "# back here:",
-            "python tools/probe_kernels.py collect --results DIR",
-        ],
+        "software": _software(family, manifest),
+        "rerun": _rerun(family, manifest),
         "setup": {
             "call": info["call"],
             "shapes": (
@@ -358,6 +480,11 @@ def collect(family: str, results: list[Path], manifest: dict[str, Any]) -> dict[
                 "max_abs_err": TOLERANCE,
                 "fp32_tf32": TF32_TOLERANCE if family in TF32_FAMILIES else None,
                 "fp8_kv_factor": FP8_FACTOR,
+                "fp8_query": (
+                    "an FP8 query with an FP8 cache: bf16's tolerance x3 for fp16 and bf16 alike"
+                    if family in FP8_QUERY_FAMILIES
+                    else None
+                ),
             },
             "outcomes": "pass: ran within tolerance; wrong: ran, above tolerance or not finite; error:"
             " raised",
@@ -372,6 +499,58 @@ def collect(family: str, results: list[Path], manifest: dict[str, Any]) -> dict[
         "cases": on_axis,
         "off_axis_cases": off_axis,
     }
+
+
+def _software(family: str, manifest: dict[str, Any]) -> dict[str, Any]:
+    if family.startswith("flashinfer_"):
+        return {
+            "flashinfer": f"{FLASHINFER_VERSION} (commit {FLASHINFER_COMMIT})",
+            "flashinfer_wheel": manifest["wheel"],
+            "flashinfer_wheel_sha256": manifest["wheel_sha256"],
+            "tvm_ffi_wheel": manifest["tvm_ffi"],
+        }
+    return {
+        "vllm": f"{VLLM_VERSION} (commit {VLLM_COMMIT})",
+        "vllm_wheel": manifest["wheel"],
+        "vllm_wheel_sha256": manifest["wheel_sha256"],
+        "vllm_files_sha256": manifest["files"],
+    }
+
+
+def _rerun(family: str, manifest: dict[str, Any]) -> list[str]:
+    if family.startswith("flashinfer_"):
+        return [
+            f"pip download flashinfer-python=={FLASHINFER_VERSION} --no-deps -d /tmp/fi",
+            (
+                "pip download apache-tvm-ffi==0.1.11 --no-deps --only-binary=:all: --python-version 3.12"
+                " --platform manylinux_2_28_x86_64 -d /tmp/fi"
+            ),
+            (
+                f"python tools/probe_kernels.py bundle-flashinfer --wheel /tmp/fi/{manifest['wheel']}"
+                f" --tvm-ffi /tmp/fi/{manifest['tvm_ffi']}"
+            ),
+            "# on the GPU machine, out/probe_flashinfer carried:",
+            "python3 -m zipfile -e out/probe_flashinfer/flashinfer.zip /tmp/fi",
+            f"pip install --no-deps --target /tmp/fi out/probe_flashinfer/{manifest['tvm_ffi']}",
+            (
+                "PYTHONPATH=/tmp/fi python3 out/probe_flashinfer/probe_kernels_device.py run --bundle"
+                f" out/probe_flashinfer --out DIR --families {family} --workers 5"
+            ),
+            "# back here:",
+            "python tools/probe_kernels.py collect --results DIR --bundle out/probe_flashinfer",
+        ]
+    return [
+        f"pip download vllm=={VLLM_VERSION} --no-deps -d /tmp/vllm",
+        "python tools/probe_kernels.py bundle --wheel /tmp/vllm/" + manifest["wheel"],
+        "# on the GPU machine, out/probe_kernels carried:",
+        "python3 -m zipfile -e out/probe_kernels/fa3.zip out/probe_kernels",
+        (
+            "python3 out/probe_kernels/probe_kernels_device.py run --bundle out/probe_kernels --out DIR"
+            f" --families {family}"
+        ),
+        "# back here:",
+        "python tools/probe_kernels.py collect --results DIR",
+    ]
 
 
 def write_evidence(results: list[Path], bundle_dir: Path, out_dir: Path) -> list[Path]:
@@ -405,6 +584,12 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--wheel", type=Path, required=True)
     b.add_argument("--dest", type=Path, default=DEFAULT_BUNDLE)
     b.add_argument("--no-fa3", action="store_true", help="leave the 42 MB FA3 extension out")
+    f = sub.add_parser(
+        "bundle-flashinfer", help="build the FlashInfer folder that travels to the GPU machine"
+    )
+    f.add_argument("--wheel", type=Path, required=True)
+    f.add_argument("--tvm-ffi", type=Path, required=True)
+    f.add_argument("--dest", type=Path, default=DEFAULT_FI_BUNDLE)
     c = sub.add_parser("collect", help="write capabilities/evidence/<family>_h200.json from device results")
     c.add_argument(
         "--results", type=Path, nargs="+", required=True, help="folders of <family>.jsonl, first wins"
@@ -416,7 +601,11 @@ def main(argv: list[str] | None = None) -> int:
         for path in write_evidence(args.results, args.bundle, args.evidence):
             print(path)
         return 0
-    manifest = bundle(args.wheel, args.dest, with_fa3=not args.no_fa3)
+    manifest = (
+        bundle_flashinfer(args.wheel, args.tvm_ffi, args.dest)
+        if args.cmd == "bundle-flashinfer"
+        else bundle(args.wheel, args.dest, with_fa3=not args.no_fa3)
+    )
     size = sum(p.stat().st_size for p in args.dest.rglob("*") if p.is_file())
     print(
         f"{args.dest}: {len(manifest['files'])} files from {manifest['wheel']}, {size / 2**20:.1f} MiB in all"

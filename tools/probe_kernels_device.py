@@ -17,6 +17,14 @@ Families (one case grid each, built by :func:`cases`):
   way FLASH_ATTN passes an FP8 cache (query quantized too), sinks (``s_aux``) in the model dtype.
 - ``flex_attention``: ``torch.nn.attention.flex_attention`` compiled (flex decoding for one or four query
   tokens, the flex attention template for prefill).
+- ``flashinfer_fa2`` / ``flashinfer_fa3``: FlashInfer 0.7.2.post1's paged prefill kernels, JIT-compiled from
+  its own sources, through ``BatchPrefillWithPagedKVCacheWrapper(backend=...)`` (decode, 4-token and prefill
+  rows alike, as vLLM's tensor-core decode wrapper runs them), with sinks through
+  ``BatchAttentionWithAttentionSinkWrapper`` (the wrapper vLLM builds for sinks on SM90).
+- ``flashinfer_xqa``: FlashInfer's XQA decode (``flashinfer.decode.xqa_batch_decode_with_kv_cache``, as vLLM's
+  FLASHINFER decode calls it), JIT-compiled.
+
+FlashInfer cases run one JIT module per worker (a chunk is the cases of one module; ``module`` in a case).
 
 Every case is compared with :func:`reference`, an explicit float32 softmax attention over the same
 (dequantized) inputs. A case's outcome is ``pass`` (max abs error within the tolerance of its dtype),
@@ -176,6 +184,93 @@ def _flex_cases() -> list[Case]:
     return out
 
 
+#: FlashInfer FA2: every head of FlashInfer issue #4299's range and the dispatch list, both 16-bit dtypes.
+FI_FA2_HEADS = (64, 80, 96, 128, 256, 512)
+FI_FA3_HEADS = (64, 128, 256)
+#: Per-module runtime variants (the same JIT module serves every group, block size and phase).
+FI_VARIANTS: tuple[dict[str, Any], ...] = ({}, {"group": 1}, {"group": 8, "kv_heads": 1}, {"block": 64})
+MODES = ("decode", "spec4", "prefill")
+
+
+def module_of(case: Case) -> str:
+    """The JIT module a FlashInfer case compiles (its chunk): what FlashInfer builds one module for."""
+    keys: tuple[str, ...]
+    if case["family"] == "flashinfer_xqa":
+        keys = ("dtype", "kv", "head", "group", "block")
+        extra = f"-w{int(bool(case['window']))}"
+    else:
+        keys = ("dtype", "kv", "head")
+        extra = f"-w{int(bool(case['window']))}-c{int(bool(case['softcap']))}-s{int(case['sinks'])}"
+    return str(case["family"]) + "-" + "-".join(str(case[k]) for k in keys) + extra
+
+
+def _fi_prefill_cases(family: str) -> list[Case]:
+    out: list[Case] = []
+    fa3 = family == "flashinfer_fa3"
+    heads = FI_FA3_HEADS if fa3 else FI_FA2_HEADS
+    for dtype, head in itertools.product(("fp16", "bf16"), heads):
+        if fa3 and dtype == "fp16" and head != 128:
+            continue
+        out.extend(
+            _case(family, dtype=dtype, head=head, mode=mode, **var)
+            for mode, var in itertools.product(MODES, FI_VARIANTS)
+        )
+    fp8 = (
+        ((dtype, 128) for dtype in ("fp16", "bf16"))
+        if fa3
+        else (
+            (d, h) for d, h in itertools.product(("fp16", "bf16"), (64, 128, 256)) if d == "bf16" or h == 128
+        )
+    )
+    out.extend(
+        _case(family, dtype=dtype, kv="fp8", head=head, mode=mode) for dtype, head in fp8 for mode in MODES
+    )
+    features: list[tuple[str, int, dict[str, Any]]] = (
+        [
+            ("bf16", 128, {"window": WINDOW}),
+            ("bf16", 128, {"softcap": SOFTCAP}),
+            ("bf16", 64, {"sinks": True}),
+        ]
+        if fa3
+        else [
+            (d, 128, f)
+            for d in ("fp16", "bf16")
+            for f in ({"window": WINDOW}, {"softcap": SOFTCAP}, {"sinks": True})
+        ]
+        + [("bf16", 64, {"sinks": True}), ("bf16", 64, {"sinks": True, "window": WINDOW})]
+    )
+    out.extend(
+        _case(family, dtype=dtype, head=head, mode=mode, **feat)
+        for dtype, head, feat in features
+        for mode in MODES
+    )
+    return out
+
+
+def _fi_xqa_cases() -> list[Case]:
+    family = "flashinfer_xqa"
+    out: list[Case] = []
+    modules: list[dict[str, Any]] = [
+        {"dtype": d, "kv": kv, "head": h}
+        for d, kv, h in itertools.product(("fp16", "bf16"), ("model", "fp8"), (64, 128, 256))
+    ]
+    modules += [{"dtype": "bf16", "head": h} for h in (72, 80, 96, 512)]
+    modules += [
+        {"dtype": "bf16", "head": 128, **v}
+        for v in (
+            {"group": 1},
+            {"group": 8, "kv_heads": 1},
+            {"group": 16},
+            {"block": 64},
+            {"block": 8},
+            {"window": WINDOW},
+        )
+    ]
+    modules += [{"dtype": "bf16", "kv": "fp8", "head": 128, "window": WINDOW}]
+    out.extend(_case(family, mode="decode", sinks=sinks, **mod) for mod in modules for sinks in (False, True))
+    return out
+
+
 def cases(family: str) -> list[Case]:
     """The case grid of one family, each case with its index."""
     if family in {"triton_unified_attention", "flash_attn_3"}:
@@ -184,6 +279,10 @@ def cases(family: str) -> list[Case]:
         grid = _mla_cases()
     elif family == "flex_attention":
         grid = _flex_cases()
+    elif family in {"flashinfer_fa2", "flashinfer_fa3"}:
+        grid = _fi_prefill_cases(family)
+    elif family == "flashinfer_xqa":
+        grid = _fi_xqa_cases()
     else:
         msg = f"unknown family {family!r}"
         raise ValueError(msg)
@@ -540,7 +639,118 @@ def run_flex(case: Case) -> dict[str, Any]:
     return _verdict(case, out.transpose(1, 2), ref, effect)
 
 
+def _fi_paging(x: Inputs) -> tuple[Tensor, Tensor, Tensor]:
+    """FlashInfer's paged-KV description of ``x``: page indptr, page indices, last-page lengths."""
+    import torch  # noqa: PLC0415
+
+    block = x.k_cache.shape[1]
+    pages = [math.ceil(kv / block) for kv in x.kv_lens]
+    indptr = torch.tensor([0, *itertools.accumulate(pages)], dtype=torch.int32, device=DEV)
+    indices = torch.cat([x.block_table[s, :n] for s, n in enumerate(pages)]).to(torch.int32)
+    last = torch.tensor(
+        [kv - (n - 1) * block for kv, n in zip(x.kv_lens, pages, strict=True)], dtype=torch.int32, device=DEV
+    )
+    return indptr, indices, last
+
+
+def run_fi_prefill(case: Case) -> dict[str, Any]:
+    """FlashInfer's paged prefill kernel (FA2 or FA3, JIT) on one case, as vLLM's FLASHINFER plans it."""
+    import torch  # noqa: PLC0415
+    from flashinfer import BatchPrefillWithPagedKVCacheWrapper  # type: ignore[import-not-found]  # noqa: PLC0415
+    from flashinfer.attention import BatchAttentionWithAttentionSinkWrapper  # type: ignore[import-not-found]  # noqa: PLC0415
+
+    backend = "fa3" if case["family"] == "flashinfer_fa3" else "fa2"
+    x = Inputs(case, SHAPES[case["mode"]])
+    fp8 = case["kv"] == "fp8"
+    q, q_seqs = x.q, None
+    if fp8 and backend == "fa3":  # "FA3 FP8 KV cache currently requires FP8 query" (utils.py:456-502)
+        q = x.q.float().to(torch.float8_e4m3fn)
+        q_seqs = list(torch.split(q.float(), x.q_lens))
+    ref, effect = x.expected(q_override=q_seqs)
+    ws = torch.zeros(256 << 20, dtype=torch.uint8, device=DEV)
+    indptr, indices, last = _fi_paging(x)
+    window_left = case["window"] - 1 if case["window"] else -1
+    kv_dt = x.k_cache.dtype
+    if case["sinks"]:
+        wrapper = BatchAttentionWithAttentionSinkWrapper(
+            ws,
+            "NHD",
+            backend=backend,
+            q_data_type=q.dtype,
+            kv_data_type=kv_dt,
+            head_dim_qk=x.d,
+            head_dim_vo=x.d,
+            window_left=window_left,
+        )
+    else:
+        wrapper = BatchPrefillWithPagedKVCacheWrapper(ws, "NHD", backend=backend)
+    wrapper.plan(
+        x.cu_q,
+        indptr,
+        indices,
+        last,
+        x.hq,
+        x.hk,
+        x.d,
+        x.k_cache.shape[1],
+        causal=True,
+        sm_scale=x.scale,
+        window_left=window_left,
+        logits_soft_cap=case["softcap"] or None,
+        q_data_type=q.dtype,
+        kv_data_type=kv_dt,
+        o_data_type=x.q.dtype,
+    )
+    out = torch.empty(x.q.shape[0], x.hq, x.d, dtype=x.q.dtype, device=DEV)
+    if case["sinks"]:
+        assert x.sinks is not None  # noqa: S101
+        wrapper.run(q, (x.k_cache, x.v_cache), x.sinks.float(), x.scale, out=out)
+    else:
+        wrapper.run(q, (x.k_cache, x.v_cache), out=out)
+    torch.cuda.synchronize()
+    return _verdict(case, out, ref, effect)
+
+
+def run_fi_xqa(case: Case) -> dict[str, Any]:
+    """FlashInfer's XQA decode (JIT) on one case, as vLLM's FLASHINFER decode calls it on SM90."""
+    import torch  # noqa: PLC0415
+    from flashinfer.decode import xqa_batch_decode_with_kv_cache  # type: ignore[import-not-found]  # noqa: PLC0415
+
+    x = Inputs(case, SHAPES[case["mode"]])
+    fp8 = case["kv"] == "fp8"
+    # With an FP8 cache XQA multiplies Q and K in FP8 (the query converted to E4M3 inside the kernel), so
+    # the reference takes the query rounded to E4M3; the error against the unrounded query is kept too.
+    q_seqs = [q.float().to(torch.float8_e4m3fn).float() for q in x.q_seqs] if fp8 else None
+    ref, effect = x.expected(q_override=q_seqs)
+    ws = torch.zeros(256 << 20, dtype=torch.uint8, device=DEV)
+    out = torch.empty(x.q.shape[0], x.hq, x.d, dtype=x.q.dtype, device=DEV)
+    xqa_batch_decode_with_kv_cache(
+        query=x.q,
+        kv_cache=(x.k_cache, x.v_cache),
+        workspace_buffer=ws,
+        block_tables=x.block_table,
+        seq_lens=x.seqused_k,
+        max_seq_len=max(x.kv_lens),
+        bmm1_scale=x.scale,
+        bmm2_scale=1.0,
+        window_left=case["window"] - 1 if case["window"] else -1,
+        out=out,
+        sinks=None if x.sinks is None else x.sinks.float(),
+        kv_layout="NHD",
+        q_len_per_req=1,
+    )
+    torch.cuda.synchronize()
+    res = _verdict(case, out, ref, effect)
+    if fp8:
+        plain, _ = x.expected()
+        res["max_abs_err_unrounded_q"] = round(float((out.float() - plain).abs().max()), 6)
+    return res
+
+
 RUNNERS = {
+    "flashinfer_fa2": run_fi_prefill,
+    "flashinfer_fa3": run_fi_prefill,
+    "flashinfer_xqa": run_fi_xqa,
     "triton_unified_attention": run_triton_unified,
     "triton_mla_decode": run_triton_mla,
     "flash_attn_3": run_fa3,
@@ -593,7 +803,15 @@ def _environment() -> dict[str, Any]:
     import triton  # type: ignore[import-not-found]  # noqa: PLC0415
 
     props = torch.cuda.get_device_properties(0)
+    extra: dict[str, Any] = {}
+    try:
+        import flashinfer  # noqa: PLC0415
+
+        extra["flashinfer"] = flashinfer.__version__
+    except Exception as exc:  # noqa: BLE001 - the other families run without it
+        extra["flashinfer"] = f"not importable: {type(exc).__name__}"
     return {
+        **extra,
         "gpu": torch.cuda.get_device_name(0),
         "sm": props.major * 10 + props.minor,
         "torch": torch.__version__,
@@ -638,7 +856,9 @@ def orchestrate(args: argparse.Namespace) -> int:
     work = Path("/tmp/probe_work")  # noqa: S108 - the device machine's scratch
     work.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + args.budget_s
-    env = {**os.environ, "PYTHONPATH": str(bundle), "PYTHONUNBUFFERED": "1"}
+    # The bundle first; an unpacked FlashInfer and its tvm-ffi may sit on PYTHONPATH already.
+    path = os.pathsep.join(p for p in (str(bundle), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
     jobs: list[tuple[str, Path, Path, list[Case]]] = []
     for family in families:
         grid = cases(family)
@@ -651,11 +871,25 @@ def orchestrate(args: argparse.Namespace) -> int:
             )
             grid = [c for c in grid if c["index"] not in seen]
         size = args.chunk
-        for n in range(0, len(grid), size):
-            chunk = grid[n : n + size]
+        if family.startswith("flashinfer_"):  # one JIT module per worker
+            groups: dict[str, list[Case]] = {}
+            for c in grid:
+                groups.setdefault(module_of(c), []).append(c)
+            chunks = list(groups.values())
+        else:
+            chunks = [grid[n : n + size] for n in range(0, len(grid), size)]
+        for chunk in chunks:
+            n = chunk[0]["index"]
             cf = work / f"{family}-{n}.json"
             cf.write_text(json.dumps(chunk))
             jobs.append((family, cf, work / f"{family}-{n}.jsonl", chunk))
+    deferred = [d for d in (args.defer or "").split(",") if d]
+    # Chunks of the deferred modules run last (a stable sort keeps the grid's order otherwise).
+    jobs.sort(
+        key=lambda job: (
+            any(d in module_of(job[3][0]) for d in deferred) if job[0].startswith("flashinfer_") else False
+        )
+    )
     pending = list(jobs)
     running: list[tuple[subprocess.Popen[bytes], tuple[str, Path, Path, list[Case]], Path]] = []
     crashes: dict[Path, list[dict[str, Any]]] = {}
@@ -734,6 +968,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--chunk", type=int, default=12)
     run.add_argument("--budget-s", type=float, default=480.0)
     run.add_argument("--skip-done", help="folder of earlier <family>.jsonl results whose cases are skipped")
+    run.add_argument("--defer", help="comma-separated parts of FlashInfer module names whose chunks run last")
     count = sub.add_parser("count")
     count.add_argument("families")
     w = sub.add_parser("worker")

@@ -1,10 +1,10 @@
 """Gates against the kernels they guard: over-restrictive (C111) and over-permissive (C112) regions.
 
 A gate (``kind: gate``) with ``guards`` names the kernels or roles it sends queries to. Its *scope* is
-where it sends them: the guard's ``when`` (everywhere without one). The guarded query of a cell is
-the cell with the guard's ``axes`` pinned (a role adds its own ``axes`` beneath them); where the gate
-refuses, the targets get the cell with ``refused`` pinned instead, when the guard says so. Then, as
-regions over the matrix's space (never cell by cell):
+where it sends them: the guard's ``when``, a union of boxes (everywhere without one). The guarded query
+of a cell is the cell with the guard's ``axes`` pinned (a role adds its own ``axes`` beneath them);
+where the gate refuses, the targets get the cell with ``refused`` pinned instead, when the guard says
+so. Then, as regions over the matrix's space (never cell by cell):
 
 - over-restrictive (C111): scope, minus where the gate admits, within where some target serves the
   guarded query;
@@ -78,8 +78,8 @@ def gate_reports(
             continue
         compiled = KernelBoxes.of(gate, space)
         admitted = supported_region(space, compiled)
-        within = _box(space, guard.when)
-        scope = Region(space, [within], disjoint=True)
+        within = [_box(space, box) for box in guard.when] or [space.full_box()]
+        scope = Region(space, within)
         on = {t: _pull(target_region(t), pinned(matrix, t, guard.axes)) for t in guard.targets}
         serves_on = _union(space, on.values())
         refused = scope - admitted
@@ -143,7 +143,7 @@ def _holds(space: Space, region: Region, values: Mapping[str, AxisValue]) -> boo
 
 def _report(
     matrix: Matrix, code: str, gate: Kernel, compiled: KernelBoxes, region: Region,
-    targets: Mapping[str, Region], scope: Box,
+    targets: Mapping[str, Region], scope: list[Box],
 ) -> Iterator[GateReport]:
     if not region:
         return
@@ -159,7 +159,7 @@ def _report(
         # region on one axis only, e.g. an SM list without SM121.
         rules = tuple(
             rule for rule, box in zip(gate.rules, compiled.boxes, strict=True)
-            if rule.effect is Effect.GRANT and intersect(box, scope) is not None
+            if rule.effect is Effect.GRANT and any(intersect(box, s) is not None for s in scope)
             and any(sum(1 for x, y in zip(box, b, strict=True) if not x & y) == 1 for b in merged.boxes)
         )
     at, witness, model = _witness(space, merged.boxes, matrix.models.values())

@@ -44,7 +44,7 @@ from capmatrix.loader import load
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from capmatrix.analysis import (
         Area,
@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BASELINE_FORMAT",
+    "BASELINE_NAME",
     "apply_baseline",
     "baseline_text",
     "cmd_check",
@@ -97,6 +98,8 @@ def _query_command(kind: str, name: str, area: Area, matrix: str | None) -> str:
 #: The ``format`` of a findings baseline file (``capmatrix check --write-baseline``).
 BASELINE_FORMAT = "capmatrix-check-baseline"
 BASELINE_VERSION = 1
+#: The baseline a matrix carries, in its own directory: ``check`` uses it unless told otherwise.
+BASELINE_NAME = "check-baseline.json"
 
 
 def configure_check(parser: argparse.ArgumentParser, _argv: Sequence[str]) -> None:
@@ -112,14 +115,24 @@ def configure_check(parser: argparse.ArgumentParser, _argv: Sequence[str]) -> No
     )
     known.add_argument(
         "--write-baseline", metavar="FILE",
-        help="record every finding of today in FILE (JSON, one entry per finding key) and exit 0",
+        help="record every finding of today in FILE (JSON, one entry per finding key) and exit 0; "
+             "the 'why' a rewritten FILE gave a key is kept",
+    )
+    known.add_argument(
+        "--no-baseline", action="store_true",
+        help=f"judge every finding, also those the matrix's own {BASELINE_NAME} accepts",
     )
 
 
-def baseline_text(result: CheckResult) -> str:
-    """The baseline file of ``result``: every finding's key, with its code, severity and message."""
+def baseline_text(result: CheckResult, why: Mapping[str, str] | None = None) -> str:
+    """The baseline file of ``result``: each finding's key, code, severity, message and ``why[key]``.
+
+    ``why`` holds the reasons findings are accepted; a key without one gets no ``why`` field.
+    """
+    why = why or {}
     entries = sorted(
-        ({"key": f.key, "code": f.code, "severity": str(f.severity), "message": f.message}
+        ({"key": f.key, "code": f.code, "severity": str(f.severity), "message": f.message,
+          **({"why": why[f.key]} if f.key in why else {})}
          for f in result.findings),
         key=lambda e: e["key"],
     )
@@ -132,6 +145,11 @@ def read_baseline(path: str) -> frozenset[str]:
 
     :raises CapmatrixError: when the file is not a baseline (with what to do); OSError when unreadable.
     """
+    return frozenset(_baseline_entries(path))
+
+
+def _baseline_entries(path: str) -> dict[str, str | None]:
+    """Each key a baseline file records, with its ``why`` (None without one)."""
     text = Path(path).read_text(encoding="utf-8")
     redo = f"write one with `capmatrix check --write-baseline {path}`"
     try:
@@ -151,7 +169,14 @@ def read_baseline(path: str) -> frozenset[str]:
         isinstance(e, dict) and isinstance(e.get("key"), str) for e in findings
     ):
         raise CapmatrixError(f'{path}: "findings" must be a list of objects with a "key"; {redo}')
-    return frozenset(e["key"] for e in findings)
+    return {e["key"]: e["why"] if isinstance(e.get("why"), str) else None for e in findings}
+
+
+def _kept_whys(path: str) -> dict[str, str]:
+    """The ``why`` of each key an existing baseline at ``path`` gives (none when there is no such file)."""
+    if not Path(path).is_file():
+        return {}
+    return {key: why for key, why in _baseline_entries(path).items() if why is not None}
 
 
 def apply_baseline(result: CheckResult, known: frozenset[str]) -> tuple[CheckResult, int, int]:
@@ -207,7 +232,11 @@ def cmd_check(args: argparse.Namespace, _prepared: None, out: TextIO, err: TextI
     """
     choice = choose_matrix(args.path)
     announce_matrix(choice, err)
-    known = read_baseline(args.baseline) if args.baseline is not None else None
+    baseline = args.baseline
+    own = Path(choice.path) / BASELINE_NAME
+    if baseline is None and args.write_baseline is None and not args.no_baseline and own.is_file():
+        baseline = str(own)  # the findings the matrix's maintainers accepted, with why
+    known = read_baseline(baseline) if baseline is not None else None
     result = check_path(choice.path)
     if not result.loaded and args.brief_load_errors:
         err.write(brief_load_errors(len(result.findings), str(result.findings[0].locations[0])) + "\n")
@@ -217,14 +246,15 @@ def cmd_check(args: argparse.Namespace, _prepared: None, out: TextIO, err: TextI
             out.write(render_check(result, choice.witness_matrix) + "\n")
             err.write("capmatrix: no baseline written: the matrix did not load\n")
             return result.exit_status()
-        write_text_atomic(args.write_baseline, baseline_text(result))
+        write_text_atomic(args.write_baseline, baseline_text(result, _kept_whys(args.write_baseline)))
         out.write(f"wrote {len(result.findings)} findings to {args.write_baseline}\n")
         return EXIT_OK
     note, extra = "", {}
     if known is not None and result.loaded:
+        assert baseline is not None  # noqa: S101 - known comes from it
         result, hidden, gone = apply_baseline(result, known)
-        note = _baseline_note(hidden, gone, args.baseline)
-        extra = {"baseline": {"file": args.baseline, "hidden": hidden, "gone": gone}}
+        note = _baseline_note(hidden, gone, baseline)
+        extra = {"baseline": {"file": baseline, "hidden": hidden, "gone": gone}}
     if args.format == "json":
         print_json({**result.as_dict(args.path), **extra}, out)
     elif args.format == "github":
