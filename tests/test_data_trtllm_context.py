@@ -59,6 +59,13 @@ PICKS: tuple[Pick, ...] = (
     Pick("llama", {"sm": 90, "position_bias": "alibi"}, "fmha_v2"),
     # SM100/103: FmhaDispatcher builds trtllm-gen alone (fmha_v2 only for head 80), then unfused MHA
     Pick("llama", {"sm": 103, "head_dim": 80}, "fmha_v2"),
+    # trtllm-gen's kernel table (tools/import_trtllm_gen.py): no head-96 cubin, and FmhaDispatcher has no
+    # fmha_v2 step there, so Phi-3-mini prefills with unfused MHA on SM100/103 (fmha_v2 on SM90)
+    Pick("phi3_mini", {"sm": 100}, "unfused_mha"),
+    Pick("phi3_mini", {"sm": 103}, "unfused_mha"),
+    Pick("phi3_mini", {"sm": 90}, "fmha_v2"),
+    Pick("llama", {"sm": 100, "paged_context_fmha": True, "tokens_per_block": 128}, "unfused_mha"),
+    Pick("llama", {"sm": 100, "paged_context_fmha": True, "tokens_per_block": 64}, "trtllm_gen"),
 )
 
 
