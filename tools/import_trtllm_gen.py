@@ -244,13 +244,15 @@ def generate(kernels: list[Kernel], commit: str) -> str:
             f"{table} has paged-KV context kernels for a {' or '.join(kvs)} KV cache with head sizes "
             f"{', '.join(map(str, heads))} only; another head size falls back to unfused MHA.",
             source)
-    for kvs, pages in _grouped(_by_key(paged_ctx, "kv", "tokens_per_page")):
+    # MLA is left out: its context kernels also come with a separate-QKV layout, which has no page size.
+    for kvs, pages in _grouped(_by_key([k for k in paged_ctx if not k.mla], "kv", "tokens_per_page")):
         lines += _rule(
             f"trtllm_gen.cubins.paged_context_tokens_per_page_kv_{'_'.join(kvs)}",
-            {"phase": "context", "paged_context_fmha": "true", "kv_cache_dtype": _flow(kvs),
-             "tokens_per_block": f"{{not: {_flow(pages)}}}"},
+            {"phase": "context", "attention": _NON_MLA, "paged_context_fmha": "true",
+             "kv_cache_dtype": _flow(kvs), "tokens_per_block": f"{{not: {_flow(pages)}}}"},
             f"The paged-KV context kernels of {table} for a {' or '.join(kvs)} KV cache exist for "
-            f"{' and '.join(map(str, pages))} tokens per page only.",
+            f"{' and '.join(map(str, pages))} tokens per page only; another page size falls back to unfused "
+            "MHA.",
             source)
     ctx_q = sorted({k.q for k in mla_ctx})
     mla_heads = sorted({(k.head_qk, k.head_v) for k in mla_ctx})
