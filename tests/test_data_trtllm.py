@@ -129,7 +129,10 @@ CASES: tuple[Case, ...] = (
          spec_dec="none", head_dim=80, **GEN),
     case("trtllm_gen", "phi3_mini", U, "trtllm_gen.cubins.generation_head_kv_bf16_fp16_fp8", sm=100,
          spec_dec="none", **GEN),
-    case("trtllm_gen", "phi3_mini", U, "trtllm_gen.cubins.context_head_bf16_fp16_fp8", sm=100, **CTX),
+    case("trtllm_gen", "phi3_mini", U, "trtllm_gen.cubins.paged_context_head_kv_bf16_fp16_fp8", sm=100,
+         **CTX),  # paged context FMHA is on by default (KV-cache reuse)
+    case("trtllm_gen", "phi3_mini", U, "trtllm_gen.cubins.context_head_bf16_fp16_fp8", sm=100,
+         paged_context_fmha=False, **CTX),
     case("trtllm_gen", "llama", S, "trtllm_gen.context", sm=100, head_dim=256, **CTX),
     case("trtllm_gen", "llama", U, "trtllm_gen.cubins.generation_head_kv_nvfp4", sm=100, spec_dec="none",
          kv_cache_dtype="nvfp4", head_dim=256, **GEN),
@@ -147,7 +150,8 @@ CASES: tuple[Case, ...] = (
          kv_cache_dtype="fp16", **CTX),
     case("trtllm_gen", "llama", U, "trtllm_gen.cubins.paged_context_tokens_per_page_kv_bf16_fp16_fp8_nvfp4",
          sm=100, paged_context_fmha=True, tokens_per_block=128, **CTX),
-    case("trtllm_gen", "llama", S, "trtllm_gen.context", sm=100, tokens_per_block=128, **CTX),  # packed QKV
+    case("trtllm_gen", "llama", S, "trtllm_gen.context", sm=100, tokens_per_block=128,
+         paged_context_fmha=False, **CTX),  # packed QKV has no page size
     case("trtllm_gen", "llama", U, "trtllm_gen.cubins.paged_context_head_kv_nvfp4", sm=100, dtype="fp8",
          kv_cache_dtype="nvfp4", paged_context_fmha=True, head_dim=256, **CTX),
     case("trtllm_gen", "llama", U, "trtllm_gen.beam_search", sm=100, spec_dec="none",

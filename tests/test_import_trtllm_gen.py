@@ -156,7 +156,12 @@ def test_phi3_mini_on_blackwell(sm: int) -> None:
     assert decode.kernel == "mmha"
     assert decode.trace[0].kernel == "trtllm_gen"
     assert "trtllm_gen.cubins.generation_head_kv_bf16_fp16_fp8" in decode.trace[0].rules
-    prefill = capmatrix.select("trtllm_context", KernelQuery(None, model="phi3_mini", sm=sm), matrix=MATRIX)
+    query = KernelQuery(None, model="phi3_mini", sm=sm)
+    prefill = capmatrix.select("trtllm_context", query, matrix=MATRIX)
     assert prefill.kernel == "unfused_mha"
     assert [r.kernel for r in prefill.trace] == ["trtllm_gen", "unfused_mha"]
-    assert "trtllm_gen.cubins.context_head_bf16_fp16_fp8" in prefill.trace[0].rules
+    # paged context FMHA is on by default (KV-cache reuse), so the paged-KV kernels are the ones asked
+    assert "trtllm_gen.cubins.paged_context_head_kv_bf16_fp16_fp8" in prefill.trace[0].rules
+    packed = capmatrix.select("trtllm_context", query.replace(paged_context_fmha=False), matrix=MATRIX)
+    assert packed.kernel == "unfused_mha"
+    assert "trtllm_gen.cubins.context_head_bf16_fp16_fp8" in packed.trace[0].rules
