@@ -116,7 +116,9 @@ def test_select_fits_and_gives_one_reason_per_candidate() -> None:
         "  model deepseek_v3: attention=mla dtype=bf16 kv_cache_dtype=bf16 head_dim=576 q_per_kv=128",
         "  role trtllm_generation: phase=generation",  # the role's own axis value, not the query's
     ]
-    first = "trtllm_gen.mla_generation (capabilities/kernels/trtllm_gen.yaml:65) needs sm sm_100f (got 121)"
+    at = capmatrix.load().rule("trtllm_gen.mla_generation").location.line
+    first = (f"trtllm_gen.mla_generation (capabilities/kernels/trtllm_gen.yaml:{at}) needs sm sm_100f "
+             "(got 121)")
     assert f"   trtllm_gen: unsupported; x {first}" in lines
     assert any(line.startswith("   xqa: unsupported; - xqa.mla_fp8_only ") for line in lines)
     assert any(line.startswith("=> fmha_v2: supported; + fmha_v2.") for line in lines)

@@ -124,8 +124,36 @@ CASES: tuple[Case, ...] = (
     case("trtllm_gen", "llama", S, "trtllm_gen.context", sm=100, **CTX),
     case("trtllm_gen", "deepseek_v3", S, "trtllm_gen.context", sm=103, **CTX),
     case("trtllm_gen", "llama", U, "trtllm_gen.context", sm=120, **CTX),
-    case("trtllm_gen", "llama", S, "trtllm_gen.generation", sm=100, spec_dec="none", head_dim=80,
+    # ---- trtllm_gen: the kernel table (tools/import_trtllm_gen.py, kernelMetaInfo.h @ 07e3c21f) ----
+    case("trtllm_gen", "llama", U, "trtllm_gen.cubins.generation_head_kv_bf16_fp16_fp8", sm=100,
+         spec_dec="none", head_dim=80, **GEN),
+    case("trtllm_gen", "phi3_mini", U, "trtllm_gen.cubins.generation_head_kv_bf16_fp16_fp8", sm=100,
+         spec_dec="none", **GEN),
+    case("trtllm_gen", "phi3_mini", U, "trtllm_gen.cubins.paged_context_head_kv_bf16_fp16_fp8", sm=100,
+         **CTX),  # paged context FMHA is on by default (KV-cache reuse)
+    case("trtllm_gen", "phi3_mini", U, "trtllm_gen.cubins.context_head_bf16_fp16_fp8", sm=100,
+         paged_context_fmha=False, **CTX),
+    case("trtllm_gen", "llama", S, "trtllm_gen.context", sm=100, head_dim=256, **CTX),
+    case("trtllm_gen", "llama", U, "trtllm_gen.cubins.generation_head_kv_nvfp4", sm=100, spec_dec="none",
+         kv_cache_dtype="nvfp4", head_dim=256, **GEN),
+    case("trtllm_gen", "llama", U, "trtllm_gen.cubins.generation_tokens_per_page_kv_bf16_fp16_fp8_nvfp4",
+         sm=100, spec_dec="none", tokens_per_block=16, **GEN),
+    case("trtllm_gen", "llama", S, "trtllm_gen.generation", sm=100, spec_dec="none", tokens_per_block=64,
          **GEN),
+    case("trtllm_gen", "llama", U, "trtllm_gen.cubins.generation_q_matches_kv_bf16", sm=100,
+         spec_dec="none", dtype="fp16", **GEN),
+    case("trtllm_gen", "llama", S, "trtllm_gen.generation", sm=100, spec_dec="none", dtype="fp16",
+         kv_cache_dtype="fp8", **GEN),  # the preprocessing turns Q into E4M3 for an FP8 cache
+    case("trtllm_gen", "deepseek_v3", U, "trtllm_gen.cubins.mla_generation_query", sm=100,
+         spec_dec="none", dtype="fp16", kv_cache_dtype="fp8", **GEN),
+    case("trtllm_gen", "deepseek_v3", U, "trtllm_gen.cubins.mla_context_query", sm=100, dtype="fp16",
+         kv_cache_dtype="fp16", **CTX),
+    case("trtllm_gen", "llama", U, "trtllm_gen.cubins.paged_context_tokens_per_page_kv_bf16_fp16_fp8_nvfp4",
+         sm=100, paged_context_fmha=True, tokens_per_block=128, **CTX),
+    case("trtllm_gen", "llama", S, "trtllm_gen.context", sm=100, tokens_per_block=128,
+         paged_context_fmha=False, **CTX),  # packed QKV has no page size
+    case("trtllm_gen", "llama", U, "trtllm_gen.cubins.paged_context_head_kv_nvfp4", sm=100, dtype="fp8",
+         kv_cache_dtype="nvfp4", paged_context_fmha=True, head_dim=256, **CTX),
     case("trtllm_gen", "llama", U, "trtllm_gen.beam_search", sm=100, spec_dec="none",
          beam_width=4, **GEN),
     case("trtllm_gen", "falcon", U, "trtllm_gen.group_over_16", sm=100, spec_dec="none", **GEN),
@@ -305,8 +333,8 @@ def _without(matrix: Matrix, rule_id: str) -> Matrix:
 
 
 def _our_rules(matrix: Matrix) -> list[str]:
-    """The hand-written rules; the generated ones are held to their source list in
-    test_import_xqa_cubins.py."""
+    """The hand-written rules; the generated ones are held to their source lists in
+    test_import_xqa_cubins.py, test_import_fmha_v2.py and test_import_trtllm_gen.py."""
     return [rule.id for name in KERNELS for rule in matrix.kernels[name].rules
             if rule.status is not Status.DERIVED]
 
@@ -349,6 +377,7 @@ def test_rule_metadata(matrix: Matrix) -> None:
     generated = _generated_rule_ids(matrix)
     assert any(r.startswith("xqa.") for r in generated)
     assert any(r.startswith("fmha_v2.") for r in generated)
+    assert any(r.startswith("trtllm_gen.cubins.") for r in generated)
     for name in KERNELS:
         kernel = matrix.kernels[name]
         assert kernel.rules, name
@@ -413,6 +442,11 @@ PICKS: tuple[Pick, ...] = (
     Pick("llama4_scout", {"sm": 89, "spec_dec": "one_model"}, None),
     Pick("llama4_scout", {"sm": 120, "spec_dec": "one_model"}, None),
     Pick("llama4_scout", {"sm": 80, "spec_dec": "none"}, "mmha"),
+    # trtllm-gen's kernel table: head 96 (Phi-3-mini) and 16 tokens per page have no cubin, so MMHA decodes
+    Pick("phi3_mini", {"sm": 100, "spec_dec": "none"}, "mmha"),
+    Pick("phi3_mini", {"sm": 103, "spec_dec": "none"}, "mmha"),
+    Pick("llama", {"sm": 100, "spec_dec": "none", "tokens_per_block": 16}, "mmha"),
+    Pick("llama", {"sm": 100, "spec_dec": "none", "tokens_per_block": 64}, "trtllm_gen"),
 )
 
 

@@ -59,6 +59,13 @@ PICKS: tuple[Pick, ...] = (
     Pick("llama", {"sm": 90, "position_bias": "alibi"}, "fmha_v2"),
     # SM100/103: FmhaDispatcher builds trtllm-gen alone (fmha_v2 only for head 80), then unfused MHA
     Pick("llama", {"sm": 103, "head_dim": 80}, "fmha_v2"),
+    # trtllm-gen's kernel table (tools/import_trtllm_gen.py): no head-96 cubin, and FmhaDispatcher has no
+    # fmha_v2 step there, so Phi-3-mini prefills with unfused MHA on SM100/103 (fmha_v2 on SM90)
+    Pick("phi3_mini", {"sm": 100}, "unfused_mha"),
+    Pick("phi3_mini", {"sm": 103}, "unfused_mha"),
+    Pick("phi3_mini", {"sm": 90}, "fmha_v2"),
+    Pick("llama", {"sm": 100, "paged_context_fmha": True, "tokens_per_block": 128}, "unfused_mha"),
+    Pick("llama", {"sm": 100, "paged_context_fmha": True, "tokens_per_block": 64}, "trtllm_gen"),
 )
 
 
@@ -176,9 +183,11 @@ def test_check_reports_the_sm121_allowlist_split(matrix: Matrix) -> None:
 
 
 def test_new_axes_default_off(matrix: Matrix) -> None:
-    """New axes default to the value under which today's queries were written."""
+    """New axes default to the value under which today's queries were written, except paged context FMHA,
+    which defaults to the engine's default (on: the PyTorch flow turns it on for KV-cache reuse, on by
+    default)."""
     defaults = {name: matrix.axes[name].default for name in (
         "logit_softcapping", "position_bias", "per_layer_window", "chunked_attention", "attention_sinks",
         "paged_context_fmha")}
     assert defaults == {"logit_softcapping": False, "position_bias": "none", "per_layer_window": False,
-                        "chunked_attention": False, "attention_sinks": False, "paged_context_fmha": False}
+                        "chunked_attention": False, "attention_sinks": False, "paged_context_fmha": True}
