@@ -117,7 +117,7 @@ COMMON_SETTINGS: tuple[CommonSetting, ...] = (
     CommonSetting(label="prefill, BF16 (TensorRT-LLM)", role="trtllm_context",
                   axes={"spec_dec": "none", "dtype": "bf16", "kv_cache_dtype": "bf16"}),
     CommonSetting(label="BF16 (vLLM)", role="vllm_attention",
-                  axes={"dtype": "bf16", "vllm_kv_cache_dtype": "auto"}),
+                  axes={"dtype": "bf16", "kv_cache_dtype": "auto"}),
 )
 #: The shipped checkpoints the table shows, each with every setting (a model the matrix lacks is left out).
 COMMON_MODELS = ("llama3_1_8b", "llama3_1_70b", "qwen3_30b_a3b", "gpt_oss_120b", "deepseek_v3")
