@@ -67,7 +67,7 @@ if TYPE_CHECKING:
 __all__ = ["FORMAT", "MAX_ENTRIES", "cache_dir", "key", "lookup", "store"]
 
 #: The layout of an entry; bump it whenever :func:`_encode` changes.
-FORMAT = 1
+FORMAT = 2
 #: Entries kept in the cache directory (one per matrix directory and working directory); the oldest
 #: beyond this are removed when one is written.
 MAX_ENTRIES = 32
@@ -464,12 +464,14 @@ def _axis(a: Axis) -> list[Any]:
         None if a.default is None else _value(a.default), _loc(a.location), a.optional, a.environment,
         a.extra, [_table.put(c) for c in a.cuts], [[name, text] for name, text in a.family_ranges.items()],
         [[word, value] for word, value in a.spellings.items()], a.scope,
+        [[alias, scope] for alias, scope in a.aliases.items()],
+        [[engine, _value(value)] for engine, value in a.engine_defaults.items()],
     ]
 
 
 def _unaxis(data: list[Any]) -> Axis:
     (name, kind, values, description, families, default, loc, optional, environment, extra, cuts,
-     family_ranges, spellings, scope) = data
+     family_ranges, spellings, scope, aliases, engine_defaults) = data
     return Axis(
         name=_str(name), type=AxisType(kind), values=tuple(_unvalues(values)),
         description=_str(description),
@@ -479,6 +481,8 @@ def _unaxis(data: list[Any]) -> Axis:
         cuts=tuple(_table.get(c) for c in cuts),
         family_ranges={_str(f): _str(text) for f, text in family_ranges},
         spellings={_str(w): _str(v) for w, v in spellings}, scope=_str(scope),
+        aliases={_str(a): _str(s) for a, s in aliases},
+        engine_defaults={_str(e): _unvalues([v])[0] for e, v in engine_defaults},
     )
 
 

@@ -262,7 +262,7 @@ class _Semantics(_Values):
                 if axis is None:
                     self.fail(
                         smap, cpath, f"unknown axis {echo(axis_name)}", key=True,
-                        hint=_hints.suggest(axis_name, list(axes), "axes"), code="E221",
+                        hint=self.alias_hint(axis_name, list(axes), "axes"), code="E221",
                     )
                     continue
                 cond = self._condition(axis, raw_cond, smap, cpath,

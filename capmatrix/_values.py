@@ -210,12 +210,12 @@ class _Values:
                 families[fam] = tuple(members)
             optional = bool(raw.get("optional", False))
             if optional:
-                if kind is AxisType.BOOL or NONE in values or "default" in raw or "derive" in raw:
+                if kind is AxisType.BOOL or NONE in values or "derive" in raw:
                     self.fail(
                         smap, (*path, "optional"),
-                        f"an optional axis must be an int or enum axis with no {echo(NONE)} value, "
-                        "no default and no table",
-                        hint=f"its default is always {echo(NONE)}: not given, not checked", code="E214",
+                        f"an optional axis must be an int or enum axis with no {echo(NONE)} value "
+                        "and no table",
+                        hint=f"{echo(NONE)} is its value for not given, not checked", code="E214",
                     )
                     optional = False
                 else:
@@ -224,9 +224,9 @@ class _Values:
             if environment and "default" not in raw and not optional:
                 self.fail(smap, (*path, "environment"), "an environment axis needs a default",
                           hint="document what an installation has when nobody says", code="E215")
-            default = raw.get("default")
-            if optional:
-                default = NONE
+            # An optional axis defaults to none unless it names a default (one engine's, when another
+            # leaves the value unset: tokens_per_block is 32 in TensorRT-LLM, unset in vLLM).
+            default = raw.get("default", NONE if optional else None)
             if default is not None and not any(
                 default == v and type(default) is type(v) for v in values
             ):
@@ -266,8 +266,48 @@ class _Values:
                 family_ranges=family_ranges,
                 spellings=spellings,
                 scope=raw.get("scope", CORE),
+                aliases=dict(raw.get("aliases") or {}),
+                engine_defaults=self._engine_defaults(raw, tuple(values), smap, path),
             )
+        self._check_aliases(out, data, smap)
         return out
+
+    def _engine_defaults(
+        self, raw: dict[str, Any], values: tuple[AxisValue, ...], smap: _yaml.SourceMap,
+        path: tuple[str | int, ...],
+    ) -> dict[str, AxisValue]:
+        """E213: each engine's default is a value of the axis."""
+        out: dict[str, AxisValue] = {}
+        for engine, value in (raw.get("engine_defaults") or {}).items():
+            if any(value == v and type(value) is type(v) for v in values):
+                out[engine] = value
+            else:
+                self.fail(smap, (*path, "engine_defaults", engine),
+                          f"engine {echo(engine)}'s default {echo(value)} is not a value of axis "
+                          f"{echo(path[-1])}", code="E213")
+        return out
+
+    def _check_aliases(self, axes: dict[str, Axis], data: dict[str, Any], smap: _yaml.SourceMap) -> None:
+        """E210: an alias names no axis and no other alias, and is no option of the command line."""
+        owners: dict[str, str] = {}
+        for name, axis in axes.items():
+            for alias in axis.aliases:
+                where = ("axes", name, "aliases", alias)
+                taken = alias if alias in data["axes"] else owners.get(alias)
+                if taken is not None or alias in RESERVED_AXIS_NAMES:
+                    what = (f"--{alias.replace('_', '-')} is an option of the command line" if taken is None
+                            else f"it already names axis {echo(taken)}")
+                    self.fail(smap, where, f"alias {echo(alias)} of axis {echo(name)}: {what}", key=True,
+                              hint="an alias is a name no axis and no other alias has", code="E210")
+                owners.setdefault(alias, name)
+
+    def alias_hint(self, name: str, candidates: list[str], what: str) -> str | None:
+        """The hint for an unknown axis ``name``: the axis it is an alias of, else the closest names."""
+        for axis in self.known.values():
+            if name in axis.aliases:
+                return (f"{echo(name)} is {axis.aliases[name]}'s word for axis {echo(axis.name)}: "
+                        "a capability file names the axis, queries may use either")
+        return _hints.suggest(name, candidates, what)
 
     # -- derived axes -------------------------------------------------------------------------
 
@@ -332,7 +372,7 @@ class _Values:
                     f"{echo(owner)} cannot read axis {echo(axis_name)}" if later
                     else f"unknown axis {echo(axis_name)}", key=True,
                     hint=("a table reads base axes and derived axes declared before it" if later
-                          else _hints.suggest(axis_name, list(readable), "axes")),
+                          else self.alias_hint(axis_name, list(readable), "axes")),
                     code="E216" if later else unknown_code,
                 )
                 ok = False
@@ -542,7 +582,7 @@ class _Values:
             axis = axes.get(axis_name)
             if axis is None:
                 self.fail(smap, path, f"unknown axis {echo(axis_name)}", key=True,
-                          hint=_hints.suggest(axis_name, list(axes), "axes"), code="E230")
+                          hint=self.alias_hint(axis_name, list(axes), "axes"), code="E230")
                 continue
             # An int axis is open: a model may pin an int no list names (a GQA group of 3).
             open_int = axis.type is AxisType.INT and type(value) is int

@@ -30,7 +30,7 @@ __all__ = ["FORMAT", "FORMAT_VERSION", "SCHEMA_PATH", "dumps", "export"]
 FORMAT = "capmatrix-export"
 #: ``MAJOR.MINOR``: MINOR grows when fields are added (readers ignore fields they do not know);
 #: MAJOR grows when a field changes meaning or goes away (readers refuse a MAJOR they do not know).
-FORMAT_VERSION = "1.0"
+FORMAT_VERSION = "1.1"
 #: The JSON Schema of the artifact, shipped in the package.
 SCHEMA_PATH = Path(__file__).resolve().parent / "schema" / "export.schema.json"
 
@@ -194,6 +194,9 @@ def export(matrix: Matrix) -> dict[str, Any]:
         }
         if kernel.engine is not None:
             entry["engine"] = kernel.engine
+        pins = matrix.pins(kernel)
+        if pins:
+            entry["axes"] = pins
         if kernel.source is not None:
             entry["source"] = _text(kernel.source)
         kernels[kernel.name] = entry
@@ -202,7 +205,7 @@ def export(matrix: Matrix) -> dict[str, Any]:
         item: dict[str, object] = {
             "description": _text(role.description),
             "candidates": list(role.candidates),
-            "axes": dict(role.axes),
+            "axes": matrix.pins(role),
             "location": paths.location(role.location),
         }
         if role.source is not None:

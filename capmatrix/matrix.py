@@ -8,12 +8,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from capmatrix.model import Kernel
 from capmatrix.regions import Space
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from capmatrix.model import GPU, Axis, DerivedAxis, Kernel, ModelFamily, Role, Rule
+    from capmatrix.model import GPU, Axis, AxisValue, DerivedAxis, ModelFamily, Role, Rule
 
 __all__ = ["ROOT_LABEL", "Matrix", "gpu_spelling"]
 
@@ -63,6 +64,27 @@ class Matrix:
             if any(hf_id.lower() == wanted for hf_id in model.hf_ids):
                 return model
         return None
+
+    def engine_defaults(self, engine: str | None) -> dict[str, AxisValue]:
+        """The axis values ``engine``'s kernels and roles are asked with where a query gives none."""
+        if engine is None:
+            return {}
+        return {name: axis.engine_defaults[engine] for name, axis in self.axes.items()
+                if engine in axis.engine_defaults}
+
+    def role_engine(self, role: Role) -> str | None:
+        """The engine of ``role``: the one its candidates name, None for none or several."""
+        engines = {self.kernels[c].engine for c in role.candidates if c in self.kernels} - {None}
+        return next(iter(engines)) if len(engines) == 1 else None
+
+    def pins(self, target: Kernel | Role) -> dict[str, AxisValue]:
+        """The values a kernel or role is asked with unless the query gives its own.
+
+        Its engine's defaults, and for a role its own axis values over them.
+        """
+        if isinstance(target, Kernel):
+            return self.engine_defaults(target.engine)
+        return {**self.engine_defaults(self.role_engine(target)), **target.axes}
 
     def gpu(self, name: str) -> GPU | None:
         """The GPU whose key, name or an alias is ``name``, ignoring case, spaces, ``-`` and ``_``.

@@ -127,6 +127,12 @@ class Axis:
     #: Other spellings of an enum axis's values (an engine's own words: ``float16`` for ``fp16``), each
     #: mapped to the canonical value a query with it is answered as.
     spellings: Mapping[str, str] = field(default_factory=dict)
+    #: Other names of the axis a query may use (an engine's own word for the concept, a former name),
+    #: each mapped to the scope whose word it is: vLLM's ``block_size`` is ``tokens_per_block``.
+    aliases: Mapping[str, str] = field(default_factory=dict)
+    #: An engine's own default, by engine: what its kernels and roles are asked with when a query gives
+    #: no value (vLLM leaves tokens_per_block unset where TensorRT-LLM's default is 32).
+    engine_defaults: Mapping[str, AxisValue] = field(default_factory=dict)
     #: signature -> position of the first value with it, built on first use by :meth:`locate`
     _classes: dict[int, int] = field(default_factory=dict, init=False, compare=False, repr=False)
     #: representative -> its class as text, filled by :meth:`describe` (pages describe each many times)

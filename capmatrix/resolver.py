@@ -103,6 +103,8 @@ class Resolver:
         self.matrix = matrix
         self._axes = tuple(matrix.axes.values())
         self._positions = {a.name: i for i, a in enumerate(self._axes)}
+        #: Another name of an axis (an engine's word, a former name) -> the axis.
+        self._aliases = {alias: a.name for a in self._axes for alias in a.aliases}
         # Axis.index by lookup; the type is part of the key as there (True == 1, but not as a value).
         self._value_index = tuple({(type(v), v): i for i, v in enumerate(a.values)} for a in self._axes)
         # Only an int axis (or a bool axis that lists one value) can be given a value it does not list:
@@ -127,6 +129,9 @@ class Resolver:
         self._kernels = {
             name: _compile_kernel(kernel, self._axes, masks) for name, kernel in matrix.kernels.items()
         }
+        #: Per kernel, its engine's defaults; per role (on first use), those and the role's own values.
+        self._kernel_pins = {name: matrix.pins(kernel) for name, kernel in matrix.kernels.items()}
+        self._pins: dict[str, dict[str, AxisValue]] = {}
         self._cache: dict[KernelQuery, Resolution] = {}
         self._select_cache: dict[tuple[str, KernelQuery], Selection] = {}
         # Decision tables (derived axes, role orders), compiled to bit sets on first use: a lookup is
@@ -186,6 +191,7 @@ class Resolver:
         self._select_cache.clear()
         self._effective_memo.clear()
         self._shapes.clear()
+        self._pins.clear()
         self._derived_tables.clear()
         self._order_tables.clear()
         for compiled in self._kernels.values():
@@ -199,9 +205,8 @@ class Resolver:
         role = self.matrix.roles.get(role_name)
         if role is None:
             raise UnknownName("role", role_name, self.matrix.roles)
-        # The role's own axis values act as defaults that the query may override.
-        pinned = {k: v for k, v in role.axes.items() if k not in query.axes}
-        candidate_query = query.replace(**pinned) if pinned else query
+        # The role's own axis values and its engine's defaults act as defaults the query may override.
+        candidate_query = self._pinned(self._canonical(query), self._role_pins(role_name))
         candidates, decided = role.candidates, True
         # The candidates' queries differ only in the kernel: their effective values are worked out once.
         effective = self._effective(candidate_query)
@@ -297,6 +302,7 @@ class Resolver:
         What does not depend on the given values (the model's and the defaults, the open axes, where
         each came from) is worked out once per model and set of given axes: its shape.
         """
+        query = self._canonical(query)
         items = query._axes  # noqa: SLF001 - the given (axis, value) pairs, sorted by axis name
         names = tuple([name for name, _value in items])
         key = (query.model, names)
@@ -311,6 +317,44 @@ class Resolver:
             anys = frozenset(name for name, value in items if value is ANY)
             found = self._fill(items, self._shape(query.model, names, anys))
         return cast("_Effective", found)
+
+    def _role_pins(self, role_name: str) -> dict[str, AxisValue]:
+        found = self._pins.get(role_name)
+        if found is None:
+            found = self._pins[role_name] = self.matrix.pins(self.matrix.roles[role_name])
+        return found
+
+    @staticmethod
+    def _pinned(query: KernelQuery, pins: Mapping[str, AxisValue]) -> KernelQuery:
+        """``query`` (axes by their names) with the ``pins`` it does not give."""
+        if not pins:
+            return query
+        given = query.axes
+        missing = {k: v for k, v in pins.items() if k not in given}
+        return query.replace(**missing) if missing else query
+
+    def _canonical(self, query: KernelQuery) -> KernelQuery:
+        """``query`` with each axis named by its name, not an alias (``block_size``: ``tokens_per_block``).
+
+        :raises InvalidQuery: when a query names an axis twice, by its name and an alias.
+        """
+        aliases = self._aliases
+        if not aliases:
+            return query
+        renamed = None
+        for name, _value in query._axes:  # noqa: SLF001 - the given (axis, value) pairs
+            if name in aliases:
+                renamed = [name] if renamed is None else [*renamed, name]
+        if renamed is None:
+            return query
+        axes = dict(query.axes)
+        for alias in renamed:
+            name = aliases[alias]
+            if name in axes:
+                raise InvalidQuery(f"axis {name!r} is given twice, also as {alias!r} (its other name); "
+                                   "give one of them")
+            axes[name] = axes.pop(alias)
+        return KernelQuery(query.kernel, model=query.model, **axes)
 
     def _shape(self, model_name: str | None, names: tuple[str, ...], anys: frozenset[str]) -> _Shape:
         """The effective values of a query without its given values (``anys`` given as ANY).
@@ -434,7 +478,10 @@ class Resolver:
         compiled = self._kernels.get(query.kernel)
         if compiled is None:
             raise UnknownName("kernel", query.kernel, self._kernels)
-        values, origins, open_axes, outside, at = self._effective(query) if effective is None else effective
+        if effective is None:  # asked of this kernel alone: with its engine's defaults
+            pins = self._kernel_pins[query.kernel]
+            effective = self._effective(self._pinned(self._canonical(query), pins) if pins else query)
+        values, origins, open_axes, outside, at = effective
         candidates = (1 << len(compiled.rules)) - 1
         admits: dict[int, int] = {}
         # Only the axes some rule of the kernel names can narrow the candidates (on the others every

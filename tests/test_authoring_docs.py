@@ -12,7 +12,8 @@ import capmatrix
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "authoring.md"
 LOADER_SOURCES = tuple(
-    ROOT / "capmatrix" / name for name in ("loader.py", "_values.py", "_references.py", "_yaml.py")
+    ROOT / "capmatrix" / name for name in ("loader.py", "_values.py", "_references.py", "_yaml.py",
+                                               "_yaml_build.py")
 )
 
 _BLOCK = re.compile(r"```(yaml|text)\n(.*?)```", re.DOTALL)

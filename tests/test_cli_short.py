@@ -62,7 +62,7 @@ def test_the_seed_deepseek_answer_is_short_and_complete() -> None:
 def test_an_xqa_answer_lists_no_vllm_axis() -> None:
     matrix = capmatrix.load()
     vllm_only = _vllm_axes(matrix)
-    assert "vllm_kv_cache_dtype" in vllm_only
+    assert "vllm_fa3_built" in vllm_only
     for verbose in ((), ("--explain",)):
         _, out, _ = cli(*SEED, *verbose)
         (defaults,) = [line for line in out.splitlines() if line.startswith("  axis defaults: ")]
@@ -83,7 +83,7 @@ def test_explain_is_the_full_listing() -> None:
     assert len(short) < len(full)
     # The JSON keeps every reason and every axis default.
     data = json.loads(cli(*SEED, "--json")[1])
-    assert "vllm_kv_cache_dtype" in data["query"]
+    assert "vllm_fa3_built" in data["query"]
 
 
 def test_a_supported_answer_names_the_grants_that_apply() -> None:
@@ -183,7 +183,7 @@ def test_read_axes_and_the_selection_without_a_matrix() -> None:
     assert "sm" in read_axes(matrix, ["xqa"])
     selection = capmatrix.select("trtllm_generation", capmatrix.KernelQuery(sm=121, model="deepseek_v3"))
     text = format_selection(selection)
-    assert "vllm_kv_cache_dtype=auto" in text  # no matrix given: every default shown
+    assert "vllm_fa3_built=true" in text  # no matrix given: every default shown
 
 
 def test_a_near_miss_without_axis_or_file_keeps_its_message() -> None:

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import capmatrix
-from capmatrix.engine.vllm import NoValidBackend, backend_order, select_backend
+from capmatrix.engine.vllm import KV_CACHE_DTYPES, NoValidBackend, backend_order, select_backend
 
 RECORD = Path(__file__).resolve().parent.parent / "capabilities/evidence/vllm_0.33.0_sample.json.gz"
 #: The record's flags that are matrix axes passed through ``extra``.
@@ -113,9 +113,10 @@ def test_sample_design(sample: tuple[dict[str, Any], list[list[dict[str, Any]]]]
     classes = head["classes"]
     assert {"7.0", "8.0", "9.0", "10.0", "10.1", "10.3", "11.0", "12.0", "12.1"} <= set(classes["capability"])
     assert {72, 136, 200, 264, 320, 384, 512, 576} <= set(classes["head_size"])
-    kv_axis = capmatrix.default_matrix().axes["vllm_kv_cache_dtype"].values
-    assert set(classes["kv_cache_dtype"]) == set(kv_axis)
-    assert len(kv_axis) == 22  # every CacheDType spelling of vllm/config/cache.py
+    assert set(classes["kv_cache_dtype"]) == set(KV_CACHE_DTYPES)
+    assert len(KV_CACHE_DTYPES) == 22  # every CacheDType spelling of vllm/config/cache.py
+    kv_axis = capmatrix.default_matrix().axes["kv_cache_dtype"]  # each of vLLM's words names one value
+    assert {kv_axis.spellings.get(w, w) for w in KV_CACHE_DTYPES} <= set(kv_axis.values)
     assert {None, 1, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256} <= set(classes["block_size"])
     assert {"auto", "AUTO", "CUTLASS_MSA"} <= set(classes["forced"])
     assert len(rows) == head["per_capability"] * len(classes["capability"])

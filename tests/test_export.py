@@ -121,7 +121,7 @@ class Evaluator:
     def values(
         self, given: dict[str, Value], model: str | None, role_axes: dict[str, Value] | None = None
     ) -> dict[str, Value]:
-        """Effective values: the query, then the role's axes, then the model, then the default."""
+        """Effective values: the query, the role's (or kernel's) axes, the model, then the default."""
         from_model = self.model(model)["axes"] if model is not None else {}
         out: dict[str, Value] = {}
         for name, axis in self.axes.items():
@@ -433,7 +433,8 @@ def test_every_model_kernel_and_sm(
         names = [model, *entry["hf_ids"][:1]]
         for name, kernel, sm in itertools.product(names, data["kernels"], data["axes"]["sm"]["values"]):
             resolution = capmatrix.resolve(KernelQuery(kernel, model=name, sm=sm), matrix)
-            values = evaluator.values({"sm": sm}, name)
+            # a kernel asked alone takes its engine's defaults (its axes) where the query gives none
+            values = evaluator.values({"sm": sm}, name, data["kernels"][kernel].get("axes"))
             assert values == dict(resolution.values), (name, kernel, sm)
             assert evaluator.resolve(kernel, values) == str(resolution.verdict), (name, kernel, sm)
             compared += 1

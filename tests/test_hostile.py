@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import capmatrix
-from capmatrix import _hints, _yaml, loader
+from capmatrix import _hints, _yaml, _yaml_build, loader
 from capmatrix._atomic import write_text_atomic
 from capmatrix._default import set_default_matrix
 from capmatrix.cli import run
@@ -367,14 +367,14 @@ def test_small_bombs_stay_small_in_memory(name: str) -> None:
 def test_alias_bomb_expands_at_most_max_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
     """The builder stops after MAX_NODES nodes whatever the document would expand to."""
     built = 0
-    original = _yaml._Builder.build
+    original = _yaml_build._Builder.build
 
     def counting(self: Any, node: Any, path: Any) -> Any:
         nonlocal built
         built += 1
         return original(self, node, path)
 
-    monkeypatch.setattr(_yaml._Builder, "build", counting)
+    monkeypatch.setattr(_yaml_build._Builder, "build", counting)
     with pytest.raises(CapabilityErrors):
         _yaml.read_text((HOSTILE / "alias_bomb.yaml").read_text(encoding="utf-8"), "bomb")
     assert built == _yaml.MAX_NODES + 1

@@ -32,16 +32,16 @@ def test_check_catches_drift() -> None:
     kernels = TOOL.KERNELS.read_text(encoding="utf-8")
     axes = TOOL.AXES.read_text(encoding="utf-8")
     for old, new, needle in [
-        ('vllm_kv_cache_dtype: [fp8, fp8_e4m3], head_dim: ["[320, 320]", 512, 576]',
-         'vllm_kv_cache_dtype: [fp8], head_dim: ["[320, 320]", 512, 576]',
+        ('kv_cache_dtype: [fp8, fp8_e4m3], head_dim: ["[320, 320]", 512, 576]',
+         'kv_cache_dtype: [fp8], head_dim: ["[320, 320]", 512, 576]',
          "TOKENSPEED_MLA"),
-        ('head_dim: ["[320, 320]", 512, 576], block_size: {multiple_of: 128}',
-         'head_dim: ["[320, 320]", 512, 576], block_size: {multiple_of: 64}', "CUTLASS_MLA"),
+        ('head_dim: ["[320, 320]", 512, 576], tokens_per_block: {multiple_of: 128}',
+         'head_dim: ["[320, 320]", 512, 576], tokens_per_block: {multiple_of: 64}', "CUTLASS_MLA"),
         # a one-value range stands for its value; a wider one is not the value
-        ('head_dim: ["[320, 320]", 512, 576], block_size: {multiple_of: 128}',
-         'head_dim: ["[320, 336]", 512, 576], block_size: {multiple_of: 128}', "CUTLASS_MLA"),
-        ('head_dim: ["[320, 320]", 512, 576], block_size: {multiple_of: 128}',
-         "head_dim: [512, 576], block_size: {multiple_of: 128}", "CUTLASS_MLA"),
+        ('head_dim: ["[320, 320]", 512, 576], tokens_per_block: {multiple_of: 128}',
+         'head_dim: ["[320, 336]", 512, 576], tokens_per_block: {multiple_of: 128}', "CUTLASS_MLA"),
+        ('head_dim: ["[320, 320]", 512, 576], tokens_per_block: {multiple_of: 128}',
+         "head_dim: [512, 576], tokens_per_block: {multiple_of: 128}", "CUTLASS_MLA"),
         ("sm: [120, 121], dtype: bf16,", "sm: [120, 121], dtype: [fp16, bf16],", "B12X"),
     ]:
         assert old in kernels, old

@@ -323,8 +323,10 @@ def test_random_matrices_brute_force(tmp_path: Path) -> None:
     ("snippet", "code"),
     [
         ("  x:\n    type: bool\n    description: d\n    optional: true\n", "E214"),
-        ("  x:\n    type: int\n    description: d\n    values: [1]\n    optional: true\n    default: 1\n",
-         "E214"),
+        ("  x:\n    type: int\n    description: d\n    values: [1]\n    optional: true\n    default: 2\n",
+         "E213"),
+        (("  x:\n    type: int\n    description: d\n    values: [1]\n    optional: true\n    derive:\n"
+          "      - value: 1\n"), "E214"),
         ("  x:\n    type: bool\n    description: d\n    environment: true\n", "E215"),
         (("  x:\n    type: int\n    description: d\n    values: [1, 2]\n    derive:\n"
          "      - when: {sm: 90}\n        value: 1\n"), "E216"),

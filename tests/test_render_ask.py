@@ -275,7 +275,8 @@ def _python(matrix: capmatrix.Matrix, q: dict[str, Any]) -> dict[str, Any]:
         return {"kernel": selection.kernel, "verdict": str(selection.verdict)}
     query = KernelQuery(q["kernel"], model=q["model"], **q["given"])
     if q["op"] == "suggest":
-        return {"suggestions": [dict(s.changes) for s in capmatrix.suggest(query, matrix)]}
+        found = capmatrix.suggest(query, matrix)
+        return {"suggestions": [dict(s.changes) for s in found], "truncated": found.truncated}
     resolution = capmatrix.resolve(query, matrix)
     return {
         "verdict": str(resolution.verdict),
@@ -302,6 +303,8 @@ def test_evaluator_agrees_with_python(matrix: capmatrix.Matrix, tmp_path: Path) 
                 assert got["excludes"] == expected["excludes"], q
         elif q["op"] == "select":
             assert got == expected, q
+        elif expected.pop("truncated"):  # Python stopped at its budget of pairs; the page has none
+            assert all(c in got["suggestions"] for c in expected["suggestions"]), q
         else:
             assert got == expected, q
             suggested += bool(expected["suggestions"])

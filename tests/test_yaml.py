@@ -15,7 +15,7 @@ import test_fuzz
 from hypothesis import given
 
 import capmatrix
-from capmatrix import _yaml
+from capmatrix import _yaml, _yaml_compose, _yaml_fast, _yaml_limits
 from capmatrix.errors import CapabilityErrors
 from capmatrix.loader import default_path
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 HOSTILE = Path(__file__).parent / "hostile"
-LIBYAML = _yaml._CParser is not None
+LIBYAML = _yaml_limits._CParser is not None
 needs_libyaml = pytest.mark.skipif(not LIBYAML, reason="PyYAML without libyaml")
 
 
@@ -43,7 +43,8 @@ def routes(text: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, tuple[Any, .
         patch.setattr(_yaml, "_fast_read", lambda _text, _path: None)
         out["libyaml, full"] = outcome(text)
     with monkeypatch.context() as patch:
-        patch.setattr(_yaml, "_CParser", None)
+        for reader in (_yaml_compose, _yaml_fast):  # both read with libyaml when present
+            patch.setattr(reader, "_CParser", None)
         out["pure Python"] = outcome(text)
     return out
 
@@ -71,7 +72,7 @@ def test_every_route_agrees_on_the_corpus(path: Path, monkeypatch: pytest.Monkey
 @needs_libyaml
 def test_the_shipped_matrix_takes_the_fast_route() -> None:
     for path in default_path().rglob("*.yaml"):
-        assert _yaml._fast_read(path.read_text(encoding="utf-8"), path.name) is not None, path
+        assert _yaml_fast._fast_read(path.read_text(encoding="utf-8"), path.name) is not None, path
 
 
 @needs_libyaml
@@ -97,7 +98,7 @@ def test_the_shipped_matrix_takes_the_fast_route() -> None:
 def test_the_fast_route_leaves_the_unusual_to_the_full_reader(
     text: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert _yaml._fast_read(text, "doc.yaml") is None
+    assert _yaml_fast._fast_read(text, "doc.yaml") is None
     assert_agree(text, monkeypatch)
 
 
@@ -108,7 +109,7 @@ def test_the_fast_route_records_what_the_full_reader_records(monkeypatch: pytest
         "  '': empty key\n  g:\n  - - 1\n    - x\n  h: &t yes\n  i: [*t, &s text, *s]\n"
         "  j: &m {k: &n [on, {l: 1.5}], m: *n}\n  o: *m\n"
     )
-    assert _yaml._fast_read(text, "doc.yaml") is not None
+    assert _yaml_fast._fast_read(text, "doc.yaml") is not None
     assert_agree(text, monkeypatch)
     _data, smap = _yaml.read_text(text, "doc.yaml")
     on = {("a", "j", "k", 0), ("a", "j", "m", 0), ("a", "o", "k", 0), ("a", "o", "m", 0)}
@@ -120,7 +121,7 @@ def test_the_fast_route_records_what_the_full_reader_records(monkeypatch: pytest
 def test_yaml11_integer_forms_leave_the_fast_route(number: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The full reader refuses them (located); the fast route gives up rather than read them."""
     text = f"a:\n  b: [1, {number}]\n"
-    assert _yaml._fast_read(text, "doc.yaml") is None
+    assert _yaml_fast._fast_read(text, "doc.yaml") is None
     assert_agree(text, monkeypatch)
     _data, smap = _yaml.read_text(text, "doc.yaml")
     assert [(p.line, p.code) for p in smap.problems] == [(2, "E002")]
@@ -152,8 +153,9 @@ def test_without_libyaml_the_shipped_matrix_loads_the_same(monkeypatch: pytest.M
         return (m.files, m.axes, m.kernels, m.models, m.roles)
 
     with_c = snapshot(capmatrix.load)
-    monkeypatch.setattr(_yaml, "_CParser", None)
-    assert _yaml._fast_read("a: 1\n", "doc.yaml") is None
+    for reader in (_yaml_compose, _yaml_fast):  # both read with libyaml when present
+        monkeypatch.setattr(reader, "_CParser", None)
+    assert _yaml_fast._fast_read("a: 1\n", "doc.yaml") is None
     assert snapshot(capmatrix.load) == with_c
 
 

@@ -12,8 +12,9 @@ classes inside vLLM when a class does not say. ``extract`` reads the sources wit
 vLLM is imported or run), so the table can be refreshed at a new release and compared.
 
 ``--check`` compares the table with the base grant (``vllm_<name>.base``) of each kernel of
-``capabilities/kernels/vllm_attention.yaml``: its ``dtype``, ``vllm_kv_cache_dtype`` (the values the
-axis declares) and ``head_dim`` / ``block_size`` lists where the class gives a literal list. Logic that
+``capabilities/kernels/vllm_attention.yaml``: its ``dtype``, ``kv_cache_dtype`` (the words the axis
+knows, values or spellings, as vLLM spells them) and ``head_dim`` / ``tokens_per_block`` (vLLM's block
+size) lists where the class gives a literal list. Logic that
 is code (capability checks, combinations, model-config reads) stays hand-written, citing path:line.
 """
 
@@ -177,7 +178,8 @@ def _head(value: object) -> object:
 def check(table: Mapping[str, Any], kernels_text: str, axes_text: str) -> list[str]:
     """Where the YAML's base grants disagree with the table (empty: none)."""
     kernels = yaml.safe_load(kernels_text)["kernels"]
-    kv_axis = yaml.safe_load(axes_text)["axes"]["vllm_kv_cache_dtype"]["values"]
+    kv = yaml.safe_load(axes_text)["axes"]["kv_cache_dtype"]
+    kv_axis = {*kv["values"], *kv.get("spellings", {})}
     problems: list[str] = []
     for name, facts in table["backends"].items():
         kernel = kernels.get("vllm_" + name.lower())
@@ -197,22 +199,22 @@ def check(table: Mapping[str, Any], kernels_text: str, axes_text: str) -> list[s
         kv = facts["supported_kv_cache_dtypes"]
         if kv and kv["value"] is not None:
             want = sorted(v for v in kv["value"] if isinstance(v, str) and v in kv_axis)
-            got = sorted(str(v) for v in _as_list(base.get("vllm_kv_cache_dtype")))
+            got = sorted(str(v) for v in _as_list(base.get("kv_cache_dtype")))
             if got != want:
-                problems.append(f"{where}: vllm_kv_cache_dtype {got} != {want} ({kv['path']}:{kv['line']})")
+                problems.append(f"{where}: kv_cache_dtype {got} != {want} ({kv['path']}:{kv['line']})")
         heads = facts["head_sizes"]
         declared = sorted(map(_head, _as_list(base.get("head_dim"))), key=str)
         if heads and heads["value"] and "head_dim" in base and declared != sorted(heads["value"], key=str):
             problems.append(f"{where}: head_dim {base['head_dim']} != {heads['value']} "
                             f"({heads['path']}:{heads['line']})")
         blocks = facts["block_sizes"]
-        if blocks and blocks["value"] and "block_size" in base:
+        if blocks and blocks["value"] and "tokens_per_block" in base:
             # vLLM reads a block list as "a multiple of any entry" (backend.py:122-138): the smallest
             moduli = [min(v["multiple_of"] if isinstance(v, dict) else v for v in blocks["value"])]
-            got_mod = [v["multiple_of"] for v in _as_list(base["block_size"]) if isinstance(v, dict)]
+            got_mod = [v["multiple_of"] for v in _as_list(base["tokens_per_block"]) if isinstance(v, dict)]
             if got_mod != moduli:
-                problems.append(f"{where}: block_size {base['block_size']} != multiples of {moduli} "
-                                f"({blocks['path']}:{blocks['line']})")
+                problems.append(f"{where}: tokens_per_block {base['tokens_per_block']} != multiples of "
+                                f"{moduli} ({blocks['path']}:{blocks['line']})")
     return problems
 
 

@@ -228,6 +228,9 @@ def add_axis_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Ma
             _option(axis.name), dest=f"axis_{axis.name}", metavar="VALUE",
             help=f"{axis.type}: {shown}",
         )
+        for alias, scope in axis.aliases.items():  # an engine's word for the axis (never another's name)
+            group.add_argument(_option(alias), dest=f"axis_{alias}", metavar="VALUE",
+                               help=f"{_option(axis.name)} in {scope}'s word")
     return matrix
 
 
@@ -286,8 +289,13 @@ def query_from_args(args: argparse.Namespace, matrix: Matrix, kernel: str | None
     """Build a KernelQuery from the parsed ``--<axis>`` options of ``matrix``'s axes."""
     axes = {}
     for axis in matrix.axes.values():
-        text = getattr(args, f"axis_{axis.name}", None)
-        if text is not None:
+        for name in (axis.name, *axis.aliases):
+            text = getattr(args, f"axis_{name}", None)
+            if text is None:
+                continue
+            if axis.name in axes:
+                raise InvalidQuery(
+                    f"{_option(name)} is {_option(axis.name)} by another name; give one of them")
             axes[axis.name] = _convert(axis, text)
     gpu = getattr(args, "gpu", None)
     if gpu is not None:

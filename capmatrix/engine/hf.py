@@ -426,7 +426,9 @@ def query_from_hf_config(
     logit_softcapping from ``attn_logit_softcapping``, attention_sinks from ``use_sinks`` or a model_type
     whose attention always has sinks (gpt_oss); for MLA, use_sparse (vLLM's sparse MLA) from an
     ``index_topk`` field (DeepSeek-V3.2).
-    ``overrides`` (axis values) win over everything derived.
+    ``overrides`` (axis values, an axis named by its name or an alias) win over everything derived; the
+    KV-cache dtype derived is the model dtype, TensorRT-LLM's reading of ``auto`` (for vLLM's ``auto``,
+    override it: ``kv_cache_dtype="auto"``).
 
     :raises InvalidQuery: for a config field of the wrong type, an unknown dtype, an enum value or axis
         that the matrix does not know, or an unknown ``model``.
@@ -446,6 +448,9 @@ def query_from_hf_config(
             "the matrix knows; pass a model's config.json (parsed) or its transformers config, "
             "or name the model with model=..."
         )
+    # An override may name an axis by an engine's word for it (vLLM's block_size): it overrides the axis.
+    aliases = {alias: axis.name for axis in m.axes.values() for alias in axis.aliases}
+    overrides = {aliases.get(name, name): value for name, value in overrides.items()}
     # The query normalises every value (a StrEnum override answers as its plain value) first.
     query = KernelQuery(kernel, model=family, **{**derived, **overrides})
     for name, value in query.axes.items():

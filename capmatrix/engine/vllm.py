@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from capmatrix._default import _resolver
 from capmatrix.errors import CapmatrixError, InvalidQuery, did_you_mean, echo
+from capmatrix.model import NONE
 from capmatrix.query import KernelQuery
 
 if TYPE_CHECKING:
@@ -20,8 +21,8 @@ if TYPE_CHECKING:
     from capmatrix.model import AxisValue
     from capmatrix.resolver import Resolution, Resolver
 
-__all__ = ["ROLE", "VLLM_BACKENDS", "BackendNotModelled", "InvalidArgument", "NoValidBackend",
-           "backend_order", "select_backend"]
+__all__ = ["KV_CACHE_DTYPES", "ROLE", "VLLM_BACKENDS", "BackendNotModelled", "InvalidArgument",
+           "NoValidBackend", "backend_order", "select_backend"]
 
 #: The role that holds vLLM's priority lists.
 ROLE = "vllm_attention"
@@ -31,10 +32,21 @@ _MEMO_SIZE = 4096
 _MEMO: weakref.WeakKeyDictionary[Resolver, dict[tuple[object, ...], str]] = weakref.WeakKeyDictionary()
 _DTYPES = {"fp16": "fp16", "float16": "fp16", "half": "fp16", "bf16": "bf16", "bfloat16": "bf16",
            "fp32": "fp32", "float32": "fp32", "float": "fp32"}
-#: The axes the named arguments set; ``extra`` may not name them.
+#: The axes the named arguments set (by name or by vLLM's word for them); ``extra`` may not name them.
 _NAMED_AXES = {"sm": "capability", "head_dim": "head_size", "dtype": "dtype",
-               "vllm_kv_cache_dtype": "kv_cache_dtype", "block_size": "block_size", "attention": "use_mla",
+               "kv_cache_dtype": "kv_cache_dtype", "vllm_kv_cache_dtype": "kv_cache_dtype",
+               "tokens_per_block": "block_size", "block_size": "block_size", "attention": "use_mla",
                "use_sparse": "use_sparse", "attention_sinks": "has_sink"}
+#: vLLM 0.33.0's ``CacheDType``, every spelling (vllm/config/cache.py:44-67 @ 4ba787ec9): the words
+#: ``kv_cache_dtype`` takes. Each is a value of the matrix's ``kv_cache_dtype`` axis or one of its
+#: spellings (``float16`` is ``fp16``).
+KV_CACHE_DTYPES: tuple[str, ...] = (
+    "auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla", "nvfp4_ds_mla",
+    "turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_3bit_nc", "octave_k3v4",
+    "octave_k3v3", "octave_k3v3_compact", "ultraquant_4bit", "int4_per_token_head", "int8_per_token_head",
+    "fp8_per_token_head", "nvfp4", "nvfp4_4over6",
+)
+_KV_WORDS = frozenset(KV_CACHE_DTYPES)
 #: Every ``AttentionBackendEnum`` member of vLLM 0.33.0 (vllm/v1/attention/backends/registry.py:34-161 @
 #: 4ba787ec9), in its order. A forced name among them that the matrix has no kernel for raises
 #: :class:`BackendNotModelled`; any other name is not vLLM's (it raises there too) and is an
@@ -165,27 +177,26 @@ def _capability(value: object) -> int:
 
 
 def _query(
-    resolver: Resolver, capability: object, head_size: object, dtype: object, kv_cache_dtype: object,
+    capability: object, head_size: object, dtype: object, kv_cache_dtype: object,
     block_size: object, flags: tuple[object, object, object], extra: Mapping[str, AxisValue] | None,
 ) -> KernelQuery:
     use_mla, use_sparse, has_sink = flags
-    kv_values = resolver.matrix.axes["vllm_kv_cache_dtype"].values
-    if not isinstance(kv_cache_dtype, str) or kv_cache_dtype not in kv_values:
-        spellings = [str(v) for v in kv_values]
+    if not isinstance(kv_cache_dtype, str) or kv_cache_dtype not in _KV_WORDS:
         raise InvalidArgument(
-            "kv_cache_dtype", kv_cache_dtype, f"one of vLLM's KV-cache dtypes: {', '.join(spellings)}",
-            suggestion=did_you_mean(kv_cache_dtype, spellings) if isinstance(kv_cache_dtype, str) else None)
+            "kv_cache_dtype", kv_cache_dtype, f"one of vLLM's KV-cache dtypes: {', '.join(KV_CACHE_DTYPES)}",
+            suggestion=did_you_mean(kv_cache_dtype, KV_CACHE_DTYPES) if isinstance(kv_cache_dtype, str)
+            else None)
     axes: dict[str, AxisValue] = {
         "sm": _capability(capability),
         "head_dim": _int("head_size", head_size, low=1),
         "dtype": _dtype(dtype),
-        "vllm_kv_cache_dtype": kv_cache_dtype,
+        "kv_cache_dtype": kv_cache_dtype,  # vLLM's word: the axis maps its spellings (float16 is fp16)
         "attention": "mla" if _flag("use_mla", use_mla) else "gqa",
         "use_sparse": _flag("use_sparse", use_sparse),
         "attention_sinks": _flag("has_sink", has_sink),
+        # None: no block size asked, none checked (the axis's none; TensorRT-LLM's default is 32).
+        "tokens_per_block": NONE if block_size is None else _int("block_size", block_size, low=1),
     }
-    if block_size is not None:
-        axes["block_size"] = _int("block_size", block_size, low=1)
     if not extra:  # the common case: one query built, no copy
         return KernelQuery(None, **axes)  # type: ignore[arg-type] # axes never holds kernel or model
     for name in extra:
@@ -267,7 +278,7 @@ def select_backend(
         known = None
     if known is not None:
         return known
-    query = _query(resolver, capability, head_size, dtype, kv_cache_dtype, block_size,
+    query = _query(capability, head_size, dtype, kv_cache_dtype, block_size,
                    (use_mla, use_sparse, has_sink), extra)
     forced = _forced(resolver, selected)
     if forced is not None:
@@ -307,7 +318,7 @@ def backend_order(
     resolver = _resolver(matrix)
     if extra and not isinstance(extra, Mapping):
         raise InvalidArgument("extra", extra, "a mapping of axis names to values, or None")
-    query = _query(resolver, capability, head_size, dtype, kv_cache_dtype, block_size,
+    query = _query(capability, head_size, dtype, kv_cache_dtype, block_size,
                    (use_mla, use_sparse, has_sink), extra)
     candidates, _decided = resolver.matrix.roles[ROLE].order_for(resolver.derived_values(query))
     return tuple(_backend(k) for k in candidates)

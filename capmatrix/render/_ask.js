@@ -87,7 +87,8 @@
     return null;
   }
 
-  /* Effective values: the query, then the role's axes, then the model, then the axis default. */
+  /* Effective values: the query, then the role's or kernel's axes (with its engine's defaults), then the
+   * model, then the axis default. */
   function values(given, model, roleAxes) {
     var fromModel = {};
     if (model) {
@@ -315,8 +316,11 @@
     return found;
   }
 
+  /* The values a kernel is asked with unless the query gives its own (its engine's defaults). */
+  function kernelAxes(kernel) { return own(KERNELS, kernel) ? KERNELS[kernel].axes : null; }
+
   function suggest(kernel, given, model, vary) {
-    var vals = values(given, model, null);
+    var vals = values(given, model, kernelAxes(kernel));
     if (resolve(kernel, vals).verdict === 'supported') { return []; }
     return search(vals, vary || defaultVary(model), KERNELS[kernel].relevant_axes,
                   function (v) { return resolve(kernel, v).verdict === 'supported'; }, data.max_changes);
@@ -458,7 +462,7 @@
               trace: sel.trace, decided: sel.decided, result: decisive,
               suggestions: sel.verdict === 'supported' ? [] : suggestRole(name, q.given, model)};
     }
-    var vals = values(q.given, model, null);
+    var vals = values(q.given, model, kernelAxes(name));
     var r = resolve(name, vals);
     return {kind: kind, name: name, verdict: r.verdict, kernel: name, values: vals, trace: [r], result: r,
             suggestions: r.verdict === 'supported' ? [] : suggest(name, q.given, model)};
