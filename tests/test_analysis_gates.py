@@ -198,12 +198,12 @@ def test_shipped_vllm_gate_findings_are_the_issue_cases(shipped: Matrix) -> None
     and the gate and the kernel answer it as the finding says."""
     found = _gate_findings(shipped)
     fa = found["C112", "vllm_flash_attn"]
-    assert _holds_somewhere(fa, sm=90, dtype="fp16", kv_cache_dtype="fp8", vllm_kv_cache_dtype="fp8")
-    assert _holds_somewhere(fa, sm=90, dtype="fp16", attention_sinks=True, vllm_kv_cache_dtype="auto")
+    assert _holds_somewhere(fa, sm=90, dtype="fp16", kv_cache_dtype="fp8")
+    assert _holds_somewhere(fa, sm=90, dtype="fp16", attention_sinks=True, kv_cache_dtype="fp16")
     assert not _holds_somewhere(fa, dtype="bf16", attention_sinks=True, kv_cache_dtype="bf16")
     cell: dict[str, AxisValue] = {
         "sm": 90, "attention": "gqa", "dtype": "fp16", "head_dim": 128, "q_per_kv": 4}
-    fp8 = {**cell, "kv_cache_dtype": "fp8", "vllm_kv_cache_dtype": "fp8"}
+    fp8 = {**cell, "kv_cache_dtype": "fp8"}
     assert _answer(shipped, "vllm_flash_attn", fp8)
     assert not _answer(shipped, "flash_attn_3", fp8)
     triton = found["C112", "vllm_triton_attn"]
