@@ -49,7 +49,7 @@ needs_gxx = pytest.mark.skipif(GXX is None, reason="g++ not found; install a C++
 # Since tokens_per_block became one optional axis for TensorRT-LLM and vLLM (vLLM's "no block size given"),
 # the shipped XQA kernels name an optional int axis, which the header does not express yet: these
 # shipped-matrix tests are expected to fail with that CodegenError until it does (docs/integration.md).
-OPTIONAL_AXIS_GAP = pytest.mark.xfail(raises=CodegenError, reason="no optional int axes in the C++ header yet")
+OPTIONAL_AXIS_GAP = pytest.mark.xfail(raises=CodegenError, reason="no optional int axes in C++ yet")
 
 
 @pytest.fixture(scope="module")
