@@ -15,7 +15,7 @@ import pytest
 import capmatrix
 from capmatrix import KernelQuery
 from capmatrix.analysis import check
-from capmatrix.analysis._check import role_gap, role_regions
+from capmatrix.analysis._roles import role_gap, role_regions
 from capmatrix.errors import CapabilityErrors, InvalidQuery
 
 if TYPE_CHECKING:

@@ -11,20 +11,9 @@ Nothing here prints: :mod:`capmatrix.cli` renders.
 from __future__ import annotations
 
 from capmatrix.analysis._boxes import Area as Area
-from capmatrix.analysis._check import CODES as CODES
-from capmatrix.analysis._check import MAX_REGIONS as MAX_REGIONS
-from capmatrix.analysis._check import CheckResult as CheckResult
-from capmatrix.analysis._check import Finding as Finding
-from capmatrix.analysis._check import Gap as Gap
-from capmatrix.analysis._check import Severity as Severity
-from capmatrix.analysis._check import TooManyRegions as TooManyRegions
-from capmatrix.analysis._check import Witness as Witness
-from capmatrix.analysis._check import bounded_gap as bounded_gap
 from capmatrix.analysis._check import check as check
 from capmatrix.analysis._check import check_path as check_path
 from capmatrix.analysis._check import problem_findings as problem_findings
-from capmatrix.analysis._check import role_gap as role_gap
-from capmatrix.analysis._check import role_regions as role_regions
 from capmatrix.analysis._diff import Change as Change
 from capmatrix.analysis._diff import KernelDiff as KernelDiff
 from capmatrix.analysis._diff import MatrixDiff as MatrixDiff
@@ -39,6 +28,12 @@ from capmatrix.analysis._expect import discover_cases as discover_cases
 from capmatrix.analysis._expect import load_cases as load_cases
 from capmatrix.analysis._expect import run_case as run_case
 from capmatrix.analysis._expect import run_expectations as run_expectations
+from capmatrix.analysis._findings import CODES as CODES
+from capmatrix.analysis._findings import MAX_REGIONS as MAX_REGIONS
+from capmatrix.analysis._findings import CheckResult as CheckResult
+from capmatrix.analysis._findings import Finding as Finding
+from capmatrix.analysis._findings import Severity as Severity
+from capmatrix.analysis._findings import Witness as Witness
 from capmatrix.analysis._legacy import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT
 from capmatrix.analysis._legacy import MAX_CALLS as MAX_CALLS
 from capmatrix.analysis._legacy import LegacyComparison as LegacyComparison
@@ -48,6 +43,11 @@ from capmatrix.analysis._legacy import compare_legacy as compare_legacy
 from capmatrix.analysis._legacy import compare_legacy_file as compare_legacy_file
 from capmatrix.analysis._legacy import load_predicate as load_predicate
 from capmatrix.analysis._legacy import parse_where as parse_where
+from capmatrix.analysis._roles import Gap as Gap
+from capmatrix.analysis._roles import TooManyRegions as TooManyRegions
+from capmatrix.analysis._roles import bounded_gap as bounded_gap
+from capmatrix.analysis._roles import role_gap as role_gap
+from capmatrix.analysis._roles import role_regions as role_regions
 
 __all__ = [
     "CODES",

@@ -24,8 +24,8 @@ from capmatrix.analysis._boxes import (
     supported_region,
     with_values,
 )
-from capmatrix.analysis._check import MAX_REGIONS
 from capmatrix.analysis._diagram import EMPTY, FULL, Diagram, axis_order
+from capmatrix.analysis._findings import MAX_REGIONS
 from capmatrix.model import _StrEnum
 from capmatrix.regions import Region, Space
 
