@@ -34,6 +34,9 @@ from typing import Any
 
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _generated import emit_table  # tools/ is not a package: its sibling, by path
+
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "capabilities" / "evidence" / "sources" / "flashinfer_0.7.2.post1.json"
 KERNELS = ROOT / "capabilities" / "kernels" / "flashinfer.yaml"
@@ -436,12 +439,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "extract":
-            table = extract(args.flashinfer_src)
-            text = json.dumps(table, indent=1, sort_keys=True) + "\n"
-            if args.write:
-                TABLE.write_text(text, encoding="utf-8")
-            else:
-                sys.stdout.write(text)
+            emit_table(extract(args.flashinfer_src), TABLE, write=args.write)
             return 0
         problems = check(load_table(), KERNELS.read_text(encoding="utf-8"))
     except (TableError, OSError, KeyError, SyntaxError) as exc:

@@ -17,7 +17,6 @@ the head sizes, dtypes or tokens per page the table has, and refuses the rest.
 from __future__ import annotations
 
 import argparse
-import difflib
 import itertools
 import json
 import re
@@ -25,6 +24,9 @@ import sys
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _generated import MarkerError, splice, update  # tools/ is not a package: its sibling, by path
 
 ROOT = Path(__file__).resolve().parent.parent
 EVIDENCE = ROOT / "capabilities" / "evidence" / "trtllm_gen_kernels.json"
@@ -264,21 +266,6 @@ def generate(kernels: list[Kernel], commit: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def splice(text: str, section: str, *, where: str = "trtllm_gen.yaml") -> str:
-    """``text`` with the lines between the BEGIN and END markers replaced by ``section``.
-
-    :raises TableError: when the markers are missing or out of order.
-    """
-    lines = text.splitlines(keepends=True)
-    try:
-        start = next(i for i, line in enumerate(lines) if line.rstrip("\n") == BEGIN)
-        end = next(i for i, line in enumerate(lines) if line.rstrip("\n") == END and i > start)
-    except StopIteration:
-        msg = f"{where}: the generated section's markers are missing; add the lines\n{BEGIN}\n{END}"
-        raise TableError(msg) from None
-    return "".join([*lines[: start + 1], section, *lines[end:]])
-
-
 def main(argv: list[str] | None = None) -> int:
     """Rewrite (or with --check compare) the generated section of trtllm_gen.yaml; 1 when it is stale."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -290,21 +277,11 @@ def main(argv: list[str] | None = None) -> int:
         commit, names = load_names(args.evidence)
         section = generate([parse_name(n) for n in names], commit)
         current = args.yaml.read_text(encoding="utf-8")
-        wanted = splice(current, section, where=str(args.yaml))
-    except (TableError, OSError, KeyError, TypeError, json.JSONDecodeError) as exc:
+        wanted = splice(current, section, BEGIN, END, where=str(args.yaml))
+    except (TableError, MarkerError, OSError, KeyError, TypeError, json.JSONDecodeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if current == wanted:
-        return 0
-    if args.check:
-        diff = difflib.unified_diff(current.splitlines(keepends=True), wanted.splitlines(keepends=True),
-                                    f"{args.yaml} (committed)", f"{args.yaml} (generated)")
-        sys.stderr.writelines(diff)
-        print("stale: run python tools/import_trtllm_gen.py", file=sys.stderr)
-        return 1
-    args.yaml.write_text(wanted, encoding="utf-8")
-    print(f"wrote {args.yaml}")
-    return 0
+    return update(args.yaml, current, wanted, check=args.check, tool="tools/import_trtllm_gen.py")
 
 
 if __name__ == "__main__":

@@ -31,6 +31,9 @@ from typing import Any
 
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _generated import emit_table  # tools/ is not a package: its sibling, by path
+
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "capabilities" / "evidence" / "sources" / "vllm_0.33.0_backends.json"
 KERNELS = ROOT / "capabilities" / "kernels" / "vllm_attention.yaml"
@@ -230,12 +233,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "extract":
-            table = extract(args.vllm_src)
-            text = json.dumps(table, indent=1, sort_keys=True) + "\n"
-            if args.write:
-                TABLE.write_text(text, encoding="utf-8")
-            else:
-                sys.stdout.write(text)
+            emit_table(extract(args.vllm_src), TABLE, write=args.write)
             return 0
         problems = check(load_table(), KERNELS.read_text(encoding="utf-8"),
                          AXES.read_text(encoding="utf-8"))

@@ -19,7 +19,6 @@ the q_per_kv axis does not list (3, 6, 12) is answered by the same condition.
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import re
 import sys
@@ -28,6 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _generated import MarkerError, splice, update  # tools/ is not a package: its sibling, by path
 
 ROOT = Path(__file__).resolve().parent.parent
 EVIDENCE = ROOT / "capabilities" / "evidence" / "trtllm_xqa_cubins.json"
@@ -226,21 +228,6 @@ def generate(cubins: list[Cubin]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def splice(text: str, section: str, *, where: str = "xqa.yaml") -> str:
-    """``text`` with the lines between the BEGIN and END markers replaced by ``section``.
-
-    :raises CubinError: when the markers are missing or out of order.
-    """
-    lines = text.splitlines(keepends=True)
-    try:
-        start = next(i for i, line in enumerate(lines) if line.rstrip("\n") == BEGIN)
-        end = next(i for i, line in enumerate(lines) if line.rstrip("\n") == END and i > start)
-    except StopIteration:
-        msg = f"{where}: the generated section's markers are missing; add the lines\n{BEGIN}\n{END}"
-        raise CubinError(msg) from None
-    return "".join([*lines[: start + 1], section, *lines[end:]])
-
-
 def main(argv: list[str] | None = None) -> int:
     """Rewrite (or with --check compare) the generated section of xqa.yaml; 1 when it is stale."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -253,21 +240,11 @@ def main(argv: list[str] | None = None) -> int:
         load_groups(args.axes)
         section = generate([parse_name(n) for n in load_names(args.evidence)])
         current = args.xqa.read_text(encoding="utf-8")
-        wanted = splice(current, section, where=str(args.xqa))
-    except (CubinError, OSError, KeyError, json.JSONDecodeError, yaml.YAMLError) as exc:
+        wanted = splice(current, section, BEGIN, END, where=str(args.xqa))
+    except (CubinError, MarkerError, OSError, KeyError, json.JSONDecodeError, yaml.YAMLError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if current == wanted:
-        return 0
-    if args.check:
-        diff = difflib.unified_diff(current.splitlines(keepends=True), wanted.splitlines(keepends=True),
-                                    f"{args.xqa} (committed)", f"{args.xqa} (generated)")
-        sys.stderr.writelines(diff)
-        print("stale: run python tools/import_xqa_cubins.py", file=sys.stderr)
-        return 1
-    args.xqa.write_text(wanted, encoding="utf-8")
-    print(f"wrote {args.xqa}")
-    return 0
+    return update(args.xqa, current, wanted, check=args.check, tool="tools/import_xqa_cubins.py")
 
 
 if __name__ == "__main__":
