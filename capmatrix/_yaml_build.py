@@ -108,18 +108,21 @@ class _Builder:
             out[key] = self.build(value_node, (*path, key))
         return out
 
+    def _text(self, value: str, node: yaml.Node, path: JsonPath) -> Any:  # noqa: ANN401 - plain YAML data
+        """A text value, counted against the document's text budget and refused with control characters."""
+        self.chars += len(value)
+        if self.chars > MAX_TEXT_CHARS:
+            msg = f"document expands to more than {MAX_TEXT_CHARS} characters of text (alias bomb?)"
+            raise _TooLargeError(msg, node, path)
+        bad = _CONTROL.search(value)
+        if bad is not None:
+            return self._control(node, path, bad)
+        return value
+
     def _scalar(self, node: yaml.Node, path: JsonPath) -> Any:  # noqa: ANN401 - plain YAML data
         if node.tag == _STR_TAG and isinstance(node, yaml.ScalarNode):
             # What SafeConstructor makes of a str scalar, without its bookkeeping (the common case).
-            value = node.value
-            self.chars += len(value)
-            if self.chars > MAX_TEXT_CHARS:
-                msg = f"document expands to more than {MAX_TEXT_CHARS} characters of text (alias bomb?)"
-                raise _TooLargeError(msg, node, path)
-            bad = _CONTROL.search(value)
-            if bad is not None:
-                return self._control(node, path, bad)
-            return value
+            return self._text(node.value, node, path)
         try:
             value = self.constructor.construct_object(node, deep=True)
         except yaml.constructor.ConstructorError as exc:
@@ -149,13 +152,7 @@ class _Builder:
             )
             return None
         if isinstance(value, str):
-            self.chars += len(value)
-            if self.chars > MAX_TEXT_CHARS:
-                msg = f"document expands to more than {MAX_TEXT_CHARS} characters of text (alias bomb?)"
-                raise _TooLargeError(msg, node, path)
-            bad = _CONTROL.search(value)
-            if bad is not None:
-                return self._control(node, path, bad)
+            return self._text(value, node, path)
         if isinstance(node, yaml.ScalarNode) and node.style is None:
             if isinstance(value, bool) and node.value in _YAML11_BOOL_WORDS:
                 self.yaml11.add(path)
