@@ -191,3 +191,20 @@ def test_the_export_carries_engine_defaults(tmp_path: Path) -> None:
     assert "axes" not in data["kernels"]["shared"]
     assert data["roles"]["eng_role"]["axes"] == {"kv": "auto", "block": "none"}
     assert data["roles"]["plain"]["axes"] == {}
+
+
+@pytest.mark.parametrize(("target", "kv"), [
+    ("vllm_flash_attn", "auto"),  # a vLLM kernel: vLLM's own default word
+    ("vllm_attention", "auto"),   # a vLLM role likewise
+    ("xqa", "bf16"),              # TensorRT-LLM reads "auto" as the model dtype
+    ("trtllm_generation", "bf16"),
+    (None, "bf16"),               # no engine asked: the model dtype
+])
+def test_hf_kv_dtype_is_asked_in_the_engines_word(target: str | None, kv: str) -> None:
+    config = {"num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096,
+              "torch_dtype": "bfloat16"}
+    q = query_from_hf_config(config, target, sm=90)
+    assert q.axes["kv_cache_dtype"] == kv
+    assert q.axes["dtype"] == "bf16"
+    # an override still wins over either reading
+    assert query_from_hf_config(config, target, sm=90, kv_cache_dtype="fp8").axes["kv_cache_dtype"] == "fp8"

@@ -406,6 +406,11 @@ def _depth(data: object) -> int:
     return deepest
 
 
+#: Axes the config derives as "the engine's default" (the KV cache follows the model dtype), so that an
+#: engine with a default word of its own for them (``engine_defaults``) is asked in that word.
+_ENGINE_DEFAULTED = ("kv_cache_dtype",)
+
+
 def query_from_hf_config(
     config: object,
     kernel: str | None = None,
@@ -426,9 +431,9 @@ def query_from_hf_config(
     logit_softcapping from ``attn_logit_softcapping``, attention_sinks from ``use_sinks`` or a model_type
     whose attention always has sinks (gpt_oss); for MLA, use_sparse (vLLM's sparse MLA) from an
     ``index_topk`` field (DeepSeek-V3.2).
-    ``overrides`` (axis values, an axis named by its name or an alias) win over everything derived; the
-    KV-cache dtype derived is the model dtype, TensorRT-LLM's reading of ``auto`` (for vLLM's ``auto``,
-    override it: ``kv_cache_dtype="auto"``).
+    ``overrides`` (axis values, an axis named by its name or an alias) win over everything derived. The
+    KV-cache dtype derived is the model dtype (TensorRT-LLM's reading of ``auto``), unless ``kernel``
+    names a kernel or role whose engine defaults it: then that default (vLLM's ``auto``).
 
     :raises InvalidQuery: for a config field of the wrong type, an unknown dtype, an enum value or axis
         that the matrix does not know, or an unknown ``model``.
@@ -448,6 +453,13 @@ def query_from_hf_config(
             "the matrix knows; pass a model's config.json (parsed) or its transformers config, "
             "or name the model with model=..."
         )
+    # A value derived as one engine reads a default (the KV cache "follows the model dtype") yields to the
+    # asked kernel's or role's own engine default, in its own word (vLLM's kv_cache_dtype "auto").
+    target = None if kernel is None else m.kernels.get(kernel) or m.roles.get(kernel)
+    if target is not None:
+        pinned = m.pins(target)
+        derived.update({name: pinned[name] for name in _ENGINE_DEFAULTED
+                        if name in pinned and name in derived})
     # An override may name an axis by an engine's word for it (vLLM's block_size): it overrides the axis.
     aliases = {alias: axis.name for axis in m.axes.values() for alias in axis.aliases}
     overrides = {aliases.get(name, name): value for name, value in overrides.items()}
