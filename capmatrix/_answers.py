@@ -212,6 +212,8 @@ class Selection:
     trace: tuple[Resolution, ...] = field(default=())
     #: False when the role picks its candidate order by an axis the query leaves open.
     decided: bool = True
+    #: Where undecided: the axes the role's candidate order reads that the query leaves open.
+    open_axes: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
         return self.kernel is not None
@@ -242,4 +244,5 @@ class Selection:
             "kernel": self.kernel,
             "verdict": str(self.verdict),
             "trace": [r.as_dict() for r in self.trace],
+            **({} if self.decided else {"order_reads_open": list(self.open_axes)}),
         }

@@ -208,6 +208,7 @@ class Resolver:
         # The role's own axis values and its engine's defaults act as defaults the query may override.
         candidate_query = self._pinned(self._canonical(query), self._role_pins(role_name))
         candidates, decided = role.candidates, True
+        open_axes: tuple[str, ...] = ()
         # The candidates' queries differ only in the kernel: their effective values are worked out once.
         effective = self._effective(candidate_query)
         if role.orders:
@@ -218,6 +219,8 @@ class Resolver:
             row = table.row(values)  # as role.order_for(values) answers
             candidates = () if row is None or row == NO_ROW else role.orders[row].candidates
             decided = row is not None
+            if not decided:
+                open_axes = self._order_open(table, needed, values)
         trace = []
         for candidate in candidates:
             resolution = self._cached_resolve(candidate_query.with_kernel(candidate), effective)
@@ -228,7 +231,16 @@ class Resolver:
                     trace=tuple(trace),
                 )
         return Selection(role=role_name, query=query, kernel=None, resolution=None,
-                         trace=tuple(trace), decided=decided)
+                         trace=tuple(trace), decided=decided, open_axes=open_axes)
+
+    def _order_open(
+        self, table: Table, needed: tuple[str, ...], values: Mapping[str, AxisValue]
+    ) -> tuple[str, ...]:
+        """The base axes a role's candidate order reads, directly or through its derived axes, left open."""
+        reads = set(table.reads)
+        for name in needed:
+            reads.update(self._derived_table(name).reads)
+        return tuple(name for name in self.matrix.axes if name in reads and name not in values)
 
     def derived_values(self, query: KernelQuery) -> dict[str, AxisValue]:
         """The query's effective axis values plus the derived axes their tables compute from them.

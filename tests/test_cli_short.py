@@ -215,7 +215,11 @@ def test_a_role_whose_order_is_undecided_tried_nothing(write_matrix: WriteMatrix
         """})
     code, out, _ = cli("select", "by_sm", "--matrix", str(root), "--attention", "gqa")
     assert code == 3
-    assert out == "by_sm: no supported candidate\n"
+    assert out == ("by_sm: depends: its candidate order reads sm, which the query leaves open "
+                   "(give --sm)\n")
+    data = json.loads(cli("select", "by_sm", "--matrix", str(root), "--attention", "gqa", "--json")[1])
+    assert data["verdict"] == "depends"
+    assert data["order_reads_open"] == ["sm"]
     code, out, _ = cli("select", "by_sm", "--matrix", str(root), "--attention", "gqa", "--sm", "80")
     assert code == 0
     assert out.splitlines()[0] == "by_sm: fallback"
@@ -238,3 +242,16 @@ def test_short_form_counts_the_grants_it_does_not_show() -> None:
     text = format_short(resolution, resolution.reasons, [], shown_defaults=None, vary=False,
                         grants=SHOWN_CLOSEST)
     assert "other grant" not in text
+
+
+def test_a_role_with_no_winner_but_a_depending_candidate_says_so() -> None:
+    # trtllm_context on SM89 with a head MMHA lacks: the init check refuses whatever else is open.
+    code, out, _ = cli("select", "trtllm_context", "--sm", "89", "--head-dim", "1000", "--attention", "gqa",
+                       "--dtype", "bf16")
+    assert code == 1
+    assert out.splitlines()[0] == "trtllm_context: no supported candidate"
+    # trtllm_generation with the KV dtype, head and group left open: XQA and MMHA each depend on them.
+    code, out, _ = cli("select", "trtllm_generation", "--sm", "90", "--attention", "gqa", "--dtype", "bf16")
+    assert code == 3
+    assert out.splitlines()[0] == ("trtllm_generation: no candidate is supported for every value left open; "
+                                   "xqa, mmha depend on them")

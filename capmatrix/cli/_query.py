@@ -314,18 +314,28 @@ def _one_reason(resolution: Resolution) -> str:
     return f"{resolution.kernel}: {resolution.verdict}" + (f"; {decided[0]}" if decided else "")
 
 
+def _selection_head(selection: Selection) -> str:
+    """The answer's first line: the winner, why there is none yet, or that there is none."""
+    if selection.kernel:
+        return f"{selection.role}: {selection.kernel}"
+    if not selection.decided:
+        flags = " ".join(f"--{a.replace('_', '-')}" for a in selection.open_axes)
+        return (f"{selection.role}: depends: its candidate order reads {', '.join(selection.open_axes)}, "
+                f"which the query leaves open (give {flags})")
+    pending = [r.kernel for r in selection.trace if r.verdict is Verdict.DEPENDS]
+    if pending:
+        return (f"{selection.role}: no candidate is supported for every value left open; "
+                f"{', '.join(pending)} depend{'s' if len(pending) == 1 else ''} on them")
+    return f"{selection.role}: no supported candidate"
+
+
 def format_selection(selection: Selection, also: Sequence[Resolution] = (), *,
                      matrix: Matrix | None = None, explain: bool = False) -> str:
     """Human-readable winner, the candidates tried before it and those after it that would also serve.
 
     Short (the default): one line per candidate with its deciding reason; ``explain``: every reason.
     """
-    head = (
-        f"{selection.role}: {selection.kernel}"
-        if selection.kernel
-        else f"{selection.role}: no supported candidate"
-    )
-    lines = [head]
+    lines = [_selection_head(selection)]
     if selection.trace:
         kernels = [r.kernel for r in (*selection.trace, *also)]
         shown = read_axes(matrix, kernels) if matrix is not None else None
