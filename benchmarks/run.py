@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import profiles, shapes, synth, vllm_select  # noqa: E402
+from benchmarks import profiles, sglang_select, shapes, synth, vllm_select  # noqa: E402
 from benchmarks.report import Row, Section, fmt_bytes, fmt_time, fmt_timing, ratio  # noqa: E402
 from benchmarks.timing import Timing, per_call  # noqa: E402
 from capmatrix.resolver import CLOSEST_GRANTS  # noqa: E402
@@ -1138,6 +1138,7 @@ SECTIONS = {
     "shapes": section_shapes,
     "memory": section_memory,
     "vllm-select": vllm_select.section_vllm,
+    "sglang-select": sglang_select.section_sglang,
 }
 
 

@@ -36,7 +36,7 @@ from capmatrix.query import ANY, KernelQuery, _Any, _short
 from capmatrix.regions import Region, Space, bits
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping
 
     from capmatrix.matrix import Matrix
     from capmatrix.model import Axis, AxisValue, Rule
@@ -270,22 +270,52 @@ class Resolver:
         return table
 
     def _order_table(self, role_name: str) -> tuple[Table, tuple[str, ...]]:
-        """The compiled orders of a role, and the derived axes (in declaration order) they need.
-
-        Those the orders read, and those their tables read (a table reads derived axes declared
-        before it).
-        """
+        """The compiled orders of a role, and the derived axes (in declaration order) they need."""
         found = self._order_tables.get(role_name)
         if found is None:
             table = Table([o.when for o in self.matrix.roles[role_name].orders], self._readable)
-            wanted = set(table.reads)
-            needed = []
-            for name in reversed(list(self.matrix.derived)):
-                if name in wanted:
-                    needed.append(name)
-                    wanted.update(self._derived_table(name).reads)
-            found = self._order_tables[role_name] = (table, tuple(reversed(needed)))
+            found = self._order_tables[role_name] = (table, self._needed(table.reads))
         return found
+
+    def _needed(self, reads: Iterable[str]) -> tuple[str, ...]:
+        """The derived axes (in declaration order) that reading ``reads`` needs.
+
+        Those named, and those their tables read (a table reads derived axes declared before it).
+        """
+        wanted = set(reads)
+        needed = []
+        for name in reversed(list(self.matrix.derived)):
+            if name in wanted:
+                needed.append(name)
+                wanted.update(self._derived_table(name).reads)
+        return tuple(reversed(needed))
+
+    def order_for(self, role_name: str, query: KernelQuery) -> tuple[tuple[str, ...], bool]:
+        """The candidate list the orders of ``role_name`` give ``query``, and whether it is decided.
+
+        The query's values as they stand (no role or engine pins): as ``Role.order_for`` on the query's
+        derived values answers, through the compiled table.
+
+        :raises InvalidQuery: for an unknown role, model, axis or value.
+        """
+        role = self.matrix.roles.get(role_name)
+        if role is None:
+            raise UnknownName("role", role_name, self.matrix.roles)
+        if not role.orders:
+            return role.candidates, True
+        table, needed = self._order_table(role_name)
+        values = self._add_derived(dict(self.effective_values(query)[0]), needed)
+        row = table.row(values)
+        return (() if row is None or row == NO_ROW else role.orders[row].candidates), row is not None
+
+    def derived_value(self, query: KernelQuery, name: str) -> AxisValue | None:
+        """The value derived axis ``name`` takes for ``query``; None where its table reads an open axis.
+
+        :raises InvalidQuery: for an unknown derived axis, model, axis or value.
+        """
+        if name not in self.matrix.derived:
+            raise UnknownName("derived axis", name, self.matrix.derived)
+        return self._add_derived(dict(self.effective_values(query)[0]), self._needed((name,))).get(name)
 
     def _effective(self, query: KernelQuery) -> _Effective:
         # The same for every kernel: a page or a selection asks one configuration of many kernels.

@@ -536,3 +536,32 @@ def test_the_seed_answer_names_no_vllm_axis_and_a_vllm_answer_no_trtllm_axis() -
     text = " ".join(m for reasons in info.value.reasons.values() for m in reasons) + str(info.value)
     assert info.value.reasons
     assert not [a for a in trtllm if a in text]
+
+
+def test_compiled_order_and_derived_lookups_equal_the_models_reading() -> None:
+    """``Resolver.order_for`` / ``derived_value`` against ``Role.order_for`` / ``derived_values`` on the
+    shipped matrix, over random queries (listed and unlisted values, axes left open)."""
+    matrix = capmatrix.load()
+    resolver = compile_matrix(matrix)
+    rng = random.Random(7)  # noqa: S311 - a seeded sample, not a secret
+    roles = [r for r in matrix.roles.values() if r.orders] + [next(r for r in matrix.roles.values()
+                                                                     if not r.orders)]
+    for _ in range(300):
+        axes: dict[str, Any] = {}
+        for name, axis in matrix.axes.items():
+            if rng.random() < 0.3:
+                continue  # left open
+            value = rng.choice(axis.known) if axis.known else axis.default
+            if axis.type.value == "int" and rng.random() < 0.2 and isinstance(value, int):
+                value += rng.choice((1, 3, 7))  # a value no list names
+            axes[name] = value
+        query = KernelQuery(**axes)
+        values = resolver.derived_values(query)
+        for role in roles:
+            assert resolver.order_for(role.name, query) == role.order_for(values), (role.name, axes)
+        for name in matrix.derived:
+            assert resolver.derived_value(query, name) == values.get(name), (name, axes)
+    with pytest.raises(capmatrix.InvalidQuery, match="role"):
+        resolver.order_for("no_such_role", KernelQuery())
+    with pytest.raises(capmatrix.InvalidQuery, match="derived axis"):
+        resolver.derived_value(KernelQuery(), "no_such_axis")

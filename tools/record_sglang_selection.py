@@ -615,6 +615,88 @@ def _write(rows: list[list[Any]], out: Path, sample: bool) -> None:
     out.write_bytes(buffer.getvalue())
 
 
+#: The configurations the ``--bench`` mode times, as a server would be started: (capability, model,
+#: speculative decoding, KV dtype). Llama on Hopper and Blackwell, DeepSeek-V3 (MLA), DeepSeek-V3.2 (DSA),
+#: gpt-oss (sinks) on SM120, Qwen3-Next (hybrid GDN) on SM100.
+BENCH_CELLS: tuple[tuple[str, str, str, str], ...] = (
+    ("9.0", "llama", "none", "auto"), ("10.0", "llama", "eagle", "auto"),
+    ("9.0", "deepseek_v3", "none", "auto"), ("10.0", "deepseek_v32", "nextn", "auto"),
+    ("12.0", "gpt_oss", "none", "auto"), ("10.0", "qwen3_next", "none", "auto"),
+)
+
+
+def _bench(sglang_src: Path, repeat: int) -> dict[str, Any]:
+    """Per-call seconds of SGLang's resolution and of capmatrix's, on the same configurations and process.
+
+    SGLang: ``ServerArgs(...)`` and ``resolve_once()`` (it keeps no memo: each start resolves anew), the
+    engine-start checks left out. capmatrix: ``capmatrix.engine.sglang.resolve`` with every resolver memo
+    cleared first (less the time of clearing alone), given the model read from the same ``config.json``
+    (``model_from_hf_config``); and the same with reading and parsing that file included. Minimum over
+    ``repeat`` samples of calibrated loops.
+    """
+    import timeit
+
+    root = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(root))
+    ours = importlib.import_module("capmatrix.engine.sglang")
+    default = importlib.import_module("capmatrix._default")
+    resolver = default._resolver(None)  # noqa: SLF001 - the benchmark clears the compiled caches
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as scratch:
+        replay = _Replay(sglang_src, Path(scratch))
+
+        def best(fn: Any, number: int) -> float:  # noqa: ANN401 - any callable
+            return min(timeit.repeat(fn, number=number, repeat=repeat)) / number
+
+        for cap_text, model, spec, kv in BENCH_CELLS:
+            major, minor = cap_text.split(".")
+            cap = (int(major), int(minor))
+            cell = _cell(cap, model, spec, kv, None, "-")
+            replay._capability(cap)  # noqa: SLF001
+            path = replay.models[model]
+            kwargs: dict[str, Any] = {"model_path": path, "device": "cuda", "kv_cache_dtype": kv,
+                                      **SPECS[spec]}
+            if spec.startswith("eagle"):
+                kwargs["speculative_draft_model_path"] = path
+            config_file = Path(path) / "config.json"
+            hf = ours.model_from_hf_config(json.loads(config_file.read_text(encoding="utf-8")))
+            spec_args = {k: v for k, v in SPECS[spec].items()
+                         if k in ("speculative_algorithm", "speculative_eagle_topk")}
+
+            def sglang_call(kwargs: dict[str, Any] = kwargs) -> object:
+                args = replay.server_args(**kwargs)
+                args.resolve_once()
+                return args
+
+            def ours_first(hf: Any = hf, cap: tuple[int, int] = cap, kv: str = kv,  # noqa: ANN401
+                           spec_args: dict[str, Any] = spec_args) -> Any:  # noqa: ANN401 - ours.Resolved
+                resolver.forget()
+                return ours.resolve(capability=cap, model=hf, kv_cache_dtype=kv, **spec_args)
+
+            def ours_with_config(config_file: Path = config_file, cap: tuple[int, int] = cap, kv: str = kv,
+                                 spec_args: dict[str, Any] = spec_args) -> object:
+                resolver.forget()
+                model_of = ours.model_from_hf_config(json.loads(config_file.read_text(encoding="utf-8")))
+                return ours.resolve(capability=cap, model=model_of, kv_cache_dtype=kv, **spec_args)
+
+            with replay.override_platform(**platform_facts(cap)):
+                try:
+                    theirs = replay.resolution_result(sglang_call(), "attention_backend")
+                except Exception as error:  # noqa: BLE001 # a refusal is an answer too
+                    theirs = f"refused: {type(error).__name__}"
+                mine = ours_first()
+                answer = mine.attention_backend if mine.refused is None else f"refused ({mine.refused.stage})"
+                sglang_time = best(sglang_call, 5)
+            clear = best(resolver.forget, 200)
+            rows.append({
+                "cell": cell_key(cell), "sglang": str(theirs), "capmatrix": str(answer),
+                "sglang_first": sglang_time,
+                "capmatrix_first": best(ours_first, 200) - clear,
+                "capmatrix_first_with_config": best(ours_with_config, 200) - clear,
+            })
+    return {"sglang": SGLANG_VERSION, "cells": rows}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: record the grid (default) or the off-grid set (``--sample``)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
@@ -624,8 +706,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sample", action="store_true", help="record the off-grid set instead of the grid")
     parser.add_argument("--verify-every", type=int, default=80,
                         help="resolve every N-th cell again in a fresh forked process and compare (0: never)")
+    parser.add_argument("--bench", action="store_true",
+                        help="time SGLang's resolution and capmatrix's on a few configurations; print JSON")
+    parser.add_argument("--repeat", type=int, default=5, help="--bench: samples per timing (default 5)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.bench:
+        print(json.dumps(_bench(args.sglang_src.resolve(), args.repeat), indent=1))
+        return 0
     if args.worker:
         part, parts = (int(x) for x in args.worker.split("/"))
         _worker(args.sglang_src.resolve(), part, parts, args.sample, args.verify_every)

@@ -236,12 +236,14 @@ class _Pipeline:
 
     def first(self, role: str) -> str | None:
         """The first candidate of the role's order for the base query (SGLang takes it unchecked)."""
-        values = self.resolver.derived_values(KernelQuery().replace(**self.base))
-        candidates, _decided = self.resolver.matrix.roles[role].order_for(values)
+        candidates, _decided = self.resolver.order_for(role, KernelQuery().replace(**self.base))
         return candidates[0][len(_PREFIX):] if candidates else None
 
     def derived(self, name: str, **axes: AxisValue) -> AxisValue:
-        return self.resolver.derived_values(KernelQuery().replace(**{**self.base, **axes}))[name]
+        value = self.resolver.derived_value(KernelQuery().replace(**{**self.base, **axes}), name)
+        if value is None:  # pragma: no cover - the base query gives every axis the tables read
+            raise AssertionError(f"{name}: not decided by {self.base}")
+        return value
 
 
 def _refuse(rule: str | None, **fields: object) -> None:
