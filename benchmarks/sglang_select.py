@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import random
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 from benchmarks.report import Row, Section, fmt_time, ratio
+from benchmarks.timing import engine_bench
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORD = ROOT / "capabilities" / "evidence" / "sglang_0.5.23_selection.json.gz"
@@ -63,17 +62,6 @@ def _first(cells: list[dict[str, Any]], repeat: int) -> tuple[float, float]:
     return min(samples), refused / len(cells)
 
 
-def _sglang_side() -> dict[str, Any] | None:
-    python = os.environ.get("CAPMATRIX_BENCH_SGLANG_PYTHON")
-    src = os.environ.get("CAPMATRIX_BENCH_SGLANG_SRC")
-    if not python or not src:
-        return None
-    done = subprocess.run([python, str(TOOL), "--sglang-src", src, "--bench"], capture_output=True,
-                          text=True, check=True, timeout=900)
-    data: dict[str, Any] = json.loads(done.stdout)
-    return data
-
-
 def section_sglang(quick: bool) -> Section:
     """The SGLang resolution rows."""
     sec = Section(
@@ -92,7 +80,8 @@ def section_sglang(quick: bool) -> Section:
     sec.rows.append(Row("capmatrix `sglang.resolve`, first resolution of a configuration", fmt_time(first),
                         note=f"mean over {n:,} distinct recorded automatic configurations "
                         f"({refused:.0%} refused), min of {samples} samples"))
-    theirs = _sglang_side()
+    theirs = engine_bench(str(TOOL), "CAPMATRIX_BENCH_SGLANG_PYTHON", "CAPMATRIX_BENCH_SGLANG_SRC",
+                          "--sglang-src")
     if theirs is None:
         sec.rows.append(Row("SGLang `ServerArgs.resolve_once`", "not measured", target="capmatrix <= 1x",
                             note="needs SGLang's environment: see the tool"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
 import subprocess
 import time
@@ -12,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-__all__ = ["Timing", "per_call", "process_wall", "repeat_wall"]
+__all__ = ["Timing", "engine_bench", "per_call", "process_wall", "repeat_wall"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,3 +66,18 @@ def process_wall(argv: Sequence[str], *, repeat: int = 15, env: dict[str, str] |
             msg = f"{' '.join(argv)} exited {done.returncode}: {done.stderr.decode()[-2000:]}"
             raise RuntimeError(msg)
     return Timing(min(samples), statistics.median(samples), 1, repeat)
+
+
+def engine_bench(tool: str, python_var: str, src_var: str, src_flag: str) -> dict[str, Any] | None:
+    """An engine's own side of a selection benchmark: ``tool --bench`` run in that engine's environment.
+
+    ``python_var`` and ``src_var`` name the environment variables giving that environment's interpreter
+    and the unpacked wheel (passed as ``src_flag``); None when either is unset (the side is skipped).
+    """
+    python, src = os.environ.get(python_var), os.environ.get(src_var)
+    if not python or not src:
+        return None
+    done = subprocess.run([python, tool, src_flag, src, "--bench"], capture_output=True, text=True,
+                          check=True, timeout=900)
+    data: dict[str, Any] = json.loads(done.stdout)
+    return data

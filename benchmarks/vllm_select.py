@@ -9,15 +9,13 @@ unpacked wheel). The tool then times both selectors in one process on the same c
 from __future__ import annotations
 
 import json
-import os
 import random
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 from benchmarks.report import Row, Section, fmt_time, fmt_timing, ratio
-from benchmarks.timing import per_call
+from benchmarks.timing import engine_bench, per_call
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORD = ROOT / "capabilities" / "evidence" / "vllm_0.33.0_selection.json"
@@ -80,16 +78,6 @@ def _first_selection(cells: list[dict[str, Any]], repeat: int) -> tuple[float, f
     return min(samples), chosen / len(cells)
 
 
-def _vllm_side() -> dict[str, Any] | None:
-    python, src = os.environ.get("CAPMATRIX_BENCH_VLLM_PYTHON"), os.environ.get("CAPMATRIX_BENCH_VLLM_SRC")
-    if not python or not src:
-        return None
-    done = subprocess.run([python, str(TOOL), "--vllm-src", src, "--bench"], capture_output=True,
-                          text=True, check=True, timeout=900)
-    data: dict[str, Any] = json.loads(done.stdout)
-    return data
-
-
 def section_vllm(quick: bool) -> Section:
     """The vLLM selection rows."""
     from capmatrix.engine.vllm import select_backend  # noqa: PLC0415
@@ -119,7 +107,7 @@ def section_vllm(quick: bool) -> Section:
     sec.rows.append(Row("capmatrix `select_backend`, first selection, any recorded configuration",
                         fmt_time(anyway), note=f"{n:,} drawn from the whole grid; {any_share:.0%} have "
                         "a backend, the rest walk every candidate and raise NoValidBackend"))
-    theirs = _vllm_side()
+    theirs = engine_bench(str(TOOL), "CAPMATRIX_BENCH_VLLM_PYTHON", "CAPMATRIX_BENCH_VLLM_SRC", "--vllm-src")
     if theirs is None:
         sec.rows.append(Row("vLLM `get_attn_backend`, repeated configuration (memoised)", "not measured",
                             target="capmatrix <= 1x", note="needs vLLM's environment: see the tool"))
