@@ -27,6 +27,7 @@ from capmatrix._answers import (
 )
 from capmatrix._compile import _compile_kernel, _CompiledKernel
 from capmatrix._explain import MAX_RESIDUAL_BOXES, Explainer
+from capmatrix._partition import PartitionLimit, find, partition, reduce_kernel
 from capmatrix._tables import NO_ROW, Table
 from capmatrix.errors import InvalidQuery, UnknownName, did_you_mean
 from capmatrix.model import NONE, AxisType
@@ -526,8 +527,6 @@ class Resolver:
         subtraction, which fragments exponentially): bounded by ``MAX_RESIDUAL_BOXES``; past it, a
         depth-first walk finds the verdict and the first boxes of the residual.
         """
-        from capmatrix._partition import PartitionLimit, find, partition, reduce_kernel  # noqa: PLC0415 - only an open axis needs it
-
         positions = [self._positions[n] for n in open_axes]
         space = Space(tuple(self._axes[p] for p in positions))
         members = bits(grants | exclusions)
