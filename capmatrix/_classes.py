@@ -14,30 +14,30 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import TYPE_CHECKING, Protocol
 
+TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from typing import Protocol
+
+    class _Bounds(Protocol):  # capmatrix.model.Interval, as far as classes read it
+        @property
+        def low(self) -> int | None: ...
+        @property
+        def high(self) -> int | None: ...
+
+    class Condition(Protocol):  # capmatrix.model.Condition, as far as classes read it (below it)
+        @property
+        def values(self) -> frozenset[int | str | bool]: ...
+        @property
+        def intervals(self) -> tuple[_Bounds, ...]: ...
+        @property
+        def moduli(self) -> tuple[int, ...]: ...
+        def contains(self, value: int | str | bool) -> bool: ...
+        def mask(self, values: Sequence[int | str | bool]) -> int: ...
+
 
 __all__ = ["LCM_LIMIT", "describe_class", "representatives", "signature", "signatures"]
-
-
-class _Bounds(Protocol):  # capmatrix.model.Interval, as far as classes read it
-    @property
-    def low(self) -> int | None: ...
-    @property
-    def high(self) -> int | None: ...
-
-
-class Condition(Protocol):  # capmatrix.model.Condition, as far as classes read it (this module is below it)
-    @property
-    def values(self) -> frozenset[int | str | bool]: ...
-    @property
-    def intervals(self) -> tuple[_Bounds, ...]: ...
-    @property
-    def moduli(self) -> tuple[int, ...]: ...
-    def contains(self, value: int | str | bool) -> bool: ...
-    def mask(self, values: Sequence[int | str | bool]) -> int: ...
 
 
 AxisValue = int | str | bool

@@ -7,11 +7,11 @@ included), so that resolving a query is a handful of big-integer ANDs whatever t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from capmatrix.model import Effect
 from capmatrix.regions import Box, bits
 
+TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
 
     from capmatrix._answers import Reason

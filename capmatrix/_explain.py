@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from itertools import compress
-from typing import TYPE_CHECKING
 
 from capmatrix._answers import OriginKind, Reason, ReasonKind, Verdict
 from capmatrix.model import format_value
 from capmatrix.regions import bits
 
+TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
     from capmatrix._answers import Origin
     from capmatrix._compile import _CompiledKernel

@@ -9,10 +9,9 @@ the rows with :func:`capmatrix.model.in_boxes` does, without a memo of earlier q
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from capmatrix.regions import bits
 
+TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 

@@ -10,7 +10,6 @@ import contextlib
 import gc
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from capmatrix import _cache, _hints
 from capmatrix._files import read_bytes
@@ -20,8 +19,10 @@ from capmatrix.errors import CapabilityError, CapabilityErrors
 from capmatrix.resolver import compile_matrix
 from capmatrix.schema import shape_problems
 
+TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from typing import Any
 
     from capmatrix import _yaml
     from capmatrix.matrix import Matrix
@@ -59,14 +60,24 @@ def default_path() -> Path:
     return package / "_capabilities"
 
 
-def _display(path: Path, root: Path) -> str:
+def _display_base(root: Path) -> str:
+    """How the display names of a matrix's files begin: its root as seen from the working directory."""
+    if root.name == "_capabilities":
+        return "capabilities"
+    try:
+        return root.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return root.as_posix()
+
+
+def _display(path: Path, root: Path, base: str | None = None) -> str:
+    """The display name of ``path`` below ``root``.
+
+    ``base`` is :func:`_display_base` of ``root``, worked out once per matrix by the caller (else here).
+    """
     rel = path.relative_to(root).as_posix()
-    base = "capabilities" if root.name == "_capabilities" else None
     if base is None:
-        try:
-            base = root.resolve().relative_to(Path.cwd().resolve()).as_posix()
-        except ValueError:
-            base = root.as_posix()
+        base = _display_base(root)
     shown = rel if base == "." else f"{base}/{rel}"
     return shown if shown.isprintable() else _yaml_printable(shown)
 
@@ -177,7 +188,8 @@ def discover(root: Path) -> list[tuple[Path, str]]:
             )
     if walk_errors:
         raise CapabilityErrors(walk_errors)
-    return sorted(((p, _display(p, root)) for p in found), key=lambda item: item[1])
+    base = _display_base(root)
+    return sorted(((p, _display(p, root, base)) for p in found), key=lambda item: item[1])
 
 
 def _largest(sizes: dict[Path, int], root: Path, count: int = 3) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 from functools import partial
-from typing import TYPE_CHECKING, cast
 
 from capmatrix._answers import (
     _DEFAULT,
@@ -34,6 +33,7 @@ from capmatrix.model import NONE, AxisType
 from capmatrix.query import ANY, KernelQuery, _Any, _short
 from capmatrix.regions import Region, Space, bits
 
+TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
@@ -312,7 +312,7 @@ class Resolver:
         if found is None:  # a value is ANY: its axis is open, a shape of its own
             anys = frozenset(name for name, value in items if value is ANY)
             found = self._fill(items, self._shape(query.model, names, anys))
-        return cast("_Effective", found)
+        return found  # type: ignore[return-value] # the shape with the ANY axes open expects them
 
     @staticmethod
     def _pinned(query: KernelQuery, pins: Mapping[str, AxisValue]) -> KernelQuery:
@@ -377,7 +377,7 @@ class Resolver:
         at: list[int | None] = [None] * len(self._rows)
         for ai, (name, axis, kind, default, index, may_be_outside) in enumerate(self._rows):
             if name in given:
-                values[name] = cast("AxisValue", None)  # its place: the query's value is put there
+                values[name] = None  # type: ignore[assignment] # its place: the query's value goes there
                 origins[name] = _QUERY
                 checks.append((given[name], ai, axis, kind, index, may_be_outside))
                 continue
