@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 import sys
@@ -536,3 +537,20 @@ def test_the_seed_answer_names_no_vllm_axis_and_a_vllm_answer_no_trtllm_axis() -
     text = " ".join(m for reasons in info.value.reasons.values() for m in reasons) + str(info.value)
     assert info.value.reasons
     assert not [a for a in trtllm if a in text]
+
+
+def test_a_condition_on_an_axis_the_matrix_lacks_narrows_nothing() -> None:
+    """A hand-built matrix may name an axis it does not have: the rule's box ignores it, as before."""
+    m = capmatrix.load()
+    kernel = m.kernels["xqa"]
+    rule = kernel.rules[0]
+    stray = next(iter(rule.conditions.values()))
+    odd = dataclasses.replace(rule, conditions={**rule.conditions, "no_such_axis": stray})
+    built = dataclasses.replace(m, kernels={**m.kernels, "xqa": dataclasses.replace(
+        kernel, rules=(odd, *kernel.rules[1:]))}, _compiled=None)
+    ours, theirs = compile_matrix(built)._kernels["xqa"], m._compiled._kernels["xqa"]
+    assert ours.boxes == theirs.boxes
+    assert ours.by_value == theirs.by_value
+    assert ours.constrained == theirs.constrained
+    query = KernelQuery("xqa", sm=120, model="llama", spec_dec="one_model")
+    assert resolve(query, built).verdict is resolve(query, m).verdict is Verdict.SUPPORTED
