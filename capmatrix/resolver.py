@@ -2,7 +2,8 @@
 
 Compilation (:mod:`capmatrix._compile`) turns every kernel's rules into per-axis bitsets (one bit per
 rule, one bitset per value), so a query costs a handful of big-integer ANDs whatever the rule count,
-and each answer (:mod:`capmatrix._answers`) is cached per query. The YAML is never walked again after
+and each answer (:mod:`capmatrix._answers`) is cached per query; its reasons are built by
+:mod:`capmatrix._explain` when first read. The YAML is never walked again after
 loading; this module knows no files (the process-wide default matrix lives in :mod:`capmatrix._default`).
 """
 
