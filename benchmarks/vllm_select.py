@@ -88,10 +88,11 @@ def section_vllm(quick: bool) -> Section:
         "matrix's `vllm_attention` role. *Repeated*: the same configuration asked again, as each layer of "
         "an engine asks (vLLM memoises its selector with `functools.cache`; capmatrix keeps the chosen "
         "backend per argument tuple and compiled matrix). *First*: configurations never asked before "
-        "(memo and resolver caches cleared), drawn from the recorded grid. vLLM's own selector is timed "
-        "by `tools/record_vllm_selection.py --bench` in one process with capmatrix's, on the same "
-        "configurations, when that tool's environment is given (`CAPMATRIX_BENCH_VLLM_PYTHON`, "
-        "`CAPMATRIX_BENCH_VLLM_SRC`).",
+        "(memo and resolver caches cleared; the compiled index, which holds the role's decision table, "
+        "stays, as vLLM's imported backend classes do), drawn from the recorded grid. vLLM's own "
+        "selector is timed by `tools/record_vllm_selection.py --bench` in one process with capmatrix's, "
+        "on the same configurations, when that tool's environment is given "
+        "(`CAPMATRIX_BENCH_VLLM_PYTHON`, `CAPMATRIX_BENCH_VLLM_SRC`).",
     )
     ns: dict[str, Any] = {"select_backend": select_backend, "kw": REPEATED}
     repeated = per_call("select_backend(**kw)", ns, repeat=5 if quick else 7)

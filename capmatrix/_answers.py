@@ -7,10 +7,10 @@ is worked out on first read, from the resolver that bound it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from capmatrix.model import _StrEnum
 
+TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 

@@ -37,7 +37,6 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from capmatrix.matrix import Matrix
 from capmatrix.model import (
@@ -59,8 +58,10 @@ from capmatrix.model import (
     Status,
 )
 
+TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
+    from typing import Any
 
     from capmatrix.model import Boxes
 

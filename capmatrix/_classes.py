@@ -14,29 +14,30 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import TYPE_CHECKING, Protocol
 
+TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from typing import Protocol
+
+    class _Bounds(Protocol):  # capmatrix.model.Interval, as far as classes read it
+        @property
+        def low(self) -> int | None: ...
+        @property
+        def high(self) -> int | None: ...
+
+    class Condition(Protocol):  # capmatrix.model.Condition, as far as classes read it (below it)
+        @property
+        def values(self) -> frozenset[int | str | bool]: ...
+        @property
+        def intervals(self) -> tuple[_Bounds, ...]: ...
+        @property
+        def moduli(self) -> tuple[int, ...]: ...
+        def contains(self, value: int | str | bool) -> bool: ...
+        def mask(self, values: Sequence[int | str | bool]) -> int: ...
+
 
 __all__ = ["LCM_LIMIT", "describe_class", "representatives", "signature", "signatures"]
-
-
-class _Bounds(Protocol):  # capmatrix.model.Interval, as far as classes read it
-    @property
-    def low(self) -> int | None: ...
-    @property
-    def high(self) -> int | None: ...
-
-
-class Condition(Protocol):  # capmatrix.model.Condition, as far as classes read it (this module is below it)
-    @property
-    def values(self) -> frozenset[int | str | bool]: ...
-    @property
-    def intervals(self) -> tuple[_Bounds, ...]: ...
-    @property
-    def moduli(self) -> tuple[int, ...]: ...
-    def contains(self, value: int | str | bool) -> bool: ...
 
 
 AxisValue = int | str | bool
@@ -63,7 +64,13 @@ def signatures(values: Sequence[AxisValue], cuts: Sequence[Condition]) -> tuple[
     key = (tuple(cuts), tuple(values))
     found = _SIGNATURES.get(key)
     if found is None:
-        found = tuple(signature(v, cuts) if type(v) is int else None for v in values)
+        # One mask per cut (bit i: whether the cut admits values[i], as ``contains`` answers), then
+        # the bits of each value gathered: one test per cut and value, without a call for each.
+        masks = [cut.mask(values) for cut in cuts]
+        found = tuple(
+            sum((mask >> i & 1) << k for k, mask in enumerate(masks)) if type(v) is int else None
+            for i, v in enumerate(values)
+        )
         if len(_SIGNATURES) >= SIGNATURES_KEPT:  # a long-lived process that loads many matrices
             _SIGNATURES.clear()
         _SIGNATURES[key] = found

@@ -7,11 +7,11 @@ included), so that resolving a query is a handful of big-integer ANDs whatever t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from capmatrix.model import Effect
-from capmatrix.regions import Box, Space, bits, box_of
+from capmatrix.regions import Box, bits
 
+TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
 
     from capmatrix._answers import Reason
@@ -56,38 +56,55 @@ class _CompiledKernel:
 
 def _compile_kernel(kernel: Kernel, axes: tuple[Axis, ...], masks: dict[int, int]) -> _CompiledKernel:
     rules = kernel.rules
-    space = Space(axes)
-    names = [a.name for a in axes]
+    full = [(1 << len(axis.values)) - 1 for axis in axes]
+    positions = {axis.name: ai for ai, axis in enumerate(axes)}
+    every = (1 << len(rules)) - 1
     grants = exclusions = 0
-    unconstrained = [0] * len(axes)
-    # Per axis: the rules (a bitset) of each distinct mask; an axis has few distinct masks, so the
-    # bitsets per value are ORs of a handful of groups instead of one update per rule and value.
-    groups: list[dict[int, int]] = [{} for _ in axes]
+    # Per axis some rule names: the rules (a bitset) of each distinct mask. An axis has few distinct
+    # masks, so the bitsets per value are ORs of a handful of groups instead of one update per rule
+    # and value; the axes no rule names (most of them) are whole for every rule and cost nothing.
+    groups: dict[int, dict[int, int]] = {}
+    named: dict[int, int] = {}  # per axis some rule names: the rules that name it
     exclusion_bits: list[int] = []
     boxes = []
     for bit, rule in enumerate(rules):
         flag = 1 << bit
-        box = box_of(rule, space, masks)
         if rule.effect is Effect.GRANT:
             grants |= flag
         else:
             exclusions |= flag
             exclusion_bits.append(bit)
-        conditions = rule.conditions
-        for ai, mask in enumerate(box):
-            if names[ai] not in conditions:
-                unconstrained[ai] |= flag
-            group = groups[ai]
+        box = full.copy()
+        for name, cond in rule.conditions.items():
+            ai = positions.get(name)
+            if ai is None:  # not an axis of the space (a hand-built matrix): it narrows nothing
+                continue
+            mask = masks.get(id(cond))
+            if mask is None:
+                mask = masks[id(cond)] = cond.mask(axes[ai].values)
+            box[ai] = mask
+            group = groups.get(ai)
+            if group is None:
+                group = groups[ai] = {}
             group[mask] = group.get(mask, 0) | flag
-        boxes.append(box)
-    constrained = tuple(ai for ai, free in enumerate(unconstrained) if free != grants | exclusions)
-    by_value = _by_value(groups, axes)
+            named[ai] = named.get(ai, 0) | flag
+        boxes.append(tuple(box))
+    constrained = tuple(sorted(named))
+    unconstrained = [every] * len(axes)
+    by_value: list[tuple[int, ...]] = [(every,) * len(axis.values) for axis in axes]
+    for ai in constrained:
+        unconstrained[ai] = every ^ named[ai]
+        group = groups[ai]
+        if unconstrained[ai]:  # the rules without a condition on the axis admit every value
+            group[full[ai]] = group.get(full[ai], 0) | unconstrained[ai]
+        by_value[ai] = _value_row(group, len(axes[ai].values))
+    names = [a.name for a in axes]
     return _CompiledKernel(
         kernel=kernel,
         rules=rules,
         grants=grants,
         exclusions=exclusions,
-        by_value=by_value,
+        by_value=tuple(by_value),
         unconstrained=tuple(unconstrained),
         constrained=constrained,
         scan=tuple((ai, names[ai], by_value[ai]) for ai in constrained),
@@ -96,11 +113,6 @@ def _compile_kernel(kernel: Kernel, axes: tuple[Axis, ...], masks: dict[int, int
         exclusion_bits=tuple(exclusion_bits),
         exclusion_by_value=_exclusion_index(boxes, exclusion_bits, constrained, axes),
     )
-
-
-def _by_value(groups: list[dict[int, int]], axes: tuple[Axis, ...]) -> tuple[tuple[int, ...], ...]:
-    """Per axis, per value index: the OR of the rule bitsets of every mask (group) admitting it."""
-    return tuple(_value_row(group, len(axis.values)) for group, axis in zip(groups, axes, strict=True))
 
 
 def _value_row(group: dict[int, int], size: int) -> tuple[int, ...]:

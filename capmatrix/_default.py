@@ -7,7 +7,6 @@ per-step path of an engine: a cached answer costs one attribute read and one dic
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
 
 from capmatrix._suggest import Suggestions, suggestions
 from capmatrix.errors import InvalidQuery
@@ -16,6 +15,7 @@ from capmatrix.matrix import Matrix
 from capmatrix.query import KernelQuery
 from capmatrix.resolver import Resolution, Resolver, Selection, check_query, compile_matrix
 
+TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
     import os
     from collections.abc import Collection

@@ -11,12 +11,13 @@ asks jsonschema alone: a predicate exists only where it can agree with jsonschem
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
 
 from capmatrix.errors import CapmatrixError
 
+TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
+    from typing import Any
 
     Check = Callable[[Any], bool]
 

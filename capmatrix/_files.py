@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import TYPE_CHECKING
 
 from capmatrix.errors import CapabilityError, CapabilityErrors
 
+TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
     from pathlib import Path
 

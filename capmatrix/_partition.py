@@ -22,13 +22,17 @@ number of cells. What keeps it small:
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from typing import TYPE_CHECKING, TypeVar
 
 from capmatrix.errors import CapmatrixError
 from capmatrix.regions import bits
 
+TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
+    from typing import TypeVar
+
     from capmatrix.regions import Box, Space
+
+    L = TypeVar("L", bound=Hashable)  # for the type checker alone: annotations are not evaluated
 
 __all__ = [
     "PartitionLimit",
@@ -39,8 +43,6 @@ __all__ = [
     "reduce_kernel",
     "uncovered",
 ]
-
-L = TypeVar("L", bound=Hashable)
 
 #: A node's result: interned entries (a label and the (axis, mask) pairs the node's subtree narrowed).
 _Tails = tuple[int, ...]

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from capmatrix import _hints
+from capmatrix._values import _Values, _when_text, open_domains
 from capmatrix.errors import CapabilityError, echo
 from capmatrix.matrix import Matrix, gpu_spelling
 from capmatrix.model import (
@@ -34,12 +34,13 @@ from capmatrix.model import (
 )
 from capmatrix.regions import Region, Space
 
+TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
+    from typing import Any
 
     from capmatrix import _yaml
 
-from capmatrix._values import _Values, _when_text, open_domains
 
 __all__: list[str] = []
 

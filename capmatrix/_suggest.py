@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import combinations
-from typing import TYPE_CHECKING
 
 from capmatrix.errors import InvalidQuery, UnknownName
 from capmatrix.model import format_value
 from capmatrix.resolver import Verdict
 
+TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Iterable, Mapping
 

@@ -9,10 +9,9 @@ the rows with :func:`capmatrix.model.in_boxes` does, without a memo of earlier q
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from capmatrix.regions import bits
 
+TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
@@ -40,8 +39,16 @@ class Table:
     _row_of: tuple[int, ...]
     _row_boxes: tuple[int, ...]
 
-    def __init__(self, whens: Iterable[Boxes], axes: Mapping[str, Axis]) -> None:
-        """Compile rows ``whens`` (in order) over ``axes`` (every axis a ``when`` names, by name)."""
+    def __init__(
+        self, whens: Iterable[Boxes], axes: Mapping[str, Axis], masks: dict[int, int] | None = None
+    ) -> None:
+        """Compile rows ``whens`` (in order) over ``axes`` (every axis a ``when`` names, by name).
+
+        ``masks`` remembers each condition's mask by its identity (as :func:`capmatrix.regions.box_of`
+        does): the tables of one matrix share many conditions. Give it only while they are alive.
+        """
+        if masks is None:
+            masks = {}
         boxes: list[Mapping[str, Condition]] = []
         row_of: list[int] = []
         row_boxes: list[int] = []
@@ -64,7 +71,9 @@ class Table:
             groups = {axis.full_mask: every ^ constrained}
             for b, cond in enumerate(conds):
                 if cond is not None:
-                    mask = cond.mask(axis.values)
+                    mask = masks.get(id(cond))
+                    if mask is None:
+                        mask = masks[id(cond)] = cond.mask(axis.values)
                     groups[mask] = groups.get(mask, 0) | 1 << b
             admit = [0] * len(axis.values)
             for mask, group in groups.items():

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import TYPE_CHECKING, Any
 
 from capmatrix import _hints
 from capmatrix._classes import representatives
@@ -30,8 +29,10 @@ from capmatrix.model import (
 )
 from capmatrix.regions import Region, Space
 
+TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
+    from typing import Any
 
     from capmatrix import _yaml
 

@@ -7,9 +7,9 @@ Then the shape (:mod:`capmatrix.schema`), the values (:mod:`capmatrix._values`) 
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from capmatrix import _cache, _hints
 from capmatrix._files import read_bytes
@@ -19,8 +19,10 @@ from capmatrix.errors import CapabilityError, CapabilityErrors
 from capmatrix.resolver import compile_matrix
 from capmatrix.schema import shape_problems
 
+TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from typing import Any
 
     from capmatrix import _yaml
     from capmatrix.matrix import Matrix
@@ -58,14 +60,24 @@ def default_path() -> Path:
     return package / "_capabilities"
 
 
-def _display(path: Path, root: Path) -> str:
+def _display_base(root: Path) -> str:
+    """How the display names of a matrix's files begin: its root as seen from the working directory."""
+    if root.name == "_capabilities":
+        return "capabilities"
+    try:
+        return root.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return root.as_posix()
+
+
+def _display(path: Path, root: Path, base: str | None = None) -> str:
+    """The display name of ``path`` below ``root``.
+
+    ``base`` is :func:`_display_base` of ``root``, worked out once per matrix by the caller (else here).
+    """
     rel = path.relative_to(root).as_posix()
-    base = "capabilities" if root.name == "_capabilities" else None
     if base is None:
-        try:
-            base = root.resolve().relative_to(Path.cwd().resolve()).as_posix()
-        except ValueError:
-            base = root.as_posix()
+        base = _display_base(root)
     shown = rel if base == "." else f"{base}/{rel}"
     return shown if shown.isprintable() else _yaml_printable(shown)
 
@@ -176,7 +188,8 @@ def discover(root: Path) -> list[tuple[Path, str]]:
             )
     if walk_errors:
         raise CapabilityErrors(walk_errors)
-    return sorted(((p, _display(p, root)) for p in found), key=lambda item: item[1])
+    base = _display_base(root)
+    return sorted(((p, _display(p, root, base)) for p in found), key=lambda item: item[1])
 
 
 def _largest(sizes: dict[Path, int], root: Path, count: int = 3) -> str:
@@ -195,8 +208,27 @@ def load(path: str | os.PathLike[str] | None = None) -> Matrix:
     matrix = _build(root, problems)
     if problems or matrix is None:
         raise CapabilityErrors(problems)
-    object.__setattr__(matrix, "_compiled", compile_matrix(matrix))
+    with _gc_paused():
+        object.__setattr__(matrix, "_compiled", compile_matrix(matrix))
     return matrix
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building objects that hold no cycles.
+
+    Decoding a cache entry and compiling the index allocate tens of thousands of objects, each of
+    which counts towards a collection; the collections they trigger find nothing to free (the values
+    are trees), yet cost a sixth of a cached load. The collector is turned on again afterwards only
+    when it was on before.
+    """
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
 
 
 def iter_problems(path: str | os.PathLike[str] | None = None) -> Iterator[CapabilityError]:
@@ -226,7 +258,8 @@ def _build(root: Path, problems: list[CapabilityError]) -> Matrix | None:
     inputs = [(display, raw) for _file, display, raw in raws if raw is not None]
     readable = len(inputs) == len(raws) and bool(inputs)
     if readable:
-        cached, key = _cache.lookup(str(root), inputs)
+        with _gc_paused():
+            cached, key = _cache.lookup(str(root), inputs)
         if cached is not None:
             return cached
     # A clean matrix needs the positions of entries and rules only; a problem anywhere reads the

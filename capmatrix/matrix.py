@@ -6,13 +6,14 @@ import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from capmatrix.model import Kernel
 from capmatrix.regions import Space
 
+TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from typing import Any
 
     from capmatrix.model import GPU, Axis, AxisValue, DerivedAxis, ModelFamily, Role, Rule
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Union
 
 from capmatrix._classes import describe_class, signature, signatures
 from capmatrix.errors import InvalidValue
 
+TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
@@ -37,7 +37,7 @@ __all__ = [
     "signature",
 ]
 
-AxisValue = Union[int, str, bool]  # noqa: UP007 - runtime alias on Python 3.10
+AxisValue = int | str | bool
 
 #: The scope of the axes every engine shares (:attr:`Axis.scope`).
 CORE = "core"
@@ -348,17 +348,26 @@ class Condition:
                 if ((type(value), value) in typed) is not negated:
                     out |= 1 << i
             return out
-        intervals, moduli, negated = self.intervals, self.moduli, self.negated
+        intervals, moduli, negated, optional = self.intervals, self.moduli, self.negated, self.optional
         for i, value in enumerate(values):
             kind = type(value)
-            if self.optional and kind is str and value == NONE:
+            if optional and kind is str and value == NONE:
                 hit = self.admits_none
             else:
-                hit = (
-                    (kind, value) in typed
-                    or any(value in interval for interval in intervals)
-                    or (kind is int and any(value % m == 0 for m in moduli))
-                ) is not negated
+                hit = (kind, value) in typed
+                # Only an int (not a bool) lies in an interval or is a multiple; loops, not any():
+                # no generator per value.
+                if not hit and kind is not bool and isinstance(value, int):
+                    for interval in intervals:
+                        if value in interval:
+                            hit = True
+                            break
+                    if not hit and kind is int:
+                        for m in moduli:
+                            if value % m == 0:
+                                hit = True
+                                break
+                hit = hit is not negated
             if hit:
                 out |= 1 << i
         return out

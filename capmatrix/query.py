@@ -6,11 +6,13 @@ import enum
 import numbers
 import operator
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Final
 
 from capmatrix.errors import InvalidQuery
 
+TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
+    from typing import Final
+
     from capmatrix.model import AxisValue
 
 __all__ = ["ANY", "KernelQuery"]

@@ -2,17 +2,15 @@
 
 Compilation (:mod:`capmatrix._compile`) turns every kernel's rules into per-axis bitsets (one bit per
 rule, one bitset per value), so a query costs a handful of big-integer ANDs whatever the rule count,
-and each answer (:mod:`capmatrix._answers`) is cached per query. The YAML is never walked again after
+and each answer (:mod:`capmatrix._answers`) is cached per query; its reasons are built by
+:mod:`capmatrix._explain` when first read. The YAML is never walked again after
 loading; this module knows no files (the process-wide default matrix lives in :mod:`capmatrix._default`).
 """
 
 from __future__ import annotations
 
 import threading
-from bisect import bisect_left
 from functools import partial
-from itertools import compress
-from typing import TYPE_CHECKING, cast
 
 from capmatrix._answers import (
     _DEFAULT,
@@ -28,22 +26,25 @@ from capmatrix._answers import (
     Verdict,
 )
 from capmatrix._compile import _compile_kernel, _CompiledKernel
+from capmatrix._explain import MAX_RESIDUAL_BOXES, Explainer
 from capmatrix._partition import PartitionLimit, find, partition, reduce_kernel
 from capmatrix._tables import NO_ROW, Table
 from capmatrix.errors import InvalidQuery, UnknownName, did_you_mean
-from capmatrix.model import NONE, AxisType, format_value
+from capmatrix.model import NONE, AxisType
 from capmatrix.query import ANY, KernelQuery, _Any, _short
 from capmatrix.regions import Region, Space, bits
 
+TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
     from capmatrix.matrix import Matrix
-    from capmatrix.model import Axis, AxisValue, Rule
+    from capmatrix.model import Axis, AxisValue, Role
 
 __all__ = [
     "CLOSEST_GRANTS",
     "MAX_NEAR_MISSES",
+    "MAX_RESIDUAL_BOXES",
     "Origin",
     "OriginKind",
     "Reason",
@@ -56,13 +57,8 @@ __all__ = [
     "compile_matrix",
 ]
 
-#: The most boxes a residual lists; past it the residual holds the first ones and says so.
-MAX_RESIDUAL_BOXES = 256
 #: Cached resolutions per matrix before the cache is cleared (bounds memory under hostile input).
 CACHE_LIMIT = 1 << 16
-
-#: The binary text of a bit set as selector bytes for ``itertools.compress``: "0" -> 0, "1" -> 1.
-_SELECTOR = bytes.maketrans(b"01", b"\x00\x01")
 
 #: A query's effective axis values, where each came from, its open axes, the axes whose value is
 #: outside the known values, and per axis position the index of its value among the known ones (-1:
@@ -129,16 +125,23 @@ class Resolver:
         self._kernels = {
             name: _compile_kernel(kernel, self._axes, masks) for name, kernel in matrix.kernels.items()
         }
-        #: Per kernel, its engine's defaults; per role (on first use), those and the role's own values.
-        self._kernel_pins = {name: matrix.pins(kernel) for name, kernel in matrix.kernels.items()}
-        self._pins: dict[str, dict[str, AxisValue]] = {}
+        #: Per kernel, its engine's defaults (one dict per engine, read only); per role, those and the
+        #: role's own values.
+        engines = {kernel.engine: matrix.pins(kernel) for kernel in matrix.kernels.values()}
+        self._kernel_pins = {name: engines[kernel.engine] for name, kernel in matrix.kernels.items()}
+        self._pins = {name: matrix.pins(role) for name, role in matrix.roles.items()}
+        self._explainer = Explainer(self._axes, self._positions, self._value_index)
         self._cache: dict[KernelQuery, Resolution] = {}
         self._select_cache: dict[tuple[str, KernelQuery], Selection] = {}
-        # Decision tables (derived axes, role orders), compiled to bit sets on first use: a lookup is
-        # then an AND per axis read. A role's order comes with the derived axes it needs.
+        # Decision tables (derived axes, role orders) compiled to bit sets with the kernels, so that
+        # no answer pays for them: a lookup is an AND per axis read. A role's order comes with the
+        # derived axes it needs.
         self._readable = {**matrix.axes, **{name: d.axis for name, d in matrix.derived.items()}}
-        self._derived_tables: dict[str, Table] = {}
-        self._order_tables: dict[str, tuple[Table, tuple[str, ...]]] = {}
+        self._derived_tables = {
+            name: Table([row.when for row in d.rows], self._readable, masks)
+            for name, d in matrix.derived.items()
+        }
+        self._order_tables = {name: self._compile_order(role, masks) for name, role in matrix.roles.items()}
         self._effective_memo: dict[tuple[object, ...], _Effective] = {}
         self._shapes: dict[tuple[str | None, tuple[str, ...]], _Shape] = {}
         self._lock = threading.Lock()
@@ -185,15 +188,13 @@ class Resolver:
     def forget(self) -> None:
         """Drop every remembered answer, memo and explanation, as if no query had been asked.
 
-        For measuring first answers; the compiled index stays.
+        For measuring first answers; the compiled index (the kernels' bit sets, the decision tables,
+        the pins) stays.
         """
         self._cache.clear()
         self._select_cache.clear()
         self._effective_memo.clear()
         self._shapes.clear()
-        self._pins.clear()
-        self._derived_tables.clear()
-        self._order_tables.clear()
         for compiled in self._kernels.values():
             compiled.reason_cache.clear()
             compiled.mismatch_cache.clear()
@@ -206,7 +207,7 @@ class Resolver:
         if role is None:
             raise UnknownName("role", role_name, self.matrix.roles)
         # The role's own axis values and its engine's defaults act as defaults the query may override.
-        candidate_query = self._pinned(self._canonical(query), self._role_pins(role_name))
+        candidate_query = self._pinned(self._canonical(query), self._pins[role_name])
         candidates, decided = role.candidates, True
         open_axes: tuple[str, ...] = ()
         # The candidates' queries differ only in the kernel: their effective values are worked out once.
@@ -263,19 +264,15 @@ class Resolver:
         return values
 
     def _derived_table(self, name: str) -> Table:
-        table = self._derived_tables.get(name)
-        if table is None:
-            rows = self.matrix.derived[name].rows
-            table = self._derived_tables[name] = Table([row.when for row in rows], self._readable)
-        return table
+        return self._derived_tables[name]
 
     def _order_table(self, role_name: str) -> tuple[Table, tuple[str, ...]]:
+        return self._order_tables[role_name]
+
+    def _compile_order(self, role: Role, masks: dict[int, int]) -> tuple[Table, tuple[str, ...]]:
         """The compiled orders of a role, and the derived axes (in declaration order) they need."""
-        found = self._order_tables.get(role_name)
-        if found is None:
-            table = Table([o.when for o in self.matrix.roles[role_name].orders], self._readable)
-            found = self._order_tables[role_name] = (table, self._needed(table.reads))
-        return found
+        table = Table([o.when for o in role.orders], self._readable, masks)
+        return table, self._needed(table.reads)
 
     def _needed(self, reads: Iterable[str]) -> tuple[str, ...]:
         """The derived axes (in declaration order) that reading ``reads`` needs.
@@ -358,13 +355,7 @@ class Resolver:
         if found is None:  # a value is ANY: its axis is open, a shape of its own
             anys = frozenset(name for name, value in items if value is ANY)
             found = self._fill(items, self._shape(query.model, names, anys))
-        return cast("_Effective", found)
-
-    def _role_pins(self, role_name: str) -> dict[str, AxisValue]:
-        found = self._pins.get(role_name)
-        if found is None:
-            found = self._pins[role_name] = self.matrix.pins(self.matrix.roles[role_name])
-        return found
+        return found  # type: ignore[return-value] # the shape with the ANY axes open expects them
 
     @staticmethod
     def _pinned(query: KernelQuery, pins: Mapping[str, AxisValue]) -> KernelQuery:
@@ -429,7 +420,7 @@ class Resolver:
         at: list[int | None] = [None] * len(self._rows)
         for ai, (name, axis, kind, default, index, may_be_outside) in enumerate(self._rows):
             if name in given:
-                values[name] = cast("AxisValue", None)  # its place: the query's value is put there
+                values[name] = None  # type: ignore[assignment] # its place: the query's value goes there
                 origins[name] = _QUERY
                 checks.append((given[name], ai, axis, kind, index, may_be_outside))
                 continue
@@ -479,12 +470,6 @@ class Resolver:
         if late is not None:  # in axis order, with those of the model or the defaults
             outside = [name for name in self._positions if name in late or name in outside]
         return values, origins.copy(), open_axes.copy(), outside.copy(), at
-
-    def _class_value(self, name: str, value: AxisValue) -> AxisValue:
-        """The value that stands for ``value``'s class on axis ``name`` (``value`` itself if none)."""
-        axis = self._axes[self._positions[name]]
-        found = axis.locate(value)
-        return value if found is None else axis.values[found]
 
     @staticmethod
     def _place(axis: Axis, value: AxisValue) -> int:
@@ -559,7 +544,7 @@ class Resolver:
             query=query,
             kernel=query.kernel,
             verdict=verdict,
-            _explain=partial(Resolver._reasons, self, compiled, verdict, values, origins, outside, grants,
+            _explain=partial(self._explainer.reasons, compiled, verdict, values, origins, outside, grants,
                              exclusions, admits, residual, truncated),
             values=values,
             origins=origins,
@@ -617,215 +602,3 @@ class Resolver:
         if not outside:
             return Verdict.SUPPORTED, None, False
         return Verdict.DEPENDS, Region(space, inside, disjoint=True).merged(), truncated
-
-    def _rule_reason(self, rule: Rule, kind: ReasonKind, verb: str, label: tuple[str, str]) -> Reason:
-        return Reason(
-            kind=kind,
-            message=f"{label[0]} {verb}: {rule.reason}",
-            rule_id=rule.id,
-            path=rule.location.path,
-            line=rule.location.line,
-            detail=rule.reason,
-            source=rule.source,
-            status=label[1],
-        )
-
-    def _reasons(
-        self,
-        compiled: _CompiledKernel,
-        verdict: Verdict,
-        values: dict[str, AxisValue],
-        origins: dict[str, Origin],
-        outside: list[str],
-        grants: int,
-        exclusions: int,
-        admits: dict[int, int],
-        residual: Region | None,
-        truncated: bool,
-        closest: int,
-    ) -> tuple[Reason, ...]:
-        """The explanation (bound with ``partial`` to all but ``closest`` when the query is resolved)."""
-        reasons: list[Reason] = []
-        cache = compiled.reason_cache
-        # The closest grants: those that apply (they miss no axis), then the near misses. When the
-        # verdict is "unsupported", the exclusions that decided it come first.
-        applying = bits(grants, closest)
-        granted: list[Reason] = []
-        for b in applying:
-            found = cache.get(b)
-            if found is None:
-                found = cache[b] = self._rule_reason(
-                    compiled.rules[b], ReasonKind.GRANT, "grants", compiled.labels[b]
-                )
-            granted.append(found)
-        if verdict is not Verdict.UNSUPPORTED:
-            reasons.extend(granted)
-        if verdict is not Verdict.SUPPORTED and exclusions:
-            reasons.extend(self._hit_exclusions(compiled, values, admits, exclusions))
-        if verdict is Verdict.UNSUPPORTED:
-            reasons.extend(granted)
-        listed = len(applying)
-        if verdict is Verdict.UNSUPPORTED and listed < closest:
-            near, shown = self._near_misses(compiled, values, admits, grants, closest - listed)
-            reasons.extend(near)
-            listed += shown
-        rest = compiled.grants.bit_count() - listed if verdict is Verdict.UNSUPPORTED else (
-            grants.bit_count() - listed
-        )
-        if rest > 0:
-            what = "other grants of the kernel" if verdict is Verdict.UNSUPPORTED else "other grants apply"
-            reasons.append(Reason(
-                kind=ReasonKind.MORE,
-                message=f"... and {rest:,} {what} (not listed; the {closest} closest are)",
-            ))
-        if residual is not None:
-            more = (
-                f" (more than {MAX_RESIDUAL_BOXES:,} regions, first {len(residual.boxes):,} shown)"
-                if truncated else ""
-            )
-            reasons.append(
-                Reason(kind=ReasonKind.RESIDUAL, message=f"supported when {residual}{more}")
-            )
-        reasons.extend(
-            Reason(
-                kind=ReasonKind.OUTSIDE,
-                axis=name,
-                actual=values[name],
-                message=(
-                    f"{name}={format_value(values[name])} is not a listed value of {name}; answered "
-                    f"by the rules' conditions, like every value of its class "
-                    f"({self._axes[self._positions[name]].describe(self._class_value(name, values[name]))})"
-                ),
-            )
-            for name in outside
-        )
-        # Where a value came from matters only on the axes this kernel's rules read: an engine's
-        # other axes (another engine's flags, say) decided nothing here.
-        read = {name for _ai, name, _row in compiled.scan}
-        for name, origin in origins.items():
-            if origin.kind is OriginKind.QUERY or name not in read:
-                continue
-            if origin.kind is OriginKind.MODEL:
-                kind, where = ReasonKind.MODEL, f"model {origin.model}"
-            else:
-                kind, where = ReasonKind.DEFAULT, "the axis default"
-            reasons.append(
-                Reason(kind=kind, axis=name, actual=values[name],
-                       message=f"{name}={format_value(values[name])} from {where}")
-            )
-        return tuple(reasons)
-
-    def _hit_exclusions(
-        self, compiled: _CompiledKernel, values: dict[str, AxisValue], admits: dict[int, int], exclusions: int
-    ) -> list[Reason]:
-        """The Reason of every exclusion in ``exclusions`` (those that hit), in rule order.
-
-        Every hit is listed, on a dense layout hundreds: they are picked out of the kernel's exclusions
-        by ``compress`` over one selector byte per exclusion, in C, rather than one by one.
-        """
-        table = compiled.exclusion_reasons
-        if not table:  # two threads may both build it; the lists are equal
-            table[:] = [
-                self._rule_reason(compiled.rules[b], ReasonKind.EXCLUDE, "excludes", compiled.labels[b])
-                for b in compiled.exclusion_bits
-            ]
-        hits = (1 << len(table)) - 1
-        for ai in admits:  # the same axes that narrowed ``exclusions``, over the compact index
-            value = values[self._axes[ai].name]
-            vi = self._value_index[ai].get((type(value), value))
-            if vi is None:  # outside the universe: the hits are the bits of ``exclusions``
-                ordinals = compiled.exclusion_bits
-                return [table[bisect_left(ordinals, b)] for b in bits(exclusions)]
-            hits &= compiled.exclusion_by_value[ai][vi]
-        selector = format(hits, f"0{len(table)}b").encode().translate(_SELECTOR)[::-1]
-        return list(compress(table, selector))
-
-    def _mismatch(self, compiled: _CompiledKernel, bit: int, ai: int, values: dict[str, AxisValue],
-                  shown: dict[int, str]) -> Reason:
-        """Why grant ``bit`` does not apply: the query's value on axis ``ai`` is outside its condition."""
-        rule = compiled.rules[bit]
-        label, status = compiled.labels[bit]
-        name = self._axes[ai].name
-        required = rule.conditions[name].text
-        actual = values[name]
-        got = shown.get(ai)
-        if got is None:
-            got = shown[ai] = format_value(actual)
-        return Reason(
-            kind=ReasonKind.MISMATCH,
-            message=f"{label} needs {name} {required}, got {got}",
-            rule_id=rule.id,
-            path=rule.location.path,
-            line=rule.location.line,
-            axis=name,
-            required=required,
-            actual=actual,
-            detail=rule.reason,
-            source=rule.source,
-            status=status,
-        )
-
-    def _near_misses(
-        self,
-        compiled: _CompiledKernel,
-        values: dict[str, AxisValue],
-        admits: dict[int, int],
-        matched: int,
-        limit: int,
-    ) -> tuple[list[Reason], int]:
-        """Explain up to ``limit`` grants that do not apply, closest first (fewest failing axes).
-
-        Returns the reasons and how many grants they explain.
-        """
-        # Bitsets stay non-negative (x ^ (x & y) rather than x & ~y): CPython's big-integer AND of a
-        # negative operand is several times slower.
-        missing = compiled.grants ^ (compiled.grants & matched)
-        if not missing or limit <= 0:
-            return [], 0
-        # Bit-sliced counters: counters[k] holds bit k of each grant's number of failing axes.
-        counters: list[int] = []
-        for admit in admits.values():
-            carry = missing ^ (missing & admit)
-            k = 0
-            while carry:
-                if k == len(counters):
-                    counters.append(0)
-                new = counters[k] ^ carry
-                carry &= counters[k]
-                counters[k] = new
-                k += 1
-        chosen: list[int] = []
-        for failures in range(1, 1 << len(counters)):
-            level = missing
-            for k, counter in enumerate(counters):
-                level = level & counter if failures >> k & 1 else level ^ (level & counter)
-            chosen.extend(bits(level, limit - len(chosen)))
-            if len(chosen) >= limit:
-                break
-        reasons: list[Reason] = []
-        shown: dict[int, str] = {}  # per axis position: the query's value as the messages print it
-        chosen = chosen[:limit]
-        # Whether a rule admits the query's value is read from the rule's box (a small mask per axis),
-        # not by shifting the wide per-axis bitsets; a value outside the universe has no bit there.
-        value_bits = {ai: self._value_index[ai].get((type(values[self._axes[ai].name]),
-                                                     values[self._axes[ai].name])) for ai in admits}
-        cache = compiled.mismatch_cache
-        for bit in chosen:
-            box = compiled.boxes[bit]
-            for ai, admit in admits.items():
-                vi = value_bits[ai]
-                if vi is None:  # outside the universe: asked of the rule's condition, never cached
-                    if not admit >> bit & 1:
-                        reasons.append(self._mismatch(compiled, bit, ai, values, shown))
-                    continue
-                if box[ai] >> vi & 1:
-                    continue
-                key = (bit, ai, vi)
-                found = cache.get(key)
-                if found is None:
-                    found = self._mismatch(compiled, bit, ai, values, shown)
-                    if len(cache) >= CACHE_LIMIT:
-                        cache.clear()
-                    cache[key] = found
-                reasons.append(found)
-        return reasons, len(chosen)

@@ -11,14 +11,15 @@ from __future__ import annotations
 import json
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from capmatrix._fastschema import Unsupported, compile_schema
 from capmatrix._hints import suggest
 from capmatrix.errors import MAX_ECHO, echo
 
+TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
+    from typing import Any
 
     import jsonschema
 

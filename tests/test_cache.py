@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import hashlib
 import json
 import os
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import capmatrix
-from capmatrix import _cache, loader
+from capmatrix import _cache, loader, resolver
 from capmatrix.errors import CapabilityError, CapabilityErrors
 from capmatrix.export import export
 from capmatrix.query import KernelQuery
@@ -711,3 +712,38 @@ def test_a_failed_write_leaves_no_temporary_file(
     capmatrix.load(write_matrix())
     assert entries(cache) == []
     assert list((cache / _cache.SUBDIR).iterdir()) == []
+
+
+@pytest.mark.parametrize("was_on", [True, False])
+def test_a_load_leaves_the_garbage_collector_as_it_found_it(
+    cache: Path, write_matrix: Callable[..., Path], was_on: bool
+) -> None:
+    """The collector is paused while an entry is decoded and the index compiled, and only then."""
+    root = write_matrix()
+    capmatrix.load(root)  # a miss that writes the entry; the next load decodes it
+    seen: list[bool] = []
+    real_lookup, real_compile = _cache.lookup, resolver.compile_matrix
+
+    def lookup(*args: Any) -> Any:
+        seen.append(gc.isenabled())
+        return real_lookup(*args)
+
+    def compile_matrix(matrix: Any) -> Any:
+        seen.append(gc.isenabled())
+        return real_compile(matrix)
+
+    (gc.enable if was_on else gc.disable)()
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(_cache, "lookup", lookup)
+            patch.setattr(loader, "compile_matrix", compile_matrix)
+            matrix = capmatrix.load(root)
+            assert gc.isenabled() is was_on
+            (root / "axes.yaml").write_text("axes: [", encoding="utf-8")
+            with pytest.raises(CapabilityErrors):
+                capmatrix.load(root)
+            assert gc.isenabled() is was_on
+    finally:
+        gc.enable()
+    assert seen == [False, False, False]  # the hit's lookup and compilation, the broken file's lookup
+    assert matrix._compiled is not None

@@ -36,6 +36,7 @@ CORE: dict[str, int] = {
     "capmatrix._fastschema": 5,
     "capmatrix._cache": 5,
     "capmatrix.schema": 6,
+    "capmatrix._explain": 6,
     "capmatrix.resolver": 7,
     "capmatrix._values": 7,
     "capmatrix._references": 8,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 import sys
@@ -565,3 +566,20 @@ def test_compiled_order_and_derived_lookups_equal_the_models_reading() -> None:
         resolver.order_for("no_such_role", KernelQuery())
     with pytest.raises(capmatrix.InvalidQuery, match="derived axis"):
         resolver.derived_value(KernelQuery(), "no_such_axis")
+
+
+def test_a_condition_on_an_axis_the_matrix_lacks_narrows_nothing() -> None:
+    """A hand-built matrix may name an axis it does not have: the rule's box ignores it, as before."""
+    m = capmatrix.load()
+    kernel = m.kernels["xqa"]
+    rule = kernel.rules[0]
+    stray = next(iter(rule.conditions.values()))
+    odd = dataclasses.replace(rule, conditions={**rule.conditions, "no_such_axis": stray})
+    built = dataclasses.replace(m, kernels={**m.kernels, "xqa": dataclasses.replace(
+        kernel, rules=(odd, *kernel.rules[1:]))}, _compiled=None)
+    ours, theirs = compile_matrix(built)._kernels["xqa"], m._compiled._kernels["xqa"]
+    assert ours.boxes == theirs.boxes
+    assert ours.by_value == theirs.by_value
+    assert ours.constrained == theirs.constrained
+    query = KernelQuery("xqa", sm=120, model="llama", spec_dec="one_model")
+    assert resolve(query, built).verdict is resolve(query, m).verdict is Verdict.SUPPORTED

@@ -8,13 +8,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from capmatrix._default import default_matrix, resolve
 from capmatrix.errors import CapmatrixError, InvalidQuery, UnknownName
 from capmatrix.query import KernelQuery
 from capmatrix.resolver import Verdict
 
+TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
     from capmatrix.matrix import Matrix
     from capmatrix.model import AxisValue

@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Final
 
 from capmatrix.errors import CapmatrixError
+
+TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
+if TYPE_CHECKING:
+    from typing import Any, Final
+
 
 __all__ = ["SM_ENV", "InvalidSMOverride", "NoDevice", "detect_sm"]
 

@@ -6,14 +6,16 @@ import json
 import numbers
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final
 
 from capmatrix._default import default_matrix
 from capmatrix.errors import InvalidQuery, UnknownName
 from capmatrix.model import AxisType, format_value
 from capmatrix.query import ANY, KernelQuery, _short
 
+TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
+    from typing import Any, Final
+
     from capmatrix.matrix import Matrix
     from capmatrix.model import AxisValue
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from capmatrix._default import _resolver
 from capmatrix.errors import CapmatrixError, InvalidQuery, did_you_mean, echo
 from capmatrix.model import NONE
 from capmatrix.query import KernelQuery
 
+TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
     from capmatrix.matrix import Matrix
     from capmatrix.model import AxisValue
