@@ -122,6 +122,6 @@ def section_vllm(quick: bool) -> Section:
                             f"both chose {cell['vllm']}" if agree == "agree" else
                             f"vLLM {cell['vllm']}, capmatrix {cell['capmatrix']}"))
         sec.rows.append(Row(f"`{cell['cell']}` first: vLLM / capmatrix", fmt_time(c_first),
-                            f"vLLM {fmt_time(v_first)}", ratio(c_first, v_first), "<= 50 µs",
-                            c_first <= 50e-6, agree, over=c_first / 50e-6, profile="vllm-first"))
+                            f"vLLM {fmt_time(v_first)}", ratio(c_first, v_first), "<= 1x",
+                            c_first <= v_first, agree, over=c_first / v_first, profile="vllm-first"))
     return sec
