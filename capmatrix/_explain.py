@@ -95,6 +95,11 @@ class Explainer:
             granted.append(found)
         if verdict is not Verdict.UNSUPPORTED:
             reasons.extend(granted)
+        if verdict is Verdict.UNSUPPORTED and not grants:
+            # No grant applies: the query is unsupported by default. An exclusion still says why where it
+            # holds whatever the open axes are; one that only meets them somewhere would mislead.
+            exclusions = sum(1 << b for b in bits(exclusions)
+                             if all(axis in values for axis in compiled.rules[b].conditions))
         if verdict is not Verdict.SUPPORTED and exclusions:
             reasons.extend(self.hit_exclusions(compiled, values, admits, exclusions))
         if verdict is Verdict.UNSUPPORTED:

@@ -255,3 +255,15 @@ def test_a_role_with_no_winner_but_a_depending_candidate_says_so() -> None:
     assert code == 3
     assert out.splitlines()[0] == ("trtllm_generation: no candidate is supported for every value left open; "
                                    "xqa, mmha depend on them")
+
+
+def test_no_grant_lists_only_exclusions_that_hold_whatever_is_left_open() -> None:
+    # attention and dtype open, no grant for head 264: the MLA-only exclusion (it meets the open
+    # attention somewhere) does not decide this answer; the seed's fully given MLA query keeps it.
+    code, out, _ = cli("query", "xqa", "--sm", "101", "--head-dim", "264", "--q-per-kv", "3",
+                       "--spec-dec", "one_model", "--explain")
+    assert code == 1
+    assert "xqa.mla_fp8_only" not in out
+    assert "x xqa.hmma_decode " in out  # the closest grants still say what is missing
+    code, out, _ = cli(*SEED)
+    assert "xqa.mla_fp8_only" in out
