@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import capmatrix
+from capmatrix.render import HTML_NAME, MARKDOWN_NAME, Document, build, render_html, render_markdown
 
 # The compiled-matrix cache is off in the tests (child processes inherit it), so that every test
 # exercises the loader itself; tests/test_cache.py turns it on where it tests it.
@@ -130,6 +131,29 @@ def write_matrix(tmp_path: Path) -> WriteMatrix:
 def small(write_matrix: WriteMatrix) -> capmatrix.Matrix:
     """The small test matrix, loaded."""
     return capmatrix.load(write_matrix())
+
+
+# --------------------------------------------------------------------------------------------------
+# The shipped matrix's pages, built once per test process: a build takes seconds, and a Matrix and a
+# Document are immutable, so every test that only reads them shares one.
+
+
+@pytest.fixture(scope="session")
+def shipped_matrix() -> capmatrix.Matrix:
+    """The shipped matrix, loaded once per test process."""
+    return capmatrix.load()
+
+
+@pytest.fixture(scope="session")
+def shipped_doc(shipped_matrix: capmatrix.Matrix) -> Document:
+    """What the shipped matrix's pages show (``capmatrix.render.build``), built once per test process."""
+    return build(shipped_matrix)
+
+
+@pytest.fixture(scope="session")
+def shipped_pages(shipped_doc: Document) -> dict[str, str]:
+    """Both pages of the shipped matrix, ``{file name: text}``, as ``render_pages`` renders them."""
+    return {MARKDOWN_NAME: render_markdown(shipped_doc), HTML_NAME: render_html(shipped_doc)}
 
 
 # --------------------------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from test_render_html import CHROMIUM, TOOL
 import capmatrix
 from capmatrix import KernelQuery, Verdict
 from capmatrix.errors import InvalidValue
-from capmatrix.render import build, render_html, render_markdown
+from capmatrix.render import Document, build, render_html, render_markdown
 from capmatrix.render._build import COMMON_MODELS, COMMON_SETTINGS
 from capmatrix.resolver import ReasonKind
 
@@ -426,10 +426,10 @@ def test_common_table_cells_are_the_resolvers_answers(matrix: capmatrix.Matrix) 
     assert "H100, H200, GH200 (sm90)" in parsed.headers
 
 
-def test_common_table_comes_first_in_both_pages(matrix: capmatrix.Matrix) -> None:
+def test_common_table_comes_first_in_both_pages(matrix: capmatrix.Matrix, shipped_doc: Document) -> None:
     page = PAGE.read_text(encoding="utf-8")
     assert page.index('id="common"') < page.index('id="ask-form"') < page.index('id="overview"')
-    markdown = render_markdown(build(matrix))
+    markdown = render_markdown(shipped_doc)
     assert markdown.index("## Common configurations") < markdown.index("Legend: ✓ supported: the")
     assert markdown.index("## Common configurations") < markdown.index("## Overview")
     first_row = next(line for line in markdown.splitlines() if line.startswith("| Llama-3.1-8B"))
@@ -650,9 +650,9 @@ process.stdout.write(JSON.stringify(out));
 
 
 @pytest.fixture(scope="module")
-def ask_data(matrix: capmatrix.Matrix) -> str:
-    """The shipped page's embedded data, built once for the module's node harness runs."""
-    return build(matrix).ask_data
+def ask_data(shipped_doc: Document) -> str:
+    """The shipped page's embedded data, built once (tests/conftest.py) for the node harness runs."""
+    return shipped_doc.ask_data
 
 
 def _node(ask_data: str, cases: list[dict[str, Any]], tmp_path: Path) -> list[dict[str, Any]]:
