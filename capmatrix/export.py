@@ -30,7 +30,7 @@ __all__ = ["FORMAT", "FORMAT_VERSION", "SCHEMA_PATH", "dumps", "export"]
 FORMAT = "capmatrix-export"
 #: ``MAJOR.MINOR``: MINOR grows when fields are added (readers ignore fields they do not know);
 #: MAJOR grows when a field changes meaning or goes away (readers refuse a MAJOR they do not know).
-FORMAT_VERSION = "1.1"
+FORMAT_VERSION = "1.2"
 #: The JSON Schema of the artifact, shipped in the package.
 SCHEMA_PATH = Path(__file__).resolve().parent / "schema" / "export.schema.json"
 
@@ -68,6 +68,16 @@ def _axis(axis: Axis) -> dict[str, object]:
         out["families"] = {name: list(members) for name, members in axis.families.items()}
     if axis.cuts:
         out["cuts"] = [_condition(cut) for cut in axis.cuts]
+    if axis.extra:
+        # An axis left open ranges over every class of ints, not only the listed values: a reader
+        # deciding it over ``values`` alone would call sm open supported where sm 48 is not.
+        out["classes"] = [
+            {"value": v, "text": axis.describe(v)} for v in axis.values[len(axis.values) - axis.extra:]
+        ]
+    if axis.spellings:
+        out["spellings"] = dict(axis.spellings)
+    if axis.aliases:
+        out["aliases"] = dict(axis.aliases)
     return out
 
 

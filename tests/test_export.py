@@ -98,10 +98,15 @@ class Evaluator:
         # The same (rule, axis, value) is asked for in every block of a kernel's cells: remembered.
         self._admits: dict[tuple[int, str, str, Value], bool] = {}
         # So is a rule's spread over a block's open axes (it reads no fixed value): remembered.
-        self._spreads: dict[tuple[int, tuple[str, ...]], int] = {}
+        self._spreads: dict[tuple[int, tuple[str, ...], bool], int] = {}
 
     def known(self, axis: str, value: Value) -> int | None:
         return next((i for i, v in enumerate(self.axes[axis]["values"]) if _same(v, value)), None)
+
+    def universe(self, axis: str) -> list[Value]:
+        """What an open axis ranges over: the listed values, then an int of each unlisted class."""
+        spec = self.axes[axis]
+        return [*spec["values"], *(c["value"] for c in spec.get("classes", ()))]
 
     def admits(self, rule: dict[str, Any], axis: str, value: Value) -> bool:
         if axis not in rule["box"]:
@@ -144,29 +149,37 @@ class Evaluator:
                 raise ValueError(f"{value!r} is not a value of {name}")
         return out
 
-    def bitmap(self, kernel: str, values: dict[str, Value], open_axes: list[str]) -> int:
-        """The supported cells over ``open_axes`` (first axis fastest), as one big integer."""
+    def bitmap(
+        self, kernel: str, values: dict[str, Value], open_axes: list[str], *, classes: bool = True
+    ) -> int:
+        """The supported cells over ``open_axes`` (first axis fastest), as one big integer.
+
+        Over each open axis's universe, or without ``classes`` over its listed values alone.
+        """
         granted = removed = 0
         for rule in self.kernels[kernel]["rules"]:
             # An axis the rule's box does not name admits every value: only the named ones are asked.
             if not all(self.admits(rule, a, values[a]) for a in rule["box"]
                        if a in values and a not in open_axes):
                 continue
-            cells = self.spread(rule, open_axes)
+            cells = self.spread(rule, open_axes, classes=classes)
             if rule["effect"] == "grant":
                 granted |= cells
             else:
                 removed |= cells
         return granted & ~removed
 
-    def spread(self, rule: dict[str, Any], open_axes: list[str]) -> int:
-        """The cells over ``open_axes`` (first axis fastest) that ``rule`` admits, as one big integer."""
-        key = (id(rule), tuple(open_axes))
+    def spread(self, rule: dict[str, Any], open_axes: list[str], *, classes: bool = True) -> int:
+        """The cells over ``open_axes`` (first axis fastest) that ``rule`` admits, as one big integer.
+
+        Over each open axis's universe, or without ``classes`` over its listed values alone.
+        """
+        key = (id(rule), tuple(open_axes), classes)
         found = self._spreads.get(key)
         if found is None:
             found, width = 1, 1
             for axis in open_axes:
-                universe = self.axes[axis]["values"]
+                universe = self.universe(axis) if classes else self.axes[axis]["values"]
                 found *= sum(1 << (j * width) for j, v in enumerate(universe) if self.admits(rule, axis, v))
                 width *= len(universe)
             self._spreads[key] = found
@@ -175,7 +188,7 @@ class Evaluator:
     def resolve(self, kernel: str, values: dict[str, Value]) -> str:
         named = self.kernels[kernel]["relevant_axes"]
         open_axes = [a for a in named if a not in values]
-        full = (1 << math.prod(len(self.axes[a]["values"]) for a in open_axes)) - 1
+        full = (1 << math.prod(len(self.universe(a)) for a in open_axes)) - 1
         got = self.bitmap(kernel, values, open_axes)
         return "supported" if got == full else "unsupported" if got == 0 else "depends"
 
@@ -269,13 +282,16 @@ def evaluator(data: dict[str, Any]) -> Evaluator:
 
 
 def _residual_bitmap(resolution: capmatrix.Resolution, open_axes: list[str],
-                     matrix: capmatrix.Matrix) -> int:
-    """The resolver's answer over the block's listed values, as a bitmap in the evaluator's cell order.
+                     matrix: capmatrix.Matrix, *, classes: bool = False) -> int:
+    """The resolver's answer over the block's open axes, as a bitmap in the evaluator's cell order.
 
-    The artifact lists the known values (an open axis's classes without one are the resolver's own), so
-    the residual is read on the listed values: they come first among an axis's values.
+    Over each open axis's listed values, and with ``classes`` its classes' representatives after them
+    (the artifact's ``values``, then its ``classes``: the resolver's order too).
     """
-    full = (1 << math.prod(len(matrix.axes[a].known) for a in open_axes)) - 1
+    def size(axis: str) -> int:
+        return len(matrix.axes[axis].values if classes else matrix.axes[axis].known)
+
+    full = (1 << math.prod(size(a) for a in open_axes)) - 1
     if resolution.verdict is Verdict.SUPPORTED:
         return full
     if resolution.verdict is Verdict.UNSUPPORTED:
@@ -287,9 +303,8 @@ def _residual_bitmap(resolution: capmatrix.Resolution, open_axes: list[str],
     for box in resolution.residual.boxes:
         cells, width = 1, 1
         for axis, mask in zip(open_axes, box, strict=True):
-            size = len(matrix.axes[axis].known)
-            cells *= sum(1 << (j * width) for j in range(size) if mask >> j & 1)
-            width *= size
+            cells *= sum(1 << (j * width) for j in range(size(axis)) if mask >> j & 1)
+            width *= size(axis)
         out |= cells
     return out
 
@@ -401,15 +416,35 @@ def test_every_cell_of_every_kernel(
         values = {**rest, **dict(zip(fixed_axes, combo, strict=True))}
         query = KernelQuery(kernel).replace(**values, **dict.fromkeys(open_axes, ANY))
         resolution = capmatrix.resolve(query, matrix)
+        # Over the listed values (the classes would make the blocks several times as many; the test
+        # below checks them on open int axes).
         expected = _residual_bitmap(resolution, open_axes, matrix)
-        got = evaluator.bitmap(kernel, values, open_axes)
+        got = evaluator.bitmap(kernel, values, open_axes, classes=False)
         assert got == expected, (kernel, values)
-        full = (1 << math.prod(len(matrix.axes[a].known) for a in open_axes)) - 1
-        listed = "supported" if expected == full else "unsupported" if not expected else "depends"
-        assert evaluator.resolve(kernel, values) == listed, (kernel, values)
         blocks += 1
     cells = math.prod(len(data["axes"][a]["values"]) for a in named)
     assert blocks * math.prod(len(data["axes"][a]["values"]) for a in open_axes) == cells
+
+
+@pytest.mark.parametrize("kernel", list(capmatrix.load().kernels))
+def test_an_open_int_axis_ranges_over_its_classes(
+    kernel: str, matrix: capmatrix.Matrix, data: dict[str, Any], evaluator: Evaluator
+) -> None:
+    """Each int axis left open, the others given where some listed value of it is supported.
+
+    Supported only when every class of ints is, listed or not (with sm open, sm 48 counts).
+    """
+    rng = random.Random(f"export-open-{kernel}")  # noqa: S311 - a reproducible sample
+    named = data["kernels"][kernel]["relevant_axes"]
+    ints = [a for a in named if data["axes"][a]["type"] == "int"]
+    for _ in range(SAMPLES_PER_KERNEL if ints else 0):
+        axis = rng.choice(ints)
+        values = {a: rng.choice(spec["values"]) if a in named else spec["values"][0]
+                  for a, spec in data["axes"].items() if a != axis}
+        resolution = capmatrix.resolve(KernelQuery(kernel).replace(**values, **{axis: ANY}), matrix)
+        assert evaluator.resolve(kernel, values) == str(resolution.verdict), (axis, values)
+        expected = _residual_bitmap(resolution, [axis], matrix, classes=True)
+        assert evaluator.bitmap(kernel, values, [axis]) == expected, (axis, values)
 
 
 def _random_value(data: dict[str, Any], axis: str, rng: random.Random) -> Value:
@@ -494,3 +529,19 @@ def test_unknown_enum_value_is_refused_by_both(matrix: capmatrix.Matrix, evaluat
         capmatrix.resolve(KernelQuery(kernel, attention="sparse"), matrix)
     with pytest.raises(ValueError, match="sparse"):
         evaluator.values({"attention": "sparse"}, None)
+
+
+def test_artifact_carries_classes_spellings_and_aliases(
+    matrix: capmatrix.Matrix, data: dict[str, Any]
+) -> None:
+    for name, axis in matrix.axes.items():
+        out = data["axes"][name]
+        assert out["values"] == list(axis.known)
+        classes = out.get("classes", [])
+        assert [c["value"] for c in classes] == list(axis.values[len(axis.known):])
+        assert [c["text"] for c in classes] == [axis.describe(c["value"]) for c in classes]
+        assert out.get("spellings", {}) == dict(axis.spellings)
+        assert out.get("aliases", {}) == dict(axis.aliases)
+    assert data["axes"]["sm"]["classes"][0] == {"value": 48, "text": "<=49"}
+    assert data["axes"]["dtype"]["spellings"]["bfloat16"] == "bf16"
+    assert data["axes"]["tokens_per_block"]["aliases"] == {"block_size": "vllm"}

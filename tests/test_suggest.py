@@ -244,3 +244,18 @@ def test_an_untruncated_search_says_so(small: capmatrix.Matrix) -> None:
     assert isinstance(found, Suggestions)
     assert found.truncated is False
     assert [str(s) for s in found]
+
+
+def test_a_query_by_an_axis_alias_gets_suggestions_by_the_axis_name() -> None:
+    """A change of tokens_per_block replaces the query's block_size (vLLM's name), not joins it."""
+    matrix = capmatrix.load()
+    query = KernelQuery("vllm_flash_attn", block_size=7, sm=80, model="llama3_1_70b")
+    found = capmatrix.suggest(query, matrix)
+    assert found
+    by_name = capmatrix.suggest(KernelQuery("vllm_flash_attn", tokens_per_block=7, sm=80,
+                                            model="llama3_1_70b"), matrix)
+    assert [dict(s.changes) for s in found] == [dict(s.changes) for s in by_name]
+    for s in found:
+        assert "block_size" not in s.query.axes
+        assert capmatrix.resolve(s.query, matrix).verdict is Verdict.SUPPORTED
+        assert "--block-size" not in s.command()

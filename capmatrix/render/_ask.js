@@ -1,8 +1,9 @@
 /* The support-matrix page's "ask" form and grid filters (capmatrix, generated page; no network).
  *
  * The evaluator answers from the export artifact embedded in the page (<script id="ask-data">),
- * following docs/export.md: effective values (query, role axes, model, axis default, else open),
- * rule boxes, open axes decided over the universe, roles tried in order. It shares no code with the
+ * following docs/export.md: effective values (query, role or kernel axes, model, axis default, else
+ * open; aliases and spellings read as their axis and value), rule boxes, open axes decided over the
+ * universe (an open int axis over its listed values and its classes), roles tried in order. It shares no code with the
  * Python resolver; tests/test_render_ask.py checks it against resolve/select/suggest in Chromium.
  * window.capmatrixAsk exposes it: values, resolve, select, suggest, ask.
  */
@@ -24,13 +25,42 @@
 
   // ---- values and conditions ------------------------------------------------------------------
 
-  function universe(axis) { return (own(AXES, axis) ? AXES[axis] : DERIVED[axis]).values; }
+  function spec(axis) { return own(AXES, axis) ? AXES[axis] : DERIVED[axis]; }
 
+  /* What an open axis ranges over: the listed values, then one int for each class of ints that holds
+   * none of them (as the resolver does: with sm open, sm 48 counts as much as sm 90). */
+  var universes = Object.create(null);
+  function universe(axis) {
+    if (!(axis in universes)) {
+      var s = spec(axis);
+      universes[axis] = s.values.concat((s.classes || []).map(function (c) { return c.value; }));
+    }
+    return universes[axis];
+  }
+
+  /* The position of a value among the axis's listed values, or -1 (an int no list names: the rules'
+   * conditions decide it). */
   function known(axis, value) {
-    var vs = universe(axis);
+    var vs = spec(axis).values;
     for (var i = 0; i < vs.length; i++) { if (vs[i] === value) { return i; } }
     return -1;
   }
+
+  /* A value as text: a class's stand-in as the class it stands for. */
+  function describeValue(axis, value) {
+    if (known(axis, value) < 0) {
+      var found = (spec(axis).classes || []).filter(function (c) { return c.value === value; });
+      if (found.length) { return found[0].text.indexOf(' ') >= 0 ? '(' + found[0].text + ')' : found[0].text; }
+    }
+    return String(value);
+  }
+
+  // A query may name an axis by another name (vLLM's block_size is tokens_per_block).
+  var ALIASES = Object.create(null);
+  AXIS_NAMES.forEach(function (name) {
+    Object.keys(AXES[name].aliases || {}).forEach(function (alias) { ALIASES[alias] = name; });
+  });
+  function axisName(name) { return own(AXES, name) ? name : (ALIASES[name] || null); }
 
   function inInterval(iv, value) {
     if (typeof value !== 'number' || !Number.isInteger(value)) { return false; }
@@ -87,6 +117,25 @@
     return null;
   }
 
+  /* The query's values by their axes' names, an enum value's other spelling read as the value it is
+   * (as the resolver reads them: float16 is fp16, block_size is tokens_per_block). */
+  function canonical(given) {
+    var out = Object.create(null), named = Object.create(null);
+    Object.keys(given || {}).forEach(function (name) {
+      var axis = axisName(name);
+      if (axis === null) { throw new QueryError('unknown axis ' + JSON.stringify(name)); }
+      if (axis in out) {
+        throw new QueryError('axis ' + JSON.stringify(axis) + ' is given twice, also as ' +
+                             JSON.stringify(name === axis ? named[axis] : name) + ' (its other name); give one of them');
+      }
+      named[axis] = name;
+      var value = given[name], spellings = AXES[axis].spellings || {};
+      if (typeof value === 'string' && known(axis, value) < 0 && own(spellings, value)) { value = spellings[value]; }
+      out[axis] = value;
+    });
+    return out;
+  }
+
   /* Effective values: the query, then the role's or kernel's axes (with its engine's defaults), then the
    * model, then the axis default. */
   function values(given, model, roleAxes) {
@@ -96,16 +145,13 @@
       if (!entry) { throw new QueryError('unknown model ' + JSON.stringify(model)); }
       fromModel = entry.axes;
     }
-    var layers = [given || {}, roleAxes || {}, fromModel];
+    var layers = [canonical(given), roleAxes || {}, fromModel];
     var out = Object.create(null);
     AXIS_NAMES.forEach(function (name) {
       for (var i = 0; i < layers.length; i++) {
         if (own(layers[i], name)) { out[name] = layers[i][name]; return; }
       }
       if ('default' in AXES[name]) { out[name] = AXES[name]['default']; }
-    });
-    Object.keys(given || {}).forEach(function (name) {
-      if (!own(AXES, name)) { throw new QueryError('unknown axis ' + JSON.stringify(name)); }
     });
     Object.keys(out).forEach(function (name) {
       if (AXES[name].type === 'enum' && known(name, out[name]) < 0) {
@@ -150,7 +196,8 @@
     var parts = [];
     open.forEach(function (axis, i) {
       if (box[i] === fullMask(axis)) { return; }
-      var vs = universe(axis).filter(function (v, j) { return ((box[i] >> BigInt(j)) & BigInt(1)) === BigInt(1); });
+      var vs = universe(axis).filter(function (v, j) { return ((box[i] >> BigInt(j)) & BigInt(1)) === BigInt(1); })
+        .map(function (v) { return describeValue(axis, v); });
       parts.push(axis + (vs.length === 1 ? '=' + vs[0] : ' in [' + vs.join(', ') + ']'));
     });
     return parts.join(', ') || 'always';
@@ -319,6 +366,10 @@
   /* The values a kernel is asked with unless the query gives its own (its engine's defaults). */
   function kernelAxes(kernel) { return own(KERNELS, kernel) ? KERNELS[kernel].axes : null; }
 
+  /* A kernel asked alone, as the resolver asks it: with its engine's defaults under the query's values
+   * (vLLM's kernels with kv_cache_dtype auto unless the query names one). */
+  function resolveKernel(kernel, given, model) { return resolve(kernel, values(given, model, kernelAxes(kernel))); }
+
   function suggest(kernel, given, model, vary) {
     var vals = values(given, model, kernelAxes(kernel));
     if (resolve(kernel, vals).verdict === 'supported') { return []; }
@@ -368,11 +419,12 @@
   var TRUE_TEXTS = ['true', '1', 'yes', 'on'], FALSE_TEXTS = ['false', '0', 'no', 'off'];
   var MAX_INT_CHARS = 4300;
 
-  function parseValue(axis, text) {
-    if (!own(AXES, axis)) { throw new QueryError('unknown axis ' + JSON.stringify(axis)); }
-    var spec = AXES[axis];
-    if (spec.optional && text === 'none') { return 'none'; }
-    if (spec.type === 'int') {
+  function parseValue(name, text) {
+    var axis = axisName(name);
+    if (axis === null) { throw new QueryError('unknown axis ' + JSON.stringify(name)); }
+    var info = AXES[axis];
+    if (info.optional && text === 'none') { return 'none'; }
+    if (info.type === 'int') {
       if (text.length > MAX_INT_CHARS || !/^[-+]?[0-9]+$/.test(text)) {
         throw new QueryError(axis + ' expects an integer, got ' + JSON.stringify(text));
       }
@@ -383,7 +435,7 @@
       }
       return n === 0 ? 0 : n;
     }
-    if (spec.type === 'bool') {
+    if (info.type === 'bool') {
       var lowered = text.toLowerCase();
       if (TRUE_TEXTS.indexOf(lowered) >= 0) { return true; }
       if (FALSE_TEXTS.indexOf(lowered) >= 0) { return false; }
@@ -462,8 +514,8 @@
               trace: sel.trace, decided: sel.decided, result: decisive,
               suggestions: sel.verdict === 'supported' ? [] : suggestRole(name, q.given, model)};
     }
+    var r = resolveKernel(name, q.given, model);
     var vals = values(q.given, model, kernelAxes(name));
-    var r = resolve(name, vals);
     return {kind: kind, name: name, verdict: r.verdict, kernel: name, values: vals, trace: [r], result: r,
             suggestions: r.verdict === 'supported' ? [] : suggest(name, q.given, model)};
   }
@@ -761,7 +813,8 @@
     fromHash();
   }
 
-  window.capmatrixAsk = {values: values, resolve: resolve, select: select, suggest: suggest,
+  window.capmatrixAsk = {values: values, resolve: resolve, resolveKernel: resolveKernel, select: select,
+                         suggest: suggest,
                          suggestRole: suggestRole, ask: ask, modelKey: modelKey, parseValue: parseValue,
                          QueryError: QueryError};
   setupAsk();
