@@ -56,6 +56,7 @@ from capmatrix.model import (
     RoleOrder,
     Rule,
     Status,
+    ValueOf,
 )
 
 TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
@@ -68,7 +69,7 @@ if TYPE_CHECKING:
 __all__ = ["FORMAT", "MAX_ENTRIES", "cache_dir", "key", "lookup", "store"]
 
 #: The layout of an entry; bump it whenever :func:`_encode` changes.
-FORMAT = 2
+FORMAT = 3
 #: Entries kept in the cache directory (one per matrix directory and working directory); the oldest
 #: beyond this are removed when one is written.
 MAX_ENTRIES = 32
@@ -536,11 +537,13 @@ def _unpins(data: list[Any]) -> dict[str, int | str | bool]:
 
 def _guard(g: Guard) -> list[Any]:
     return [list(g.targets), _loc(g.location), [_conds(b) for b in g.when], _pins(g.axes),
-            None if g.refused is None else _pins(g.refused)]
+            None if g.refused is None else _pins(g.refused),
+            [[a, [[_value(w), {"value_of": m.axis} if isinstance(m, ValueOf) else _value(m)]
+                  for w, m in table.items()]] for a, table in g.means.items()]]
 
 
 def _unguard(data: list[Any]) -> Guard:
-    targets, loc, when, axes, refused = data
+    targets, loc, when, axes, refused, means = data
     location = _unloc(loc)
     if location is None:
         raise _Mismatch
@@ -548,7 +551,14 @@ def _unguard(data: list[Any]) -> Guard:
         targets=tuple(map(_str, targets)), location=location, when=tuple(_unconds(b) for b in when),
         axes=_unpins(axes),
         refused=None if refused is None else _unpins(refused),
+        means={_str(a): {_unvalues([w])[0]: _unmeaning(m) for w, m in table} for a, table in means},
     )
+
+
+def _unmeaning(data: object) -> int | str | bool | ValueOf:
+    if isinstance(data, dict):
+        return ValueOf(_str(data.get("value_of")))
+    return _unvalues([data])[0]
 
 
 def _model(m: ModelFamily) -> list[Any]:

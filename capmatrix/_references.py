@@ -19,6 +19,7 @@ from capmatrix.model import (
     NONE,
     Axis,
     AxisType,
+    AxisValue,
     Condition,
     Effect,
     Guard,
@@ -29,6 +30,7 @@ from capmatrix.model import (
     RoleOrder,
     Rule,
     Status,
+    ValueOf,
     format_value,
     signature,
 )
@@ -331,7 +333,83 @@ class _Semantics(_Values):
             targets=tuple(spec["targets"]), location=Location(path=smap.path, line=line, column=col),
             when=tuple(boxes), axes=admitted,
             refused=None if refused is None else self._axis_values(refused, (*base, "refused"), smap, axes),
+            means=self._means(spec.get("means", {}), (*base, "means"), smap, axes),
         )
+
+    def _means(
+        self, raw: dict[str, Any], base: tuple[str | int, ...], smap: _yaml.SourceMap, axes: dict[str, Axis],
+    ) -> dict[str, dict[AxisValue, AxisValue | ValueOf]]:
+        """A guard's ``means``: per enum axis, word -> a value of the axis or ``{value_of: other}``.
+
+        Words and values may be spellings (folded here). A ``value_of`` axis must be an enum axis whose
+        every value is a value of the meant axis, so that each cell has one guarded query.
+        """
+        out: dict[str, dict[AxisValue, AxisValue | ValueOf]] = {}
+        for axis_name, table in raw.items():
+            path = (*base, axis_name)
+            axis = self._meant_axis(axis_name, path, smap, axes)
+            if axis is None:
+                continue
+            meanings: dict[AxisValue, AxisValue | ValueOf] = {}
+            for word, meaning in table.items():
+                where = (*path, word)
+                known = self._word(axis, word, where, smap, key=True)
+                if known is None:
+                    continue
+                if isinstance(meaning, dict):
+                    other = self._meant_axis(meaning["value_of"], (*where, "value_of"), smap, axes)
+                    if other is not None and self._covers(axis, other, (*where, "value_of"), smap):
+                        meanings[known] = ValueOf(other.name)
+                    continue
+                value = self._word(axis, meaning, where, smap, key=False)
+                if value is not None:
+                    meanings[known] = value
+            out[axis_name] = meanings
+        return {a: out[a] for a in axes if a in out}
+
+    def _meant_axis(
+        self, name: str, path: tuple[str | int, ...], smap: _yaml.SourceMap, axes: dict[str, Axis],
+    ) -> Axis | None:
+        """The enum axis ``name`` of a guard's ``means`` (E230 unknown, E246 not an enum)."""
+        axis = axes.get(name)
+        if axis is None:
+            derived = name in self.derived
+            self.fail(smap, path, f"a guard's 'means' reads base axes; {echo(name)} is a derived axis"
+                      if derived else f"unknown axis {echo(name)}", key=path[-1] != "value_of",
+                      hint="name the axes its table reads" if derived
+                      else self.alias_hint(name, list(axes), "axes"), code="E230")
+            return None
+        if axis.type is not AxisType.ENUM:
+            self.fail(smap, path, f"'means' names words of enum axes; {echo(name)} is of type {axis.type}",
+                      key=path[-1] != "value_of", code="E246",
+                      hint="read an enum axis, or name a value" if path[-1] == "value_of"
+                      else "pin the value with 'axes' instead")
+            return None
+        return axis
+
+    def _word(
+        self, axis: Axis, word: Any, path: tuple[str | int, ...], smap: _yaml.SourceMap, *, key: bool,  # noqa: ANN401
+    ) -> AxisValue | None:
+        """``word`` as a value of the enum ``axis`` (a spelling folded), or None after E231."""
+        value = axis.spellings.get(word, word) if isinstance(word, str) else word
+        if axis.index(value) is None:
+            known = ", ".join(map(str, axis.known))
+            self.fail(smap, path, f"{echo(word)} is not a value of axis {echo(axis.name)} ({known})", key=key,
+                      hint=_hints.suggest(str(word), [str(v) for v in axis.known], "known values"),
+                      code="E231")
+            return None
+        return value
+
+    def _covers(self, axis: Axis, other: Axis, path: tuple[str | int, ...], smap: _yaml.SourceMap) -> bool:
+        """Whether every value of ``other`` is a value of ``axis`` (else E246)."""
+        missing = [v for v in other.values if axis.index(v) is None]  # values as they are: no chains
+        if missing:
+            many = len(missing) > 1
+            self.fail(smap, path, f"{', '.join(map(str, missing))} of axis {echo(other.name)} "
+                      f"{'are not values' if many else 'is not a value'} of axis {echo(axis.name)}",
+                      hint=f"add {'them' if many else 'it'} to {axis.name}'s values, or map the word to "
+                      "a value", code="E246")
+        return not missing
 
     def _expand(self, rule: Rule, derived: dict[str, Condition]) -> list[Rule]:
         """Split a rule that tests derived axes into parts over the axes their tables read.

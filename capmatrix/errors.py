@@ -58,6 +58,7 @@ ERROR_CODES: dict[str, str] = {
     "E243": "a role order that never applies",
     "E244": "a gate guards an unknown kernel or role",
     "E245": "a kernel that is not a gate guards others",
+    "E246": "a guard's `means` on a non-enum axis, or reading an axis the meant one lacks values of",
     "E250": "a GPU whose sm the sm axis does not declare",
     "E251": "a GPU name or alias used twice",
     "T001": "an expectation file of the wrong shape",

@@ -33,6 +33,7 @@ __all__ = [
     "RoleOrder",
     "Rule",
     "Status",
+    "ValueOf",
     "format_value",
     "signature",
 ]
@@ -421,6 +422,13 @@ class Rule:
         return " and ".join(parts)
 
 
+@dataclass(frozen=True, slots=True)
+class ValueOf:
+    """A meaning that reads another axis of the same query: ``auto: {value_of: dtype}`` in ``means``."""
+
+    axis: str
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Guard:
     """What a gate sends queries to: kernels or roles (``targets``), where, and with which values.
@@ -430,7 +438,10 @@ class Guard:
     the model's dtype: one box per dtype);
     ``axes`` are the values the guarded query gets where the gate admits (``spec_dec: one_model``),
     ``refused`` those it gets where the gate refuses (``spec_dec: none``: a plain decode), or None
-    when the gate's refusal sends nothing to the targets.
+    when the gate's refusal sends nothing to the targets;
+    ``means`` says what a gate-side word is for the targets, per enum axis: a value of that axis, or
+    the query's value of another axis (vLLM's ``kv_cache_dtype: auto`` is the model's ``dtype``).
+    Meanings read the query as the gate sees it and do not chain; ``axes`` and ``refused`` pin after.
     """
 
     targets: tuple[str, ...]
@@ -438,6 +449,22 @@ class Guard:
     when: tuple[Mapping[str, Condition], ...] = ()
     axes: Mapping[str, AxisValue] = field(default_factory=dict)
     refused: Mapping[str, AxisValue] | None = None
+    means: Mapping[str, Mapping[AxisValue, AxisValue | ValueOf]] = field(default_factory=dict)
+
+    def meant(self, values: Mapping[str, AxisValue]) -> dict[str, AxisValue]:
+        """``values`` as the targets read them: each word of ``means`` replaced by what it means.
+
+        A meaning that reads an axis ``values`` lacks leaves the word as it is (nothing to read).
+        """
+        out = dict(values)
+        for axis, table in self.means.items():
+            word = values.get(axis)
+            meaning = None if word is None else table.get(word)
+            if isinstance(meaning, ValueOf):
+                meaning = values.get(meaning.axis)
+            if meaning is not None:
+                out[axis] = meaning
+        return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -61,13 +61,13 @@ def _gate_findings(matrix: Matrix) -> dict[tuple[str, str], Finding]:
 
 def _guarded(matrix: Matrix, gate: Kernel, values: Mapping[str, AxisValue], *, refused: bool) -> bool:
     """Whether some target of ``gate`` serves ``values`` in the admitted (or refused) form: asked
-    of the resolver, one query per target, as a user would."""
+    of the resolver, one query per target, as a user would (the guard's ``means`` read first)."""
     guard = gate.guards
     assert guard is not None
     pins = guard.refused if refused else guard.axes
     assert pins is not None
     for target in guard.targets:
-        query = {**values, **pinned(matrix, target, pins)}
+        query = {**guard.meant(values), **pinned(matrix, target, pins)}
         if target in matrix.kernels:
             if capmatrix.resolve(KernelQuery(target, **query), matrix=matrix):  # type: ignore[arg-type]
                 return True

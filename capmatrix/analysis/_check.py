@@ -25,7 +25,7 @@ from capmatrix.analysis._roles import (
 )
 from capmatrix.errors import CapabilityErrors
 from capmatrix.loader import default_path, load
-from capmatrix.model import AxisType, Effect, Location, format_value
+from capmatrix.model import AxisType, Effect, Location, ValueOf, format_value
 from capmatrix.regions import Region, bits
 
 if TYPE_CHECKING:
@@ -337,6 +337,14 @@ def _pins_text(values: Mapping[str, AxisValue]) -> str:
     return ", ".join(f"{a}={format_value(v)}" for a, v in values.items())
 
 
+def _means_text(means: Mapping[str, Mapping[AxisValue, AxisValue | ValueOf]]) -> str:
+    """A guard's ``means`` as text: ``kv_cache_dtype auto read as dtype``."""
+    return ", ".join(
+        f"{a} {format_value(w)} read as " + (m.axis if isinstance(m, ValueOf) else format_value(m))
+        for a, table in means.items() for w, m in table.items()
+    )
+
+
 def _gate_findings(matrix: Matrix, *, limit: int) -> Iterator[Finding]:
     """C111 over-restrictive and C112 over-permissive gates, one finding per gate and code."""
     space = matrix.space
@@ -349,7 +357,9 @@ def _gate_findings(matrix: Matrix, *, limit: int) -> Iterator[Finding]:
         plural = "s" if len(found) != 1 else ""
         count = f"{len(found):,} region{plural}" + (
             f", first {len(shown):,} shown" if len(shown) < len(found) else "")
-        query = f"the query with {_pins_text(guard.axes)}" if guard.axes else "the same query"
+        read = _means_text(guard.means)
+        query = (f"the query with {_pins_text(guard.axes)}" if guard.axes else "the same query") + (
+            f" ({read})" if read else "")
         model = f" (witness: model {report.model})" if report.model else ""
         targets = ", ".join(guard.targets)
         if report.code == "C111":

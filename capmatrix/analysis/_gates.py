@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from capmatrix.analysis._boxes import KernelBoxes, supported_region, witness_of
-from capmatrix.model import Effect
+from capmatrix.model import Effect, ValueOf
 from capmatrix.regions import Region, intersect
 
 if TYPE_CHECKING:
@@ -80,13 +80,14 @@ def gate_reports(
         admitted = supported_region(space, compiled)
         within = [_box(space, box) for box in guard.when] or [space.full_box()]
         scope = Region(space, within)
-        on = {t: _pull(target_region(t), pinned(matrix, t, guard.axes)) for t in guard.targets}
+        on = {t: _pull(target_region(t), pinned(matrix, t, guard.axes), guard.means) for t in guard.targets}
         serves_on = _union(space, on.values())
         refused = scope - admitted
         yield from _report(matrix, "C111", gate, compiled, refused & serves_on, on, within)
         over = (scope & admitted) - serves_on
         if guard.refused is not None:
-            off = {t: _pull(target_region(t), pinned(matrix, t, guard.refused)) for t in guard.targets}
+            off = {t: _pull(target_region(t), pinned(matrix, t, guard.refused), guard.means)
+                   for t in guard.targets}
             over &= _union(space, off.values())
         else:
             off = {}
@@ -113,26 +114,73 @@ def _union(space: Space, regions: Iterable[Region]) -> Region:
     return out
 
 
-def _pull(region: Region, values: Mapping[str, AxisValue]) -> Region:
-    """The cells whose query, with ``values`` pinned, lies in ``region``.
+def _pull(
+    region: Region, values: Mapping[str, AxisValue],
+    means: Mapping[str, Mapping[AxisValue, AxisValue | ValueOf]] | None = None,
+) -> Region:
+    """The cells whose guarded query (``means`` read, then ``values`` pinned) lies in ``region``.
 
-    The boxes of ``region`` that hold the pinned values, with the pinned axes made whole: two disjoint
-    boxes that both hold them differ on another axis, so the result stays disjoint.
+    Box by box: a pinned axis's value must lie in the box, and the cell's own value is free; a meant
+    axis splits the cell's words into those that keep or name a value (one part) and those that read
+    another axis (a part per axis read, which narrows that axis to the values the box holds). A cell
+    has one guarded query, so the preimages of disjoint boxes stay disjoint, and so do the parts.
     """
     space = region.space
-    if not values:
+    if not values and not means:
         return region
-    slab = []
-    for axis in space.axes:
-        value = values.get(axis.name)
-        slab.append(axis.full_mask if value is None else 1 << (axis.index(value) or 0))
-    out = []
+    axes = space.axes
+    where = {axis.name: i for i, axis in enumerate(axes)}
+    out: list[Box] = []
     for box in region.boxes:
-        inside = intersect(box, tuple(slab))
-        if inside is not None:
-            out.append(tuple(axis.full_mask if axis.name in values else mask
-                             for axis, mask in zip(space.axes, inside, strict=True)))
+        base = list(box)
+        if not all(box[where[a]] >> (axes[where[a]].index(v) or 0) & 1 for a, v in values.items()):
+            continue
+        meant = {a: table for a, table in (means or {}).items() if a not in values}  # a pin wins
+        for a in (*values, *meant):  # the cell's own value is free, or read through the meanings alone
+            base[where[a]] = axes[where[a]].full_mask
+        parts = [base]
+        for a, table in meant.items():
+            i = where[a]
+            parts = [narrowed for part in parts for alternative in _meanings(space, box, i, table)
+                     if (narrowed := _narrow(part, alternative)) is not None]
+        out.extend(tuple(part) for part in parts)
     return Region(space, out, disjoint=True)
+
+
+def _meanings(
+    space: Space, box: Box, i: int, table: Mapping[AxisValue, AxisValue | ValueOf]
+) -> list[dict[int, int]]:
+    """The ways a cell's word on axis ``i`` brings its guarded query into ``box``: masks of the cell.
+
+    One alternative for the words that keep their value or name one inside the box; one per axis a
+    meaning reads, with the words that read it and that axis's values the box holds on axis ``i``.
+    """
+    axis = space.axes[i]
+    plain = 0
+    reads: dict[int, int] = {}
+    for j, word in enumerate(axis.values):
+        meaning = table.get(word, word)
+        if isinstance(meaning, ValueOf):
+            k = space.position(meaning.axis)
+            reads[k] = reads.get(k, 0) | 1 << j
+        elif box[i] >> (axis.index(meaning) or 0) & 1:
+            plain |= 1 << j
+    out = [{i: plain}] if plain else []
+    for k, words in reads.items():
+        held = sum(1 << n for n, v in enumerate(space.axes[k].values) if box[i] >> (axis.index(v) or 0) & 1)
+        if held:
+            out.append({i: words, k: held})
+    return out
+
+
+def _narrow(part: list[int], masks: Mapping[int, int]) -> list[int] | None:
+    """``part`` with each axis of ``masks`` cut to its mask; None where one becomes empty."""
+    out = list(part)
+    for k, mask in masks.items():
+        out[k] &= mask
+        if not out[k]:
+            return None
+    return out
 
 
 def _holds(space: Space, region: Region, values: Mapping[str, AxisValue]) -> bool:
