@@ -323,6 +323,11 @@ def test_errors_name_what_is_wrong(data: dict[str, Any]) -> None:
     axes = {**data["axes"], "tokens_per_block": {**data["axes"]["tokens_per_block"], "values": [8, 16]}}
     with pytest.raises(CodegenError, match="optional axis 'tokens_per_block' has no 'none'"):
         cpp_header({**data, "axes": axes}, ["xqa"])
+    classed = [k for k, v in data["kernels"].items()
+               if any("signatures" in c for r in v["rules"] for c in r["conditions"].values())]
+    assert classed, "no kernel of the shipped matrix has a rule on a derived axis"
+    with pytest.raises(CodegenError, match=f"kernel '{classed[0]}': rule .* has a class condition on"):
+        cpp_header(data, classed[:1])
     ordered = [r for r, v in data["roles"].items() if v.get("orders")]
     if ordered:
         with pytest.raises(CodegenError, match="orders"):
