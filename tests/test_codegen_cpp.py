@@ -41,15 +41,11 @@ GXX = shutil.which("g++")
 ROLE = "trtllm_generation"
 GATES_FILE = "capabilities/kernels/trtllm_gates.yaml"
 SAMPLES = 400
+#: Blocks of the every-cell test answered by one run of the driver.
+CHUNK_BLOCKS = 5000
 VERDICT = {"0": "unsupported", "1": "supported", "2": "depends"}
 
 needs_gxx = pytest.mark.skipif(GXX is None, reason="g++ not found; install a C++17 compiler to run")
-
-
-# Since tokens_per_block became one optional axis for TensorRT-LLM and vLLM (vLLM's "no block size given"),
-# the shipped XQA kernels name an optional int axis, which the header does not express yet: these
-# shipped-matrix tests are expected to fail with that CodegenError until it does (docs/integration.md).
-OPTIONAL_AXIS_GAP = pytest.mark.xfail(raises=CodegenError, reason="no optional int axes in C++ yet")
 
 
 @pytest.fixture(scope="module")
@@ -72,12 +68,15 @@ def _driver(data: dict[str, Any], axes: list[str]) -> str:
     """A C++ program answering queries from stdin through the header's API.
 
     Lines: ``R k t...`` resolve kernel k; ``S r t...`` select role r; ``B k n a... t...`` the open
-    query with axes a... open, then every cell of it (first open axis fastest) as '0'/'1'. A token
-    per header axis: ``*`` open, ``.`` unset, else the value (enum: its index; bool: 0/1).
+    query with axes a... open, then every cell of it (first open axis fastest): its verdict, the cell
+    count and the cells in hex digits, four cells a digit, first cells first (bit i%4 of digit i//4). A token
+    per header axis: ``*`` open, ``.`` unset, ``none`` an optional int axis's ``kNone``, else the value
+    (enum: its index; bool: 0/1).
     """
     setters, universes = [], []
     for i, axis in enumerate(axes):
         spec = data["axes"][axis]
+        values: list[object]
         if spec["type"] == "enum":
             call = f"q.{_method(axis)}(static_cast<capmatrix::{_camel(axis)}>(v))"
             values = list(range(len(spec["values"])))
@@ -86,7 +85,7 @@ def _driver(data: dict[str, Any], axes: list[str]) -> str:
             values = [int(v) for v in spec["values"]]
         else:
             call = f"q.{_method(axis)}(v)"
-            values = list(spec["values"])
+            values = ["capmatrix::kNone" if v == "none" else v for v in spec["values"]]
         setters.append(f"    case {i}: {call}; break;")
         universes.append("{" + ", ".join(map(str, values)) + "}")
     width = max(len(data["axes"][a]["values"]) for a in axes)
@@ -112,6 +111,7 @@ def _driver(data: dict[str, Any], axes: list[str]) -> str:
         "    std::string t;",
         "    in >> t;",
         '    if (t == "*") { q.open(static_cast<capmatrix::AxisId>(a)); }',
+        '    else if (t == "none") { set(q, static_cast<int>(a), capmatrix::kNone); }',
         '    else if (t != ".") { set(q, static_cast<int>(a), std::stoll(t)); }',
         "  }",
         "  return q;",
@@ -138,16 +138,26 @@ def _driver(data: dict[str, Any], axes: list[str]) -> str:
         "      for (int& a : open) { std::cin >> a; }",
         "      capmatrix::Query q = read_query(std::cin);",
         "      const auto kernel = static_cast<capmatrix::Kernel>(k);",
-        "      std::string out(1, static_cast<char>('0' + static_cast<int>(capmatrix::resolve(kernel, q))));",
+        "      const int verdict = static_cast<int>(capmatrix::resolve(kernel, q));",
         "      std::vector<int> at(static_cast<std::size_t>(n), 0);",
+        "      for (int i = 0; i < n; ++i) { set(q, open[i], kUniverse[open[i]][0]); }",
+        "      std::string hex;",
+        "      long cells = 0;",
+        "      int digit = 0;",
         "      for (;;) {",
-        "        for (int i = 0; i < n; ++i) { set(q, open[i], kUniverse[open[i]][at[i]]); }",
-        "        out += capmatrix::supported(kernel, q) ? '1' : '0';",
+        "        digit |= (capmatrix::supported(kernel, q) ? 1 : 0) << (cells % 4);",
+        '        if (++cells % 4 == 0) { hex += "0123456789abcdef"[digit]; digit = 0; }',
         "        int i = 0;",
-        "        for (; i < n; ++i) { if (++at[i] < kSize[open[i]]) { break; } at[i] = 0; }",
+        "        for (; i < n; ++i) {",
+        "          const bool more = ++at[i] < kSize[open[i]];",
+        "          if (!more) { at[i] = 0; }",
+        "          set(q, open[i], kUniverse[open[i]][at[i]]);",
+        "          if (more) { break; }",
+        "        }",
         "        if (i == n) { break; }",
         "      }",
-        "      std::cout << out << '\\n';",
+        '      if (cells % 4 != 0) { hex += "0123456789abcdef"[digit]; }',
+        "      std::cout << verdict << ' ' << cells << ' ' << hex << '\\n';",
         "    }",
         "  }",
         "  return 0;",
@@ -188,6 +198,9 @@ def _token(data: dict[str, Any], axis: str, value: object) -> str:
     spec = data["axes"][axis]
     if spec["type"] == "enum":
         return str(spec["values"].index(value))
+    if value == "none":  # an optional int axis not given: the driver passes kNone
+        assert spec.get("optional"), axis
+        return "none"
     return str(int(value))  # type: ignore[call-overload]
 
 
@@ -203,7 +216,6 @@ def _run(binary: Path, lines: list[str]) -> list[str]:
     return out
 
 
-@OPTIONAL_AXIS_GAP
 @needs_gxx
 @pytest.mark.parametrize("which", ["xqa", "gates"])
 def test_every_cell_of_xqa_and_the_gates(
@@ -217,25 +229,27 @@ def test_every_cell_of_xqa_and_the_gates(
         fixed_axes, open_axes = _blocks(data, kernel)
         named = set(data["kernels"][kernel]["relevant_axes"])
         rest = {a: data["axes"][a]["values"][0] for a in data["axes"] if a not in named}
-        lines, expected = [], []
-        for combo in itertools.product(*(data["axes"][a]["values"] for a in fixed_axes)):
-            values: dict[str, object] = {**rest, **dict(zip(fixed_axes, combo, strict=True))}
-            query = KernelQuery(kernel).replace(**values, **dict.fromkeys(open_axes, ANY))
-            resolution = capmatrix.resolve(query, matrix)
-            bitmap = _residual_bitmap(resolution, open_axes, matrix)  # over the listed values
-            full = (1 << math.prod(len(matrix.axes[a].known) for a in open_axes)) - 1
-            listed = "supported" if bitmap == full else "unsupported" if not bitmap else "depends"
-            expected.append((listed, bitmap))
-            given = {**values, **dict.fromkeys(open_axes, ANY)}
-            opened = " ".join(str(axes.index(a)) for a in open_axes)
-            lines.append(f"B {k} {len(open_axes)} {opened} {_tokens(data, axes, given)}")
-        answers = _run(binary, lines)
+        full = (1 << math.prod(len(matrix.axes[a].known) for a in open_axes)) - 1
+        opened = " ".join(str(axes.index(a)) for a in open_axes)
+        combos = itertools.product(*(data["axes"][a]["values"] for a in fixed_axes))
         cells = 0
-        for line, answer, (verdict, bitmap) in zip(lines, answers, expected, strict=True):
-            assert VERDICT[answer[0]] == verdict, (kernel, line)
-            got = int(answer[1:][::-1], 2)
-            assert got == bitmap, (kernel, line)
-            cells += len(answer) - 1
+        # In chunks: XQA has about 200,000 blocks (over a billion cells), one driver run each chunk.
+        while chunk := list(itertools.islice(combos, CHUNK_BLOCKS)):
+            lines, expected = [], []
+            for combo in chunk:
+                values: dict[str, object] = {**rest, **dict(zip(fixed_axes, combo, strict=True))}
+                query = KernelQuery(kernel).replace(**values, **dict.fromkeys(open_axes, ANY))
+                resolution = capmatrix.resolve(query, matrix)
+                bitmap = _residual_bitmap(resolution, open_axes, matrix)  # over the listed values
+                listed = "supported" if bitmap == full else "unsupported" if not bitmap else "depends"
+                expected.append((listed, bitmap))
+                given = {**values, **dict.fromkeys(open_axes, ANY)}
+                lines.append(f"B {k} {len(open_axes)} {opened} {_tokens(data, axes, given)}")
+            for line, answer, (verdict, bitmap) in zip(lines, _run(binary, lines), expected, strict=True):
+                got_verdict, count, digits = answer.split()
+                assert VERDICT[got_verdict] == verdict, (kernel, line)
+                assert int(digits[::-1], 16) == bitmap, (kernel, line)
+                cells += int(count)
         assert cells == math.prod(len(data["axes"][a]["values"]) for a in named)
 
 
@@ -246,7 +260,6 @@ def _random_value(data: dict[str, Any], axis: str, rng: random.Random) -> object
     return rng.choice(spec["values"])
 
 
-@OPTIONAL_AXIS_GAP
 @needs_gxx
 def test_random_complete_and_open_queries(
     program: tuple[Path, list[str]], data: dict[str, Any], matrix: capmatrix.Matrix
@@ -271,7 +284,6 @@ def test_random_complete_and_open_queries(
     assert {"supported", "unsupported", "depends"} <= set(got)
 
 
-@OPTIONAL_AXIS_GAP
 @needs_gxx
 def test_role_selection(program: tuple[Path, list[str]], data: dict[str, Any],
                         matrix: capmatrix.Matrix) -> None:
@@ -308,11 +320,14 @@ def test_errors_name_what_is_wrong(data: dict[str, Any]) -> None:
         cpp_header(data, ["nope"])
     with pytest.raises(CodegenError, match="unknown role 'nope'"):
         cpp_header(data, [], ["nope"])
-    optional = [a for a, v in data["axes"].items() if v.get("optional")]
-    users = [k for k, v in data["kernels"].items() if set(optional) & set(v["relevant_axes"])]
-    if users:
-        with pytest.raises(CodegenError, match="optional"):
-            cpp_header(data, users[:1])
+    axes = {**data["axes"], "tokens_per_block": {**data["axes"]["tokens_per_block"], "values": [8, 16]}}
+    with pytest.raises(CodegenError, match="optional axis 'tokens_per_block' has no 'none'"):
+        cpp_header({**data, "axes": axes}, ["xqa"])
+    classed = [k for k, v in data["kernels"].items()
+               if any("signatures" in c for r in v["rules"] for c in r["conditions"].values())]
+    assert classed, "no kernel of the shipped matrix has a rule on a derived axis"
+    with pytest.raises(CodegenError, match=f"kernel '{classed[0]}': rule .* has a class condition on"):
+        cpp_header(data, classed[:1])
     ordered = [r for r, v in data["roles"].items() if v.get("orders")]
     if ordered:
         with pytest.raises(CodegenError, match="orders"):
@@ -333,7 +348,6 @@ def test_identifiers() -> None:
     assert _method("head_dim") == "head_dim"
 
 
-@pytest.mark.xfail(raises=AssertionError, reason="the C++ header has no optional int axes yet (CLI exit 2)")
 def test_cli_writes_the_header(tmp_path: Path) -> None:
     from capmatrix.cli import main
 
@@ -345,7 +359,6 @@ def test_cli_writes_the_header(tmp_path: Path) -> None:
     assert main(["codegen", "cpp", "--kernel", "nope", "--out", str(target)]) == 2
 
 
-@OPTIONAL_AXIS_GAP
 @needs_gxx
 def test_the_integration_example_compiles(data: dict[str, Any], tmp_path: Path) -> None:
     text = (Path(__file__).resolve().parent.parent / "docs" / "integration.md").read_text(encoding="utf-8")
@@ -365,6 +378,173 @@ def test_the_integration_example_compiles(data: dict[str, Any], tmp_path: Path) 
                    timeout=300)
     # Llama-style GQA, one-model spec-dec on SM120: XQA is usable (the seed question).
     assert subprocess.run([str(tmp_path / "example")], check=False, timeout=60).returncode == 0
+
+
+#: tokens_per_block values no list of the shipped matrix names, beside its own (and none).
+_UNLISTED_BLOCKS = [0, 6, 24, 48, 96, 256, 4096, -32, 1 << 40]
+
+
+@needs_gxx
+def test_tokens_per_block_none_and_given(
+    program: tuple[Path, list[str]], data: dict[str, Any], matrix: capmatrix.Matrix
+) -> None:
+    """Complete queries that differ only in tokens_per_block: none, each listed value, unlisted ones."""
+    binary, axes = program
+    assert data["axes"]["tokens_per_block"].get("optional")
+    blocks: list[object] = list(data["axes"]["tokens_per_block"]["values"])
+    assert "none" in blocks
+    blocks += _UNLISTED_BLOCKS
+    rng = random.Random("codegen-none")  # noqa: S311 - a reproducible sample
+    lines, expected = [], []
+    keys: list[tuple[str, tuple[tuple[str, object], ...], object]] = []
+    for k, kernel in enumerate(_kernels_in(data)):
+        if "tokens_per_block" not in data["kernels"][kernel]["relevant_axes"]:
+            continue
+        for _ in range(SAMPLES // 4):
+            base = {a: rng.choice(data["axes"][a]["values"]) for a in data["axes"]}
+            for block in blocks:
+                values = {**base, "tokens_per_block": block}
+                verdict = capmatrix.resolve(KernelQuery(kernel).replace(**values), matrix).verdict
+                lines.append(f"R {k} {_tokens(data, axes, values)}")
+                expected.append(str(verdict))
+                keys.append((kernel, tuple(sorted(base.items(), key=str)), block))
+    got = [VERDICT[a] for a in _run(binary, lines)]
+    assert got == expected
+    by_base: dict[tuple[str, tuple[tuple[str, object], ...]], dict[object, str]] = {}
+    for (name, fixed, block), answer in zip(keys, got, strict=True):
+        by_base.setdefault((name, fixed), {})[block] = answer
+    # The axis matters: some query is supported with none (not checked) and not with a given value.
+    assert any(v["none"] == "supported" and "unsupported" in v.values() for v in by_base.values())
+    assert {name for name, _ in by_base} >= {"xqa", "trtllm_gen"}
+
+
+#: A matrix whose rules put every kind of condition on optional axes: an int one without a default
+#: (none), an int one with a default, an enum one; grants and exclusions; roles pinning none or a value;
+#: an engine's kernel, asked alone with its engine's default (none) where the axis's is 32.
+_OPTIONAL_MATRIX = {
+    "axes.yaml": """\
+axes:
+  block: {type: int, optional: true, description: a block size, values: [8, 16, 32, 64, 128]}
+  page:
+    type: int
+    optional: true
+    default: 32
+    description: a page size
+    values: [16, 32, 64]
+    engine_defaults: {vllm: none}
+  backend: {type: enum, optional: true, description: a backend, values: [a, b]}
+""",
+    "kernels/k.yaml": """\
+kernels:
+  mult:
+    description: multiple_of, and its negation in an exclusion
+    rules:
+      - {id: mult.g, grant: {block: {multiple_of: 16}}, reason: r, source: s, status: untested}
+      - {id: mult.x, exclude: {block: {not: {multiple_of: 32}}}, reason: r, source: s, status: untested}
+  ranges:
+    description: ranges, on two optional axes
+    rules:
+      - {id: ranges.g, grant: {block: "[16, 64]", page: "<=32"}, reason: r, source: s, status: untested}
+      - {id: ranges.x, exclude: {block: ">=48", page: 16}, reason: r, source: s, status: untested}
+  negated:
+    description: not over values and a range
+    rules:
+      - {id: negated.g, grant: {block: {not: [8, 16]}}, reason: r, source: s, status: untested}
+      - {id: negated.x, exclude: {block: {not: ">=32"}, backend: b}, reason: r, source: s,
+         status: untested}
+  listed:
+    description: listed values, and an enum optional axis
+    rules:
+      - {id: listed.g, grant: {block: [32, 64], backend: [a, none]}, reason: r, source: s,
+         status: untested}
+      - {id: listed.x, exclude: {page: ">=64"}, reason: r, source: s, status: untested}
+  engine_kernel:
+    description: an engine's kernel, asked alone with its engine's default (page none)
+    engine: vllm
+    rules:
+      - {id: engine_kernel.g, grant: {page: {multiple_of: 64}}, reason: r, source: s, status: untested}
+      - {id: engine_kernel.x, exclude: {page: {not: "<=32"}, block: ">=64"}, reason: r, source: s,
+         status: untested}
+models:
+  m: {description: m, axes: {page: 16}, source: s}
+roles:
+  pick_none: {description: r, candidates: [listed, mult, ranges], axes: {block: none}}
+  pick_64: {description: r, candidates: [ranges, negated], axes: {block: 64, backend: none}}
+  pick_engine: {description: r, candidates: [engine_kernel, mult], axes: {page: 16}}
+  pick_vllm: {description: r, candidates: [engine_kernel]}
+""",
+}
+
+
+def _cpp_value(axis: str, value: object) -> str:
+    if axis == "backend":
+        return f"Backend::{_constant(str(value))}"
+    return "kNone" if value == "none" else f"INT64_C({value})"
+
+
+@needs_gxx
+def test_optional_axes_answer_like_python(write_matrix: Any, tmp_path: Path) -> None:
+    m = capmatrix.load(write_matrix(_OPTIONAL_MATRIX, base=False))
+    data = export(m)
+    kernels, roles = list(data["kernels"]), list(data["roles"])
+    header = cpp_header(data, kernels, roles, command="test")
+    assert "constexpr std::int64_t kNone = INT64_MIN;" in header
+    (tmp_path / "gen.h").write_text(header, encoding="utf-8")
+    unset, open_ = object(), object()
+    choices = {
+        "block": [unset, open_, "none", 8, 16, 32, 64, 128, *_UNLISTED_BLOCKS, (1 << 63) - 1],
+        "page": [unset, open_, "none", 16, 32, 64, 8, 48, 1000],
+        "backend": [unset, open_, "none", "a", "b"],
+    }
+    cases = []
+    for combo in itertools.product(*choices.values()):
+        given = {a: v for a, v in zip(choices, combo, strict=True) if v is not unset}
+        query = {a: (ANY if v is open_ else v) for a, v in given.items()}
+        calls = "".join(f".open(AxisId::{_constant(a)})" if v is open_ else f".{a}({_cpp_value(a, v)})"
+                        for a, v in given.items())
+        cases.append((query, calls))
+    lines, expected = [], []
+    for query, calls in cases:
+        for kernel in kernels:
+            lines.append(f"  show(to_string(resolve(Kernel::{_constant(kernel)}, Query(){calls})));")
+            expected.append(capmatrix.resolve(KernelQuery(kernel).replace(**query), m).verdict.value)
+        for role in roles:
+            lines.append(f"  pick(select(Role::{_constant(role)}, Query(){calls}));")
+            picked = capmatrix.select(role, KernelQuery().replace(**query), m)
+            expected.append(f"{picked.kernel or '-'} {picked.verdict.value}")
+    source = [
+        '#include "gen.h"', "#include <cstdint>", "#include <iostream>", "using namespace capmatrix;",
+        'static void show(const char* v) { std::cout << v << "\\n"; }',
+        "static void pick(const Selection& s) {",
+        '  std::cout << (s.found ? to_string(s.kernel) : "-") << " " << to_string(s.verdict) << "\\n";',
+        "}", "int main() {", *lines, "  return 0;", "}",
+    ]
+    (tmp_path / "main.cpp").write_text("\n".join(source) + "\n", encoding="utf-8")
+    assert GXX is not None
+    subprocess.run([GXX, "-std=c++17", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O0",
+                    str(tmp_path / "main.cpp"), "-o", str(tmp_path / "main")],
+                   check=True, capture_output=True, text=True, timeout=600)
+    out = subprocess.run([str(tmp_path / "main")], check=True, capture_output=True, text=True,
+                         timeout=60).stdout.splitlines()
+    assert out == expected
+    # The sample reaches every answer, and none is answered unlike the values given.
+    assert {"supported", "unsupported", "depends"} <= set(expected)
+    per_block: dict[object, set[str]] = {}
+    for (query, _calls), i in zip(cases, range(0, len(expected), len(kernels) + len(roles)), strict=True):
+        per_block.setdefault(query.get("block", "unset"), set()).add(expected[i])
+    assert per_block["none"] != per_block[24]
+
+
+def test_ints_the_header_cannot_hold_are_refused(data: dict[str, Any]) -> None:
+    for bad in (-(1 << 63), 1 << 63):
+        axes = {**data["axes"], "beam_width": {**data["axes"]["beam_width"],
+                                               "values": [*data["axes"]["beam_width"]["values"], bad]}}
+        with pytest.raises(CodegenError, match=f"axis 'beam_width': {bad} does not fit"):
+            cpp_header({**data, "axes": axes}, ["xqa"])
+    listed = data["axes"]["beam_width"]["values"]
+    axes = {**data["axes"], "beam_width": {**data["axes"]["beam_width"], "values": [*listed, "none"]}}
+    with pytest.raises(CodegenError, match="axis 'beam_width': expected an int or bool, got 'none'"):
+        cpp_header({**data, "axes": axes}, ["xqa"])
 
 
 # --------------------------------------------------------------------------------------------------

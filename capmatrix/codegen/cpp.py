@@ -10,9 +10,14 @@ candidates in order and its pinned axes. Its answers follow docs/export.md, as `
 - ``capmatrix::Query`` starts with every axis at its default, and the axes without one open;
   setters (``.sm(120)``, ``.attention(Attention::kGqa)``) fix values and ``.open(AxisId::kX)``
   opens one again;
+- an optional axis's ``none`` ("not given, not checked") is a value of its universe like any other:
+  ``SomeAxis::kNone`` on an enum axis, ``capmatrix::kNone`` (``INT64_MIN``, which no int of the
+  matrix may be) on an int axis (``.tokens_per_block(kNone)``);
 - ``resolve(Kernel, Query)`` gives ``Verdict::kSupported``, ``kUnsupported``, or ``kDepends`` when
   the answer changes over the open axes the kernel's rules name (it then walks every combination of
-  their universes: engines on a hot path should give complete queries);
+  their universes: engines on a hot path should give complete queries); the kernel's engine defaults
+  (the artifact's kernel ``axes``: vLLM's ``tokens_per_block: none``) apply where the query did not
+  set the axis;
 - ``select(Role, Query)`` tries the candidates in order (the role's axes apply where the query
   did not set them) and returns the first supported one, with ``kDepends`` as the verdict when an
   earlier candidate depended on an open axis.
@@ -26,6 +31,7 @@ from typing import Any
 
 from capmatrix.errors import CapmatrixError
 from capmatrix.export import FORMAT, FORMAT_VERSION
+from capmatrix.model import NONE as _NONE_VALUE
 
 __all__ = ["CodegenError", "cpp_header"]
 
@@ -120,12 +126,32 @@ def _unique(names: dict[str, str], what: str) -> None:
         seen[made] = original
 
 
-def _int(value: object) -> int:
+#: The C++ spelling of "not given" on an optional int axis: the header's ``kNone`` is ``INT64_MIN``, so
+#: an int the header holds lies above it.
+_NONE = "kNone"
+_INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
+
+
+def _int(value: object, axis: str, *, optional: bool) -> str:
+    """An int or bool axis value as a C++ ``std::int64_t`` literal: bool 0/1, ``none`` as ``kNone``.
+
+    ``none`` is a value only of an optional axis; every other int must fit ``std::int64_t`` above
+    ``INT64_MIN``, which the header reserves for ``kNone``.
+    """
     if isinstance(value, bool):
-        return int(value)
+        return str(int(value))
     if isinstance(value, int):
-        return value
-    msg = f"expected an int or bool, got {value!r}"
+        if not _INT64_MIN < value <= _INT64_MAX:
+            raise CodegenError(
+                f"axis {axis!r}: {value} does not fit the header's std::int64_t above INT64_MIN "
+                "(INT64_MIN is kNone, 'not given'); keep the matrix's ints within "
+                f"[{_INT64_MIN + 1}, {_INT64_MAX}]"
+            )
+        return str(value)
+    if optional and value == _NONE_VALUE:
+        return _NONE
+    msg = f"axis {axis!r}: expected an int or bool, got {value!r}"
     raise CodegenError(msg)
 
 
@@ -159,6 +185,17 @@ class _Header:
         for kernel in chosen:
             if kernel not in data["kernels"]:
                 raise CodegenError(f"unknown kernel {kernel!r}; known: {', '.join(data['kernels'])}")
+            for rule in data["kernels"][kernel]["rules"]:
+                # A class condition (a rule on a derived axis, expanded) answers an int no list names
+                # by its signature over the axis's cuts, which the tables do not hold: refused rather
+                # than answered from its listed values alone.
+                classed = [a for a, c in rule["conditions"].items() if "signatures" in c]
+                if classed:
+                    raise CodegenError(
+                        f"kernel {kernel!r}: rule {rule['id']!r} has a class condition on {classed[0]!r} "
+                        "(from a derived axis), which the C++ header does not express yet; choose "
+                        "other kernels"
+                    )
         if not chosen:
             raise CodegenError("name at least one kernel or role")
         if len(chosen) > MAX_KERNELS or len(roles) > MAX_KERNELS:
@@ -171,11 +208,10 @@ class _Header:
         if len(self.axes) > MAX_AXES:
             raise CodegenError(f"{len(self.axes)} axes; the tables hold at most {MAX_AXES}")
         for axis in self.axes:
-            if data["axes"][axis].get("optional"):
-                raise CodegenError(
-                    f"axis {axis!r} is optional (its universe holds 'none'), which the C++ header "
-                    "does not express yet; choose kernels whose rules do not name it"
-                )
+            spec = data["axes"][axis]
+            if spec.get("optional") and _NONE_VALUE not in spec["values"]:
+                # An optional axis's 'none' is a universe value: the masks answer it (docs/export.md).
+                raise CodegenError(f"optional axis {axis!r} has no {_NONE_VALUE!r} among its values")
             if len(data["axes"][axis]["values"]) > MAX_VALUES:
                 raise CodegenError(
                     f"axis {axis!r} has {len(data['axes'][axis]['values'])} values; "
@@ -199,6 +235,23 @@ class _Header:
 
     def spec(self, axis: str) -> dict[str, Any]:
         return self.data["axes"][axis]  # type: ignore[no-any-return]
+
+    def optional(self, axis: str) -> bool:
+        return bool(self.spec(axis).get("optional"))
+
+    def literal(self, axis: str, value: object) -> str:
+        """``value`` of ``axis`` as the header's ``std::int64_t`` (an enum value: 0, unused)."""
+        if self.spec(axis)["type"] == "enum":
+            return "0"
+        return _int(value, axis, optional=self.optional(axis))
+
+    def pins(self, axes: dict[str, object]) -> list[str]:
+        """A kernel's or role's ``axes`` as ``Pin`` rows (axes no rule of the header names change nothing)."""
+        return [
+            f"{{{self.pos[axis]}, {self.index_of(axis, raw)}, {self.literal(axis, raw)}}}"
+            for axis, raw in axes.items()
+            if axis in self.pos
+        ]
 
     def index_of(self, axis: str, value: object) -> int:
         for i, known in enumerate(self.spec(axis)["values"]):
@@ -224,8 +277,10 @@ class _Header:
             "// without one open. resolve() answers kSupported when a grant applies and no exclusion does,",
             "// for every combination of the open axes the kernel's rules name; kUnsupported when for",
             "// none; kDepends otherwise (it walks those combinations: give complete queries on a hot",
-            "// path). select() tries a role's candidates in order with the role's axes applied where",
-            "// the query did not set them; the first supported candidate wins.",
+            "// path); the kernel's engine defaults apply where the query did not set the axis. select()",
+            "// tries a role's candidates in order with the role's axes (over its engine's defaults)",
+            "// applied where the query did not set them; the first supported candidate wins. An optional",
+            "// axis's none (not given, not checked) is a value like any other: kNone on an int axis.",
             f"#ifndef {guard}",
             f"#define {guard}",
             "",
@@ -244,6 +299,12 @@ class _Header:
             "  }",
             '  return "?";',
             "}",
+            "",
+            "/// \"Not given\" on an optional int axis (the matrix's `none`, e.g. vLLM's unset block size):",
+            "/// pass it to the axis's setter. As in the matrix it is not checked: a grant's condition on",
+            "/// the axis holds for it and an exclusion's does not apply. Every int of the matrix lies",
+            "/// above it; on an axis that is not optional it is the int INT64_MIN.",
+            f"constexpr std::int64_t {_NONE} = INT64_MIN;",
             "",
         )
 
@@ -274,15 +335,18 @@ class _Header:
             self.emit("};", "")
 
     def tables(self) -> None:
-        values: list[int] = []
-        moduli: list[int] = []
+        values: list[str] = []
+        moduli: list[str] = []
         intervals: list[str] = []
         conditions: list[str] = []
         rules: list[str] = []
         kernel_rows: list[str] = []
+        pins: list[str] = []  # the kernels' (their engine's defaults), then the roles'
         for kernel in self.kernels:
             entry = self.data["kernels"][kernel]
             begin = len(rules)
+            p0 = len(pins)
+            pins.extend(self.pins(entry.get("axes", {})))
             relevant = 0
             for axis in entry["relevant_axes"]:
                 relevant |= 1 << self.pos[axis]
@@ -305,17 +369,21 @@ class _Header:
                         continue
                     cond = rule["conditions"][axis]
                     v0 = len(values)
-                    values.extend(_int(v) for v in cond["values"])
+                    # The conditions are asked only of ints no list names. 'none' is a universe value
+                    # of an optional axis, answered by the mask (its bit is the condition's
+                    # admits_none), so it never reaches them and no condition lists it.
+                    values.extend(self.literal(axis, v) for v in cond["values"] if v != _NONE_VALUE)
                     i0 = len(intervals)
                     for item in cond["intervals"]:
                         low, high = "low" in item, "high" in item
                         intervals.append(
-                            f"{{{str(low).lower()}, {item.get('low', 0)}, "
+                            f"{{{str(low).lower()}, {_int(item.get('low', 0), axis, optional=False)}, "
                             f"{str(item.get('low_inclusive', False)).lower()}, {str(high).lower()}, "
-                            f"{item.get('high', 0)}, {str(item.get('high_inclusive', False)).lower()}}}"
+                            f"{_int(item.get('high', 0), axis, optional=False)}, "
+                            f"{str(item.get('high_inclusive', False)).lower()}}}"
                         )
                     m0 = len(moduli)
-                    moduli.extend(int(m) for m in cond.get("multiple_of", ()))
+                    moduli.extend(_int(m, axis, optional=False) for m in cond.get("multiple_of", ()))
                     conds.append(str(len(conditions)))
                     conditions.append(
                         f"{{{v0}, {len(values)}, {i0}, {len(intervals)}, {m0}, {len(moduli)}, "
@@ -327,27 +395,28 @@ class _Header:
                     f"{_comment(rule['location']['file'])}:{rule['location'].get('line', '?')})\n"
                     f"  {{{grant}, 0x{named:x}ull, {{{', '.join(masks)}}}, {{{', '.join(conds)}}}}},"
                 )
-            kernel_rows.append(f"  {{{begin}, {len(rules)}, 0x{relevant:x}ull}},  // {kernel}")
+            kernel_rows.append(
+                f"  {{{begin}, {len(rules)}, 0x{relevant:x}ull, {p0}, {len(pins)}}},  // {kernel}"
+            )
         sizes = ", ".join(str(len(self.spec(a)["values"])) for a in self.axes)
         int_begin: list[str] = []
-        int_values: list[int] = []
+        int_values: list[str] = []
         for axis in self.axes:
             int_begin.append(str(len(int_values)))
-            if self.spec(axis)["type"] != "enum":
-                int_values.extend(_int(v) for v in self.spec(axis)["values"])
+            if self.spec(axis)["type"] != "enum":  # an optional axis's 'none' is kNone, in its place
+                int_values.extend(self.literal(axis, v) for v in self.spec(axis)["values"])
         int_begin.append(str(len(int_values)))
         defaults = []
         for axis in self.axes:
             spec = self.spec(axis)
             if "default" in spec:
                 raw = spec["default"]
-                defaults.append(
-                    f"{{{self.index_of(axis, raw)}, {_int(raw) if spec['type'] != 'enum' else 0}}}"
-                )
+                defaults.append(f"{{{self.index_of(axis, raw)}, {self.literal(axis, raw)}}}")
             else:
                 defaults.append("{kOpen, 0}")
-        role_rows = sum(len(self.data["roles"][r]["candidates"]) + len(self.data["roles"][r]["axes"])
-                        for r in self.roles)
+        role_rows = len(pins) + sum(
+            len(self.data["roles"][r]["candidates"]) + len(self.data["roles"][r]["axes"]) for r in self.roles
+        )
         longest = max(len(values), len(intervals), len(conditions), len(rules), len(moduli),
                       len(int_values), role_rows)
         index = "std::uint16_t" if longest < 1 << 16 else "std::uint32_t"
@@ -361,7 +430,8 @@ class _Header:
             "",
             "/// An index that means: the axis ranges over its universe.",
             "constexpr std::int16_t kOpen = -2;",
-            "/// An index that means: an int value outside the universe (answered by the conditions).",
+            "/// An index that means: an int value outside the universe (answered by the conditions; an",
+            "/// optional axis's kNone is in its universe, so the masks answer it and no condition sees it).",
             "constexpr std::int16_t kOutside = -1;",
             "",
             "struct Interval {",
@@ -379,16 +449,18 @@ class _Header:
             "  std::uint64_t mask[kAxisCount];          // per axis: bit per universe value admitted",
             "  CondRef condition[kAxisCount];           // per named axis: its Condition (outside values)",
             "};",
-            "struct KernelRules { Index begin, end; std::uint64_t relevant; };",
+            "/// A value a kernel (its engine's default) or a role is asked with where the query sets none.",
+            "struct Pin { std::uint8_t axis; std::int16_t index; std::int64_t value; };",
+            "struct KernelRules { Index begin, end; std::uint64_t relevant; Index pins_begin, pins_end; };",
             "struct Default { std::int16_t index; std::int64_t value; };",
             "",
             f"constexpr std::uint8_t kAxisSize[kAxisCount] = {{{sizes}}};",
             "/// The universes of the int and bool axes (bool: 0/1), per axis from kIntBegin[a].",
-            f"constexpr std::int64_t kIntValues[] = {{{', '.join(map(str, int_values)) or '0'}}};",
+            f"constexpr std::int64_t kIntValues[] = {{{', '.join(int_values) or '0'}}};",
             f"constexpr Index kIntBegin[kAxisCount + 1] = {{{', '.join(int_begin)}}};",
             f"constexpr Default kDefaults[kAxisCount] = {{{', '.join(defaults)}}};",
-            f"constexpr std::int64_t kCondValues[] = {{{', '.join(map(str, values)) or '0'}}};",
-            f"constexpr std::int64_t kCondModuli[] = {{{', '.join(map(str, moduli)) or '1'}}};",
+            f"constexpr std::int64_t kCondValues[] = {{{', '.join(values) or '0'}}};",
+            f"constexpr std::int64_t kCondModuli[] = {{{', '.join(moduli) or '1'}}};",
             "constexpr Interval kIntervals[] = {",
             *(f"  {i}," for i in intervals or ["{false, 0, false, false, 0, false}"]),
             "};",
@@ -405,29 +477,22 @@ class _Header:
         if self.roles:
             cand_rows: list[str] = []
             cands: list[str] = []
-            pins: list[str] = []
             for role in self.roles:
                 entry = self.data["roles"][role]
                 c0 = len(cands)
                 cands.extend(f"Kernel::{_constant(c)}" for c in entry["candidates"])
                 p0 = len(pins)
-                for axis, raw in entry["axes"].items():
-                    if axis not in self.pos:
-                        continue  # no rule of these kernels names it
-                    kind = self.spec(axis)["type"]
-                    value = _int(raw) if kind != "enum" else 0
-                    pins.append(f"{{{self.pos[axis]}, {self.index_of(axis, raw)}, {value}}}")
+                pins.extend(self.pins(entry["axes"]))
                 cand_rows.append(f"  {{{c0}, {len(cands)}, {p0}, {len(pins)}}},  // {role}")
             self.emit(
-                "struct Pin { std::uint8_t axis; std::int16_t index; std::int64_t value; };",
                 "struct RoleRow { Index candidates_begin, candidates_end, pins_begin, pins_end; };",
                 f"constexpr Kernel kCandidates[] = {{{', '.join(cands)}}};",
-                f"constexpr Pin kPins[] = {{{', '.join(pins) or '{0, 0, 0}'}}};",
                 "constexpr RoleRow kRoles[] = {",
                 *cand_rows,
                 "};",
             )
-        self.emit("", "}  // namespace detail", "")
+        self.emit(f"constexpr Pin kPins[] = {{{', '.join(pins) or '{0, 0, 0}'}}};",
+                  "", "}  // namespace detail", "")
 
     def query(self) -> None:
         self.emit(
@@ -446,7 +511,8 @@ class _Header:
             spec = self.spec(axis)
             ident = _constant(axis)
             shown = ", ".join(str(v).lower() if isinstance(v, bool) else str(v) for v in spec["values"])
-            self.emit(f"  /// {axis} ({spec['type']}: {_comment(shown)})")
+            none = f"; {_NONE}: not given" if spec["type"] == "int" and self.optional(axis) else ""
+            self.emit(f"  /// {axis} ({spec['type']}: {_comment(shown)}{none})")
             if spec["type"] == "enum":
                 self.emit(
                     f"  Query& {_method(axis)}({_type(axis)} v) noexcept {{",
@@ -539,17 +605,27 @@ class _Header:
             "  return granted;",
             "}",
             "",
-            "}  // namespace detail",
+            "/// `query` with pins [begin, end) applied to the axes the caller did not set.",
+            "inline Query pinned(const Query& query, Index begin, Index end) noexcept {",
+            "  Query out = query;",
+            "  for (Index p = begin; p < end; ++p) {",
+            "    const Pin& pin = kPins[p];",
+            "    if (!out.given_[pin.axis]) {",
+            "      out.index_[pin.axis] = pin.index;",
+            "      out.value_[pin.axis] = pin.value;",
+            "    }",
+            "  }",
+            "  return out;",
+            "}",
             "",
-            "/// Whether `kernel` supports `query`; kDepends when the answer changes over its open axes.",
-            "inline Verdict resolve(Kernel kernel, const Query& query) noexcept {",
-            "  const detail::KernelRules& k = detail::kKernels[static_cast<std::size_t>(kernel)];",
+            "/// resolve() over the values of `query` as they are (no pins applied).",
+            "inline Verdict resolve_rules(const KernelRules& k, const Query& query) noexcept {",
             "  std::int16_t index[kAxisCount];",
             "  std::uint8_t open[kAxisCount];",
             "  std::size_t n_open = 0;",
             "  for (std::size_t a = 0; a < kAxisCount; ++a) {",
             "    index[a] = query.index_[a];",
-            "    if (index[a] == detail::kOpen && (k.relevant >> a & 1u)) {",
+            "    if (index[a] == kOpen && (k.relevant >> a & 1u)) {",
             "      open[n_open++] = static_cast<std::uint8_t>(a);",
             "      index[a] = 0;",
             "    }",
@@ -557,7 +633,7 @@ class _Header:
             "  bool any_yes = false;",
             "  bool any_no = false;",
             "  for (;;) {",
-            "    if (detail::cell_supported(k, index, query.value_)) {",
+            "    if (cell_supported(k, index, query.value_)) {",
             "      any_yes = true;",
             "    } else {",
             "      any_no = true;",
@@ -566,12 +642,23 @@ class _Header:
             "    std::size_t i = 0;",
             "    for (; i < n_open; ++i) {",
             "      const std::uint8_t a = open[i];",
-            "      if (++index[a] < detail::kAxisSize[a]) { break; }",
+            "      if (++index[a] < kAxisSize[a]) { break; }",
             "      index[a] = 0;",
             "    }",
             "    if (i == n_open) { break; }",
             "  }",
             "  return any_yes ? Verdict::kSupported : Verdict::kUnsupported;",
+            "}",
+            "",
+            "}  // namespace detail",
+            "",
+            "/// Whether `kernel` supports `query`; kDepends when the answer changes over its open axes.",
+            "/// The kernel's engine defaults (vLLM's tokens_per_block none) apply where the query set",
+            "/// no value.",
+            "inline Verdict resolve(Kernel kernel, const Query& query) noexcept {",
+            "  const detail::KernelRules& k = detail::kKernels[static_cast<std::size_t>(kernel)];",
+            "  if (k.pins_begin == k.pins_end) { return detail::resolve_rules(k, query); }",
+            "  return detail::resolve_rules(k, detail::pinned(query, k.pins_begin, k.pins_end));",
             "}",
             "",
             "inline bool supported(Kernel kernel, const Query& query) noexcept {",
@@ -591,17 +678,13 @@ class _Header:
             "",
             "inline Selection select(Role role, const Query& query) noexcept {",
             "  const detail::RoleRow& row = detail::kRoles[static_cast<std::size_t>(role)];",
-            "  Query pinned = query;",
-            "  for (detail::Index p = row.pins_begin; p < row.pins_end; ++p) {",
-            "    const detail::Pin& pin = detail::kPins[p];",
-            "    if (!pinned.given_[pin.axis]) {",
-            "      pinned.index_[pin.axis] = pin.index;",
-            "      pinned.value_[pin.axis] = pin.value;",
-            "    }",
-            "  }",
+            "  // The role's axes (over its engine's defaults) apply; its candidates' own engine",
+            "  // defaults do not.",
+            "  const Query pinned = detail::pinned(query, row.pins_begin, row.pins_end);",
             "  bool depends = false;",
             "  for (detail::Index c = row.candidates_begin; c < row.candidates_end; ++c) {",
-            "    const Verdict v = resolve(detail::kCandidates[c], pinned);",
+            "    const auto k = static_cast<std::size_t>(detail::kCandidates[c]);",
+            "    const Verdict v = detail::resolve_rules(detail::kKernels[k], pinned);",
             "    if (v == Verdict::kDepends) { depends = true; }",
             "    if (v == Verdict::kSupported) {",
             "      return {true, detail::kCandidates[c], depends ? Verdict::kDepends : Verdict::kSupported};",
@@ -635,6 +718,6 @@ def cpp_header(
     ``data`` is an artifact of :func:`capmatrix.export.export`; ``command`` is named in the banner.
 
     :raises CodegenError: for an unknown kernel or role, a name that cannot become a distinct C++
-        identifier, or an axis with more than 64 values.
+        identifier, an axis with more than 64 values, or an int outside ``(INT64_MIN, INT64_MAX]``.
     """
     return _Header(data, list(kernels), list(roles), namespace, command).render()
