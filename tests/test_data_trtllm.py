@@ -226,7 +226,8 @@ CASES: tuple[Case, ...] = (
     case("fmha_v2", "deepseek_v3", U, "fmha_v2.mla_generation_fp8_sm120", sm=89, spec_dec="none",
          **FP8, **GEN),
     # ---- fmha_v2: hand-written (code) ---------------------------------------------------------
-    case("fmha_v2", "deepseek_v3", U, "fmha_v2.mla_generation_sm100f", sm=103, spec_dec="none",
+    # the kernel exists on SM100/103 (mlaGeneration's dispatch order is the trtllm_generation role's)
+    case("fmha_v2", "deepseek_v3", S, "fmha_v2.mla_generation_bf16_sm90_100_120", sm=103, spec_dec="none",
          **GEN),
     # FP8 KV with paged context FMHA (on by default): the FP8-in/BF16-out kernel is head 192 only
     case("fmha_v2", "llama", U, "fmha_v2.context_fp8_bf16_sm89_120", sm=120, kv_cache_dtype="fp8", **CTX),
@@ -477,9 +478,24 @@ def test_trtllm_generation_role(p: Pick, matrix: Matrix) -> None:
 
 def test_role_order(matrix: Matrix) -> None:
     role = matrix.roles["trtllm_generation"]
-    # one list, no orders: the role `capmatrix codegen cpp` generates for the C++ integration
-    assert not role.orders
-    assert role.candidates == ("trtllm_gen", "flash_mla", "xqa", "fmha_v2", "mmha")
+    # mlaGeneration's dispatch: MLA decode on SM100/103 has trtllm-gen alone; every other query one list
+    assert [o.candidates for o in role.orders] == [
+        ("trtllm_gen",), ("trtllm_gen", "flash_mla", "xqa", "fmha_v2", "mmha"),
+    ]
+    resolver = compile_matrix(matrix)
+    for sm, attention, head_dim, first in ((100, "mla", 576, ("trtllm_gen",)), (103, "mla", 576, ("trtllm_gen",)),
+                                            (90, "mla", 576, role.candidates), (100, "gqa", 128, role.candidates)):
+        query = KernelQuery(None, sm=sm, attention=attention, head_dim=head_dim, phase="generation")
+        assert role.order_for(resolver.derived_values(query))[0] == first, (sm, attention)
+
+
+def test_mla_decode_on_sm100_is_trtllm_gen_alone(matrix: Matrix) -> None:
+    """fmha_v2 builds an SM100 MLA decode kernel, but mlaGeneration never reaches it there (C10, C3)."""
+    query = KernelQuery(None, model="deepseek_v3", sm=100, phase="generation")
+    assert capmatrix.resolve(query.with_kernel("fmha_v2"), matrix=matrix).verdict is Verdict.SUPPORTED
+    assert capmatrix.select("trtllm_generation", query, matrix=matrix).kernel == "trtllm_gen"
+    beam = capmatrix.select("trtllm_generation", query.replace(beam_width=4), matrix=matrix)
+    assert beam.kernel is None and [r.kernel for r in beam.trace] == ["trtllm_gen"]
 
 
 REQUIRED_MODELS = (
