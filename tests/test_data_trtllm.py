@@ -483,8 +483,10 @@ def test_role_order(matrix: Matrix) -> None:
         ("trtllm_gen",), ("trtllm_gen", "flash_mla", "xqa", "fmha_v2", "mmha"),
     ]
     resolver = compile_matrix(matrix)
-    for sm, attention, head_dim, first in ((100, "mla", 576, ("trtllm_gen",)), (103, "mla", 576, ("trtllm_gen",)),
-                                            (90, "mla", 576, role.candidates), (100, "gqa", 128, role.candidates)):
+    alone = ("trtllm_gen",)
+    cases = ((100, "mla", 576, alone), (103, "mla", 576, alone), (90, "mla", 576, role.candidates),
+             (100, "gqa", 128, role.candidates))
+    for sm, attention, head_dim, first in cases:
         query = KernelQuery(None, sm=sm, attention=attention, head_dim=head_dim, phase="generation")
         assert role.order_for(resolver.derived_values(query))[0] == first, (sm, attention)
 
@@ -495,7 +497,8 @@ def test_mla_decode_on_sm100_is_trtllm_gen_alone(matrix: Matrix) -> None:
     assert capmatrix.resolve(query.with_kernel("fmha_v2"), matrix=matrix).verdict is Verdict.SUPPORTED
     assert capmatrix.select("trtllm_generation", query, matrix=matrix).kernel == "trtllm_gen"
     beam = capmatrix.select("trtllm_generation", query.replace(beam_width=4), matrix=matrix)
-    assert beam.kernel is None and [r.kernel for r in beam.trace] == ["trtllm_gen"]
+    assert beam.kernel is None
+    assert [r.kernel for r in beam.trace] == ["trtllm_gen"]
 
 
 REQUIRED_MODELS = (

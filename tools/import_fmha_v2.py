@@ -87,9 +87,9 @@ def load_table(path: Path | None = None) -> dict[str, Any]:
         pair = (DTYPES[entry["dtype"]].replace("fp8", "e4m3"), entry.get("output_dtype"))
         if pair not in FMHA_DTYPES:
             raise TableError(
-                f"{where}: output_dtype {entry.get('output_dtype')!r} with dtype {entry['dtype']!r} is not one "
-                f"of the pairs {', '.join('/'.join(p) for p in FMHA_DTYPES)}; record setup.py's output_dtype "
-                "(the input dtype where setup.py leaves it None)"
+                f"{where}: output_dtype {entry.get('output_dtype')!r} with dtype {entry['dtype']!r} is not "
+                f"one of the pairs {', '.join('/'.join(p) for p in FMHA_DTYPES)}; record setup.py's "
+                "output_dtype (the input dtype where setup.py leaves it None)"
             )
         if str(entry.get("sm")) not in sms:
             raise TableError(f"{where}: sm {entry.get('sm')!r} has no entry in device_sms.map")
@@ -183,8 +183,9 @@ def generate(table: Mapping[str, Any], head_dims: Sequence[int]) -> str:
             "_".join(dtypes), "_".join(str(s) for s in built_sorted), "_softcap" if softcap else ""
         )
         what = "with logit soft-capping" if softcap else "without logit soft-capping"
+        described = "/".join(_describe(d) for d in dtypes)
         reason = (
-            f"setup.py builds {'/'.join(_describe(d) for d in dtypes)} flash-attention context kernels {what} for "
+            f"setup.py builds {described} flash-attention context kernels {what} for "
             f"sm {', '.join(str(s) for s in built_sorted)} with head sizes "
             f"{', '.join(str(h) for h in heads)} (sizes outside the head_dim axis left out); "
             "device SMs per the table's device_sms map."
@@ -262,7 +263,9 @@ def _environment(env: Mapping[str, str], cwd: Path) -> Iterator[None]:
 
 def table_from_specs(specs: Sequence[Any]) -> list[dict[str, Any]]:
     """Distil setup.py's filtered ``kernel_spec`` tuples into table entries (see the table's method)."""
-    context: dict[tuple[int, str, str], dict[bool, set[int]]] = defaultdict(lambda: {False: set(), True: set()})
+    # (sm, dtype, output dtype) -> soft-capping -> head sizes
+    context: dict[tuple[int, str, str], dict[bool, set[int]]] = defaultdict(
+        lambda: {False: set(), True: set()})
     mla: set[tuple[int, str, str, str]] = set()
     for spec in specs:
         if spec.dtype not in DTYPES or not spec.flash_attention or spec.sage_block_sizes is not None:
@@ -281,11 +284,12 @@ def table_from_specs(specs: Sequence[Any]) -> list[dict[str, Any]]:
         if kind is not None and int(spec.input_layout) == wanted:
             mla.add((int(spec.sm), dtype, output, kind))
     out: list[dict[str, Any]] = [
-        {"sm": sm, "dtype": dtype, "output_dtype": output, "kind": "context", "head_sizes": sorted(heads[False]),
-         "softcapping_head_sizes": sorted(heads[True])}
+        {"sm": sm, "dtype": dtype, "output_dtype": output, "kind": "context",
+         "head_sizes": sorted(heads[False]), "softcapping_head_sizes": sorted(heads[True])}
         for (sm, dtype, output), heads in context.items()
     ]
-    out += [{"sm": sm, "dtype": dtype, "output_dtype": output, "kind": kind} for sm, dtype, output, kind in mla]
+    out += [{"sm": sm, "dtype": dtype, "output_dtype": output, "kind": kind}
+            for sm, dtype, output, kind in mla]
     rank = {"fp16": 0, "bf16": 1, "e4m3": 2}
     out.sort(key=lambda e: (e["sm"], KINDS.index(e["kind"]) > 0, KINDS.index(e["kind"]), rank[e["dtype"]],
                             rank[e["output_dtype"]]))
