@@ -51,7 +51,8 @@ PICKS: tuple[Pick, ...] = (
     Pick("llama", {"sm": 86, "kv_cache_dtype": "fp8", "paged_context_fmha": True}, None),
     # FP8 KV with paged context FMHA forces the FP8 context kernel with the model's (BF16) output; fmha_v2
     # builds that pair for head 192 only (SM89/120/121) and for no non-MLA head on SM90, so Llama (head
-    # 128) falls back to unfused MHA there (TensorRT-LLM issue #17911); trtllm-gen has it on SM100/103
+    # 128) falls back to unfused MHA there (setup.py @ 03dd9bb8; issue #17911 reports heads 64/128 added
+    # later, head 256 still falling back); trtllm-gen has it on SM100/103
     Pick("llama", {"sm": 89, "kv_cache_dtype": "fp8", "paged_context_fmha": True}, "unfused_mha"),
     Pick("llama", {"sm": 90, "kv_cache_dtype": "fp8"}, "unfused_mha"),
     Pick("llama", {"sm": 120, "kv_cache_dtype": "fp8"}, "unfused_mha"),
