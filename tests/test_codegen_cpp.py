@@ -321,12 +321,21 @@ def test_role_selection(program: tuple[Path, list[str]], data: dict[str, Any],
         own = {a: v for a, v in data["models"][model]["axes"].items() if a not in pinned}
         lines.append(f"S 0 {_tokens(data, axes, {**own, 'sm': sm, 'spec_dec': mode})}")
         expected.append(f"{selection.kernel or '-'} {selection.verdict!s}")
+    # The role's order reads attention and sm: left open, the choice of list is undecided.
+    for sm, dtype in itertools.product(data["axes"]["sm"]["values"], ("bf16", "fp16")):
+        values = {"sm": sm, "dtype": dtype, "kv_cache_dtype": dtype, "head_dim": 576}
+        for attention in (None, "mla", "gqa"):
+            asked = values if attention is None else {**values, "attention": attention}
+            selection = capmatrix.select(ROLE, KernelQuery().replace(**asked), matrix)
+            lines.append(f"S 0 {_tokens(data, axes, asked)}")
+            expected.append(f"{selection.kernel or '-'} {selection.verdict!s}")
     got = []
     for answer in _run(binary, lines):
         kernel, verdict = answer.split()
         got.append(f"{kernel} {VERDICT[verdict]}")
     assert got == expected
     assert len({g.split()[0] for g in got}) >= 3
+    assert "- depends" in got[-6 * len(data["axes"]["sm"]["values"]):]  # undecided orders
 
 
 def test_errors_name_what_is_wrong(data: dict[str, Any]) -> None:
@@ -342,10 +351,14 @@ def test_errors_name_what_is_wrong(data: dict[str, Any]) -> None:
     assert classed, "no kernel of the shipped matrix has a rule on a derived axis"
     with pytest.raises(CodegenError, match=f"kernel '{classed[0]}': rule .* has a class condition on"):
         cpp_header(data, classed[:1])
-    ordered = [r for r, v in data["roles"].items() if v.get("orders")]
-    if ordered:
-        with pytest.raises(CodegenError, match="orders"):
-            cpp_header(data, [], ordered[:1])
+    # Orders on base axes are expressed (trtllm_generation's); one reading a derived axis is refused.
+    assert data["roles"][ROLE].get("orders")
+    unreadable = [r for r, v in data["roles"].items()
+                  if any(a not in data["axes"] or data["axes"][a].get("optional")
+                         for o in v.get("orders", ()) for b in o["when"] for a in b)]
+    assert unreadable, "no role of the shipped matrix has an order on a derived or optional axis"
+    with pytest.raises(CodegenError, match=f"role '{unreadable[0]}': an order reads .*derived or optional"):
+        cpp_header(data, [], unreadable[:1])
     with pytest.raises(CodegenError, match="at least one"):
         cpp_header(data, [])
     with pytest.raises(CodegenError, match="namespace"):

@@ -36,7 +36,8 @@ PICKS: tuple[Pick, ...] = (
     Pick("llama", {"sm": 87}, "unfused_mha"),                    # no fmha_v2 cubins for SM87
     Pick("llama", {"sm": 80, "position_bias": "relative"}, "unfused_mha"),
     Pick("llama", {"sm": 100, "position_bias": "alibi"}, "unfused_mha"),
-    Pick("llama", {"sm": 120, "kv_cache_dtype": "nvfp4"}, None),  # NVFP4 KV needs FP8 context FMHA
+    Pick("llama", {"sm": 120, "kv_cache_dtype": "nvfp4"}, None),  # NVFP4 KV needs FP8 context FMHA (init)
+    Pick("llama", {"sm": 100, "kv_cache_dtype": "nvfp4"}, None),
     Pick("llama", {"sm": 120, "dtype": "fp8", "kv_cache_dtype": "nvfp4"}, "fmha_v2"),
     Pick("deepseek_v3", {"sm": 90}, "fmha_v2"),
     Pick("deepseek_v3", {"sm": 100}, "trtllm_gen"),
@@ -48,7 +49,19 @@ PICKS: tuple[Pick, ...] = (
     Pick("llama", {"sm": 90, "head_dim": 512}, None),
     Pick("llama", {"sm": 80, "head_dim": 72}, "fmha_v2"),         # 72 is let through for fmha_v2
     Pick("llama", {"sm": 86, "kv_cache_dtype": "fp8", "paged_context_fmha": True}, None),
-    Pick("llama", {"sm": 89, "kv_cache_dtype": "fp8", "paged_context_fmha": True}, "fmha_v2"),
+    # FP8 KV with paged context FMHA forces the FP8 context kernel with the model's (BF16) output; fmha_v2
+    # builds that pair for head 192 only (SM89/120/121) and for no non-MLA head on SM90, so Llama (head
+    # 128) falls back to unfused MHA there (setup.py @ 03dd9bb8; issue #17911 reports heads 64/128 added
+    # later, head 256 still falling back); trtllm-gen has it on SM100/103
+    Pick("llama", {"sm": 89, "kv_cache_dtype": "fp8", "paged_context_fmha": True}, "unfused_mha"),
+    Pick("llama", {"sm": 90, "kv_cache_dtype": "fp8"}, "unfused_mha"),
+    Pick("llama", {"sm": 120, "kv_cache_dtype": "fp8"}, "unfused_mha"),
+    Pick("llama", {"sm": 121, "kv_cache_dtype": "fp8", "head_dim": 192}, "fmha_v2"),
+    Pick("llama", {"sm": 89, "kv_cache_dtype": "fp8", "head_dim": 192}, "fmha_v2"),
+    Pick("llama", {"sm": 100, "kv_cache_dtype": "fp8"}, "trtllm_gen"),
+    Pick("llama", {"sm": 100, "kv_cache_dtype": "fp8", "head_dim": 80}, "unfused_mha"),
+    Pick("llama", {"sm": 89, "kv_cache_dtype": "fp8", "paged_context_fmha": False}, "fmha_v2"),
+    Pick("llama", {"sm": 90, "kv_cache_dtype": "fp8", "dtype": "fp8"}, "fmha_v2"),  # the FP8 workflow
     # Llama 4's chunked layers: fmha_v2 serves them on SM90 only and stops elsewhere
     Pick("llama4_scout", {"sm": 90}, "fmha_v2"),
     Pick("llama4_scout", {"sm": 80}, None),
@@ -89,7 +102,7 @@ def test_unfused_fallback_is_last(matrix: Matrix) -> None:
     assert matrix.roles["trtllm_context"].axes == {"phase": "context"}
 
 
-INIT_AXES = ("sm", "kv_cache_dtype", "head_dim", "attention", "paged_context_fmha")
+INIT_AXES = ("sm", "kv_cache_dtype", "head_dim", "attention", "paged_context_fmha", "dtype")
 
 
 @pytest.mark.parametrize("role", ["trtllm_context"])

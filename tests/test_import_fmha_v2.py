@@ -57,11 +57,13 @@ def _minimal_table() -> dict[str, Any]:
         "build_env": {"path": "b", "commit": "d", "function": "f", "env": {}},
         "device_sms": {"map": {"90": [90], "120": [120, 121]}},
         "kernels": [
-            {"sm": 90, "dtype": "bf16", "kind": "context", "head_sizes": [16, 64, 128],
-             "softcapping_head_sizes": [128]},
-            {"sm": 120, "dtype": "bf16", "kind": "context", "head_sizes": [64, 128],
+            {"sm": 90, "dtype": "bf16", "output_dtype": "bf16", "kind": "context",
+             "head_sizes": [16, 64, 128], "softcapping_head_sizes": [128]},
+            {"sm": 120, "dtype": "bf16", "output_dtype": "bf16", "kind": "context", "head_sizes": [64, 128],
              "softcapping_head_sizes": []},
-            {"sm": 120, "dtype": "e4m3", "kind": "mla_generation"},
+            {"sm": 120, "dtype": "e4m3", "output_dtype": "bf16", "kind": "context", "head_sizes": [128],
+             "softcapping_head_sizes": []},
+            {"sm": 120, "dtype": "e4m3", "output_dtype": "bf16", "kind": "mla_generation"},
         ],
     }
 
@@ -72,16 +74,33 @@ def test_generate_groups_by_heads_and_maps_device_sms() -> None:
     assert ids == [
         "fmha_v2.context_bf16_sm90_120",
         "fmha_v2.context_bf16_sm90_softcap",
+        "fmha_v2.context_fp8_bf16_sm120",
         "fmha_v2.mla_generation_fp8_sm120",
     ]
     assert "sm: [90, 120, 121]" in text  # 16 is outside the axis, so SM90 and SM120 share a head list
     assert "kv_cache_dtype: fp8" in text
-    assert text.count("status: derived") == 3
+    # context grants read the engine's input/output pair; the E4M3-in/BF16-out kernel is its own grant
+    assert "trtllm_fmha_dtype: fp8_bf16" in text
+    assert "FP8-in/BF16-out" in text
+    assert "trtllm_fmha_dtype: bf16" in text
+    assert text.count("status: derived") == 4
+
+
+def test_shipped_table_has_fp8_bf16_out_only_for_head_192() -> None:
+    """Finding 1: off MLA, setup.py builds FP8-in/BF16-out context kernels for head 192 on SM89/120 only."""
+    pairs = {(k["sm"], k["kind"]): k for k in tool.load_table()["kernels"]
+             if k["dtype"] == "e4m3" and k["output_dtype"] == "bf16"}
+    assert {sm for sm, kind in pairs if kind == "context"} == {89, 120}
+    assert all(pairs[sm, "context"]["head_sizes"] == [192] for sm in (89, 120))
+    assert (90, "context") not in pairs
+    assert (90, "mla_context") in pairs
 
 
 @pytest.mark.parametrize(("mutate", "message"), [
     (lambda t: t["kernels"][0].update(kind="decode"), "kind 'decode'"),
     (lambda t: t["kernels"][0].update(dtype="int8"), "dtype 'int8'"),
+    (lambda t: t["kernels"][0].pop("output_dtype"), "output_dtype None with dtype 'bf16'"),
+    (lambda t: t["kernels"][0].update(output_dtype="e4m3"), "output_dtype 'e4m3' with dtype 'bf16'"),
     (lambda t: t["kernels"][0].update(sm=75), "sm 75"),
     (lambda t: t["kernels"][0].pop("head_sizes"), "needs head_sizes"),
     (lambda t: t.pop("device_sms"), "device_sms.map"),
@@ -111,7 +130,7 @@ import os
 from collections import namedtuple
 from scripts import load_script
 spec = namedtuple("kernel_spec", "sm dtype head_size head_size_v input_layout sage_block_sizes "
-                  "enable_attn_logit_softcapping flash_attention")
+                  "enable_attn_logit_softcapping flash_attention output_dtype", defaults=[None])
 def generate_files(specs_names):
     raise AssertionError("the importer replaces generate_files")
 def enumerate_kernels():
@@ -121,6 +140,8 @@ def enumerate_kernels():
         spec(120, "bf16", 64, 0, 0, None, False, True),
         spec(120, "bf16", 128, 0, 1, None, True, True),
         spec(120, "e4m3_fp32", 128, 0, 0, None, False, True),
+        spec(120, "e4m3_fp32", 192, 0, 2, None, False, True, "bf16"),    # FP8 in, BF16 out
+        spec(120, "e4m3_fp32", 192, 0, 2, None, False, True, "int8"),    # an output the axis lacks
         spec(120, "e4m3_fp32", 192, 128, 3, None, False, True),
         spec(120, "e4m3_fp32", 576, 512, 2, None, False, True),
         spec(120, "e4m3_fp32", 576, 512, 0, None, False, True),   # not paged: not the decode kernel
@@ -138,10 +159,14 @@ def test_extract_runs_setup_py_and_distils_it(tmp_path: Path) -> None:
     setup.write_text(FAKE_SETUP, encoding="utf-8")
     table = tool.extract(setup, {"ENABLE_SM120": "1"})
     assert table == [
-        {"sm": 120, "dtype": "bf16", "kind": "context", "head_sizes": [64], "softcapping_head_sizes": [128]},
-        {"sm": 120, "dtype": "e4m3", "kind": "context", "head_sizes": [128], "softcapping_head_sizes": []},
-        {"sm": 120, "dtype": "e4m3", "kind": "mla_context"},
-        {"sm": 120, "dtype": "e4m3", "kind": "mla_generation"},
+        {"sm": 120, "dtype": "bf16", "output_dtype": "bf16", "kind": "context", "head_sizes": [64],
+         "softcapping_head_sizes": [128]},
+        {"sm": 120, "dtype": "e4m3", "output_dtype": "bf16", "kind": "context", "head_sizes": [192],
+         "softcapping_head_sizes": []},
+        {"sm": 120, "dtype": "e4m3", "output_dtype": "e4m3", "kind": "context", "head_sizes": [128],
+         "softcapping_head_sizes": []},
+        {"sm": 120, "dtype": "e4m3", "output_dtype": "e4m3", "kind": "mla_context"},
+        {"sm": 120, "dtype": "e4m3", "output_dtype": "e4m3", "kind": "mla_generation"},
     ]
     assert not (tmp_path / "generated").exists()
 
@@ -156,9 +181,10 @@ def test_extract_drops_specs_without_kernel_code(tmp_path: Path) -> None:
     )
     table = tool.extract(setup, {"ENABLE_SM120": "1"})
     assert table[0] == {
-        "sm": 120, "dtype": "bf16", "kind": "context", "head_sizes": [], "softcapping_head_sizes": [128],
+        "sm": 120, "dtype": "bf16", "output_dtype": "bf16", "kind": "context", "head_sizes": [],
+        "softcapping_head_sizes": [128],
     }
-    assert len(table) == 4
+    assert len(table) == 5
 
 
 def test_extract_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -167,7 +193,7 @@ def test_extract_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert tool.run(["extract", "--setup-py", str(setup), "--commit", "abc"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["commit"] == "abc"
-    assert len(out["kernels"]) == 4
+    assert len(out["kernels"]) == 5
 
 
 def test_extract_rejects_other_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

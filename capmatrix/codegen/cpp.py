@@ -174,11 +174,17 @@ class _Header:
         for role in roles:
             if role not in data["roles"]:
                 raise CodegenError(f"unknown role {role!r}; known: {', '.join(data['roles'])}")
-            if data["roles"][role].get("orders"):
-                raise CodegenError(
-                    f"role {role!r} picks its candidate list by the query (orders), which the C++ "
-                    "header does not express yet; name its kernels with --kernel instead"
-                )
+            for order in data["roles"][role].get("orders", ()):
+                for box in order["when"]:
+                    for axis in box:
+                        # A derived axis (computed from others) or an optional one in an order's
+                        # 'when' has no table in the header: refused rather than answered wrongly.
+                        if axis not in data["axes"] or data["axes"][axis].get("optional"):
+                            raise CodegenError(
+                                f"role {role!r}: an order reads {axis!r}, a derived or optional axis, "
+                                "which the C++ header does not express in orders; name its kernels "
+                                "with --kernel instead"
+                            )
         chosen = list(dict.fromkeys(kernels))
         for role in roles:
             chosen.extend(c for c in data["roles"][role]["candidates"] if c not in chosen)
@@ -204,6 +210,8 @@ class _Header:
         self.kernels = chosen
         self.roles = roles
         named = {a for k in chosen for a in data["kernels"][k]["relevant_axes"]}
+        named.update(a for r in roles for order in data["roles"][r].get("orders", ())
+                     for box in order["when"] for a in box)
         self.axes = [a for a in data["axes"] if a in named]
         if len(self.axes) > MAX_AXES:
             raise CodegenError(f"{len(self.axes)} axes; the tables hold at most {MAX_AXES}")
@@ -342,6 +350,48 @@ class _Header:
         rules: list[str] = []
         kernel_rows: list[str] = []
         pins: list[str] = []  # the kernels' (their engine's defaults), then the roles'
+        def box_row(box: dict[str, list[Any]], by_axis: dict[str, Any]) -> str:
+            """A box as a ``Rule`` row's named bits, masks and condition references."""
+            masks, conds = [], []
+            named = 0
+            for axis in self.axes:
+                size = len(self.spec(axis)["values"])
+                if axis not in box:
+                    masks.append(f"0x{(1 << size) - 1:x}ull")
+                    conds.append("-1")
+                    continue
+                named |= 1 << self.pos[axis]
+                mask = 0
+                for value in box[axis]:
+                    mask |= 1 << self.index_of(axis, value)
+                masks.append(f"0x{mask:x}ull")
+                if self.spec(axis)["type"] == "enum":
+                    conds.append("-1")  # an enum query is always a value of the universe
+                    continue
+                cond = by_axis[axis]
+                v0 = len(values)
+                # The conditions are asked only of ints no list names. 'none' is a universe value
+                # of an optional axis, answered by the mask (its bit is the condition's
+                # admits_none), so it never reaches them and no condition lists it.
+                values.extend(self.literal(axis, v) for v in cond["values"] if v != _NONE_VALUE)
+                i0 = len(intervals)
+                for item in cond["intervals"]:
+                    low, high = "low" in item, "high" in item
+                    intervals.append(
+                        f"{{{str(low).lower()}, {_int(item.get('low', 0), axis, optional=False)}, "
+                        f"{str(item.get('low_inclusive', False)).lower()}, {str(high).lower()}, "
+                        f"{_int(item.get('high', 0), axis, optional=False)}, "
+                        f"{str(item.get('high_inclusive', False)).lower()}}}"
+                    )
+                m0 = len(moduli)
+                moduli.extend(_int(m, axis, optional=False) for m in cond.get("multiple_of", ()))
+                conds.append(str(len(conditions)))
+                conditions.append(
+                    f"{{{v0}, {len(values)}, {i0}, {len(intervals)}, {m0}, {len(moduli)}, "
+                    f"{str(cond['negated']).lower()}}}"
+                )
+            return f"0x{named:x}ull, {{{', '.join(masks)}}}, {{{', '.join(conds)}}}"
+
         for kernel in self.kernels:
             entry = self.data["kernels"][kernel]
             begin = len(rules)
@@ -350,50 +400,13 @@ class _Header:
             relevant = 0
             for axis in entry["relevant_axes"]:
                 relevant |= 1 << self.pos[axis]
+
             for rule in entry["rules"]:
-                masks, conds = [], []
-                named = 0
-                for axis in self.axes:
-                    size = len(self.spec(axis)["values"])
-                    if axis not in rule["box"]:
-                        masks.append(f"0x{(1 << size) - 1:x}ull")
-                        conds.append("-1")
-                        continue
-                    named |= 1 << self.pos[axis]
-                    mask = 0
-                    for value in rule["box"][axis]:
-                        mask |= 1 << self.index_of(axis, value)
-                    masks.append(f"0x{mask:x}ull")
-                    if self.spec(axis)["type"] == "enum":
-                        conds.append("-1")  # an enum query is always a value of the universe
-                        continue
-                    cond = rule["conditions"][axis]
-                    v0 = len(values)
-                    # The conditions are asked only of ints no list names. 'none' is a universe value
-                    # of an optional axis, answered by the mask (its bit is the condition's
-                    # admits_none), so it never reaches them and no condition lists it.
-                    values.extend(self.literal(axis, v) for v in cond["values"] if v != _NONE_VALUE)
-                    i0 = len(intervals)
-                    for item in cond["intervals"]:
-                        low, high = "low" in item, "high" in item
-                        intervals.append(
-                            f"{{{str(low).lower()}, {_int(item.get('low', 0), axis, optional=False)}, "
-                            f"{str(item.get('low_inclusive', False)).lower()}, {str(high).lower()}, "
-                            f"{_int(item.get('high', 0), axis, optional=False)}, "
-                            f"{str(item.get('high_inclusive', False)).lower()}}}"
-                        )
-                    m0 = len(moduli)
-                    moduli.extend(_int(m, axis, optional=False) for m in cond.get("multiple_of", ()))
-                    conds.append(str(len(conditions)))
-                    conditions.append(
-                        f"{{{v0}, {len(values)}, {i0}, {len(intervals)}, {m0}, {len(moduli)}, "
-                        f"{str(cond['negated']).lower()}}}"
-                    )
                 grant = "true" if rule["effect"] == "grant" else "false"
                 rules.append(
                     f"  // {_comment(rule['id'])} ({rule['effect']}, {rule['status']}; "
                     f"{_comment(rule['location']['file'])}:{rule['location'].get('line', '?')})\n"
-                    f"  {{{grant}, 0x{named:x}ull, {{{', '.join(masks)}}}, {{{', '.join(conds)}}}}},"
+                    f"  {{{grant}, {box_row(rule['box'], rule['conditions'])}}},"
                 )
             kernel_rows.append(
                 f"  {{{begin}, {len(rules)}, 0x{relevant:x}ull, {p0}, {len(pins)}}},  // {kernel}"
@@ -415,7 +428,9 @@ class _Header:
             else:
                 defaults.append("{kOpen, 0}")
         role_rows = len(pins) + sum(
-            len(self.data["roles"][r]["candidates"]) + len(self.data["roles"][r]["axes"]) for r in self.roles
+            len(self.data["roles"][r]["candidates"]) + len(self.data["roles"][r]["axes"])
+            + sum(len(o["candidates"]) + len(o["when"]) for o in self.data["roles"][r].get("orders", ()))
+            for r in self.roles
         )
         longest = max(len(values), len(intervals), len(conditions), len(rules), len(moduli),
                       len(int_values), role_rows)
@@ -477,16 +492,39 @@ class _Header:
         if self.roles:
             cand_rows: list[str] = []
             cands: list[str] = []
+            order_rows: list[str] = []
+            order_boxes: list[str] = []
             for role in self.roles:
                 entry = self.data["roles"][role]
                 c0 = len(cands)
                 cands.extend(f"Kernel::{_constant(c)}" for c in entry["candidates"])
+                c1 = len(cands)
                 p0 = len(pins)
                 pins.extend(self.pins(entry["axes"]))
-                cand_rows.append(f"  {{{c0}, {len(cands)}, {p0}, {len(pins)}}},  // {role}")
+                o0 = len(order_rows)
+                for order in entry.get("orders", ()):
+                    b0, k0 = len(order_boxes), len(cands)
+                    rows = (box_row({a: c["values"] for a, c in box.items()},
+                                    {a: c["condition"] for a, c in box.items()}) for box in order["when"])
+                    order_boxes.extend(f"  {{true, {row}}}," for row in rows)
+                    cands.extend(f"Kernel::{_constant(c)}" for c in order["candidates"])
+                    order_rows.append(f"  {{{b0}, {len(order_boxes)}, {k0}, {len(cands)}}},  // {role}")
+                cand_rows.append(
+                    f"  {{{c0}, {c1}, {p0}, {len(pins)}, {o0}, {len(order_rows)}}},  // {role}")
             self.emit(
-                "struct RoleRow { Index candidates_begin, candidates_end, pins_begin, pins_end; };",
+                "/// A role's candidates (its orders' lists after them), pins and orders [begin, end).",
+                "struct RoleRow {",
+                "  Index candidates_begin, candidates_end, pins_begin, pins_end, orders_begin, orders_end;",
+                "};",
+                "/// One order of a role: its 'when' (a union of boxes; none: every query) and candidates.",
+                "struct Order { Index boxes_begin, boxes_end, candidates_begin, candidates_end; };",
                 f"constexpr Kernel kCandidates[] = {{{', '.join(cands)}}};",
+                "constexpr Rule kOrderBoxes[] = {",
+                *(order_boxes or ["  {true, 0, {}, {}},"]),
+                "};",
+                "constexpr Order kOrders[] = {",
+                *(order_rows or ["  {0, 0, 0, 0},"]),
+                "};",
                 "constexpr RoleRow kRoles[] = {",
                 *cand_rows,
                 "};",
@@ -669,6 +707,38 @@ class _Header:
         if not self.roles:
             return
         self.emit(
+            "namespace detail {",
+            "",
+            "/// Whether `query` lies in an order's 'when': 1 yes, 0 no, -1 when that needs an open axis.",
+            "inline int in_when(const Order& order, const Query& query) noexcept {",
+            "  if (order.boxes_begin == order.boxes_end) { return 1; }",
+            "  bool undecided = false;",
+            "  for (Index b = order.boxes_begin; b < order.boxes_end; ++b) {",
+            "    const Rule& box = kOrderBoxes[b];",
+            "    int inside = 1;",
+            "    for (std::size_t a = 0; a < kAxisCount; ++a) {",
+            "      if (!(box.named >> a & 1u)) { continue; }",
+            "      const std::int16_t index = query.index_[a];",
+            "      if (index == kOpen) {",
+            "        inside = -1;",
+            "        continue;",
+            "      }",
+            "      const bool holds =",
+            "          index >= 0 ? (box.mask[a] >> index & 1u) != 0",
+            "                     : condition_holds(kConditions[box.condition[a]], query.value_[a]);",
+            "      if (!holds) {",
+            "        inside = 0;",
+            "        break;",
+            "      }",
+            "    }",
+            "    if (inside == 1) { return 1; }",
+            "    if (inside < 0) { undecided = true; }",
+            "  }",
+            "  return undecided ? -1 : 0;",
+            "}",
+            "",
+            "}  // namespace detail",
+            "",
             "/// The first supported candidate of a role; `found` is false when none is.",
             "struct Selection {",
             "  bool found;",
@@ -681,8 +751,25 @@ class _Header:
             "  // The role's axes (over its engine's defaults) apply; its candidates' own engine",
             "  // defaults do not.",
             "  const Query pinned = detail::pinned(query, row.pins_begin, row.pins_end);",
+            "  detail::Index begin = row.candidates_begin;",
+            "  detail::Index end = row.candidates_end;",
+            "  if (row.orders_begin != row.orders_end) {",
+            "    // The first order whose 'when' holds gives the list; one that reads an open axis before",
+            "    // any holds leaves the choice undecided; none holding: no candidates.",
+            "    begin = end = 0;",
+            "    for (detail::Index o = row.orders_begin; o < row.orders_end; ++o) {",
+            "      const detail::Order& order = detail::kOrders[o];",
+            "      const int inside = detail::in_when(order, pinned);",
+            "      if (inside < 0) { return {false, Kernel{}, Verdict::kDepends}; }",
+            "      if (inside > 0) {",
+            "        begin = order.candidates_begin;",
+            "        end = order.candidates_end;",
+            "        break;",
+            "      }",
+            "    }",
+            "  }",
             "  bool depends = false;",
-            "  for (detail::Index c = row.candidates_begin; c < row.candidates_end; ++c) {",
+            "  for (detail::Index c = begin; c < end; ++c) {",
             "    const auto k = static_cast<std::size_t>(detail::kCandidates[c]);",
             "    const Verdict v = detail::resolve_rules(detail::kKernels[k], pinned);",
             "    if (v == Verdict::kDepends) { depends = true; }",
