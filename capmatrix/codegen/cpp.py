@@ -20,7 +20,8 @@ candidates in order and its pinned axes. Its answers follow docs/export.md, as `
   set the axis;
 - ``select(Role, Query)`` tries the candidates in order (the role's axes apply where the query
   did not set them) and returns the first supported one, with ``kDepends`` as the verdict when an
-  earlier candidate depended on an open axis.
+  earlier candidate depended on an open axis; a role with orders takes the first order whose
+  ``when`` holds (undecided, ``kDepends``, when one reads an open axis first).
 """
 
 from __future__ import annotations
