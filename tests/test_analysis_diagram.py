@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import itertools
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from capmatrix.analysis._diagram import EMPTY, FULL, Diagram, axis_order
+from capmatrix.analysis._diagram import EMPTY, FULL, Diagram, axis_order, collection_paused
 from capmatrix.model import Axis, AxisType
 from capmatrix.regions import Box, Region, Space
 
@@ -156,3 +157,18 @@ def test_covered_equals_within_the_union(box: Box, groups: list[list[Box]], orde
     expected = cells_of(box) <= set().union(*(union_cells(g) for g in groups))
     assert d.covered(node, others) is expected
     assert d.within(node, d.union(others)) is expected
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_collection_is_paused_inside_and_left_as_it_was(enabled: bool) -> None:
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        with collection_paused():
+            assert not gc.isenabled()
+        assert gc.isenabled() is enabled
+        with pytest.raises(ValueError, match="inside"), collection_paused():
+            raise ValueError("inside")
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()

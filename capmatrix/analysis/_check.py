@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from capmatrix._partition import mostly_disjoint
 from capmatrix.analysis._boxes import Area, BoxIndex, KernelBoxes, areas, supported_region, witness_of
-from capmatrix.analysis._diagram import EMPTY
+from capmatrix.analysis._diagram import EMPTY, collection_paused
 from capmatrix.analysis._findings import MAX_REGIONS, CheckResult, Finding, Severity, Witness, finding
 from capmatrix.analysis._gates import gate_reports
 from capmatrix.analysis._roles import (
@@ -78,6 +78,7 @@ def problem_findings(problems: Iterable[CapabilityError]) -> tuple[Finding, ...]
     return tuple(sorted(out, key=Finding.sort_key))
 
 
+@collection_paused()
 def check(matrix: Matrix, *, max_regions: int = MAX_REGIONS) -> tuple[Finding, ...]:
     """Every finding for a loaded matrix, errors first.
 

@@ -19,21 +19,40 @@ first, ties in declared order. A good order keeps diagrams small; any order give
 
 from __future__ import annotations
 
+import gc
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from capmatrix.regions import bits
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Sequence
 
     from capmatrix.regions import Box, Space
 
-__all__ = ["EMPTY", "FULL", "Diagram", "axis_order"]
+__all__ = ["EMPTY", "FULL", "Diagram", "axis_order", "collection_paused"]
 
 #: The terminal node of the empty region.
 EMPTY = 0
 #: The terminal node of the whole universe.
 FULL = 1
+
+
+@contextmanager
+def collection_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for the duration (as it was before, after).
+
+    A diagram store holds millions of tuples and memo entries, none of them in a reference cycle;
+    each full collection walks all of them, which cost a third of the time of a role's union. The
+    walks below break their own closures' cycles, so nothing they build waits for a collection.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def axis_order(space: Space, boxes: Iterable[Box]) -> tuple[int, ...]:
@@ -54,8 +73,9 @@ class Diagram:
     can be combined with every other of the same store; the store only grows.
     """
 
-    __slots__ = ("_and", "_apart", "_cell_memo", "_kids", "_level", "_minus", "_or", "_paths", "_skip",
-                 "_unique", "_within", "axes", "full", "sizes", "space", "width")
+    __slots__ = ("_and", "_apart", "_cell_memo", "_join", "_kids", "_level", "_meet", "_minus", "_or",
+                 "_paths", "_skip", "_subtract", "_unique", "_within", "axes", "full", "sizes", "space",
+                 "width")
 
     def __init__(self, space: Space, order: Sequence[int] | None = None) -> None:
         self.space = space
@@ -84,6 +104,7 @@ class Diagram:
         for low in range(self.width + 1):
             for high in range(low + 1, self.width + 1):
                 self._skip[low][high] = self._skip[low][high - 1] * self.sizes[high - 1]
+        self._join, self._meet, self._subtract = _operations(self)
 
     def __len__(self) -> int:
         """Nodes built so far, terminals included."""
@@ -150,8 +171,10 @@ class Diagram:
         pending = [0] * (width + 1)
         for level in range(width - 1, -1, -1):
             pending[level] = pending[level + 1] | constrained[level]
-        memo: dict[tuple[int, int], int] = {}
-        node = self._node
+        # Per level, the node of each live set met there (after the levels nobody tests are skipped
+        # and a covering grant stands for all; both keys are kept).
+        memo: list[dict[int, int]] = [{} for _ in range(width + 1)]
+        levels, kids_of, unique = self._level, self._kids, self._unique
 
         def walk(level: int, live: int) -> int:
             """The node of ``live`` (some grant among them) from ``level`` down."""
@@ -166,13 +189,15 @@ class Diagram:
                 if not e:
                     return FULL
                 live = (covering & -covering) | e  # one covering grant decides as well as all
-            key = (level, live)
-            found = memo.get(key)
+            here = memo[level]
+            found = here.get(live)
             if found is not None:
                 return found
             below = level + 1
+            under = memo[below]
             seen: dict[int, int] = {}
-            kids = []
+            kids: list[int] = []
+            add = kids.append
             for admits in admit[level]:
                 sub = live & admits
                 kid = seen.get(sub)
@@ -180,15 +205,29 @@ class Diagram:
                     if not sub & grants:
                         kid = EMPTY
                     else:
-                        kid = memo.get((below, sub))
+                        kid = under.get(sub)
                         if kid is None:
-                            kid = memo[(below, sub)] = walk(below, sub)
+                            kid = under[sub] = walk(below, sub)
                     seen[sub] = kid
-                kids.append(kid)
-            found = memo[key] = node(level, tuple(kids))
+                add(kid)
+            first = kids[0]
+            if kids.count(first) == len(kids):
+                found = first
+            else:
+                key = tuple(kids)
+                table = unique[level]
+                found = table.get(key)
+                if found is None:
+                    found = table[key] = len(levels)
+                    levels.append(level)
+                    kids_of.append(key)
+            here[live] = found
             return found
 
-        return walk(0, live)
+        found = walk(0, live)
+        for table in memo:  # ``walk`` refers to itself: free its memo without a collection
+            table.clear()
+        return found
 
     def union(self, nodes: Iterable[int]) -> int:
         """The union of ``nodes``, combined pairwise in a balanced tree (small intermediate results)."""
@@ -217,25 +256,6 @@ class Diagram:
             return found
         return self._join(a, b)
 
-    def _join(self, a: int, b: int) -> int:
-        memo = self._or
-        level, kids_a, kids_b = self._align(a, b)
-        out: list[int] = []
-        add = out.append
-        for x, y in zip(kids_a, kids_b, strict=True):
-            if y in (x, EMPTY):
-                add(x)
-            elif x == EMPTY:
-                add(y)
-            elif FULL in (x, y):
-                add(FULL)
-            else:
-                key = (x, y) if x < y else (y, x)
-                found = memo.get(key)
-                add(self._join(*key) if found is None else found)
-        found = memo[(a, b)] = self._node(level, tuple(out))
-        return found
-
     def meet(self, a: int, b: int) -> int:
         """The intersection of two regions."""
         if EMPTY in (a, b):
@@ -251,25 +271,6 @@ class Diagram:
             return found
         return self._meet(a, b)
 
-    def _meet(self, a: int, b: int) -> int:
-        memo = self._and
-        level, kids_a, kids_b = self._align(a, b)
-        out: list[int] = []
-        add = out.append
-        for x, y in zip(kids_a, kids_b, strict=True):
-            if EMPTY in (x, y):
-                add(EMPTY)
-            elif x in (FULL, y):
-                add(y)
-            elif y == FULL:
-                add(x)
-            else:
-                key = (x, y) if x < y else (y, x)
-                found = memo.get(key)
-                add(self._meet(*key) if found is None else found)
-        found = memo[(a, b)] = self._node(level, tuple(out))
-        return found
-
     def minus(self, a: int, b: int) -> int:
         """The cells of ``a`` not in ``b``."""
         if a == EMPTY or b in (FULL, a):
@@ -280,22 +281,6 @@ class Diagram:
         if found is not None:
             return found
         return self._subtract(a, b)
-
-    def _subtract(self, a: int, b: int) -> int:
-        memo = self._minus
-        level, kids_a, kids_b = self._align(a, b)
-        out: list[int] = []
-        add = out.append
-        for x, y in zip(kids_a, kids_b, strict=True):
-            if x == EMPTY or y in (FULL, x):
-                add(EMPTY)
-            elif y == EMPTY:
-                add(x)
-            else:
-                found = memo.get((x, y))
-                add(self._subtract(x, y) if found is None else found)
-        found = memo[(a, b)] = self._node(level, tuple(out))
-        return found
 
     def _align(self, a: int, b: int) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
         la, lb = self._level[a], self._level[b]
@@ -439,7 +424,9 @@ class Diagram:
             held.add(key)
             return True
 
-        return walk(node, tuple(sorted({g for g in others if g != EMPTY})))
+        found = walk(node, tuple(sorted({g for g in others if g != EMPTY})))
+        held.clear()  # ``walk`` refers to itself: free its memo without a collection
+        return found
 
     def intersects(self, a: int, b: int) -> bool:
         """Whether the regions share a cell (stops at the first shared cell; builds nothing)."""
@@ -488,7 +475,9 @@ class Diagram:
             barren.add(n)
             return False
 
-        return walk(node)
+        found = walk(node)
+        barren.clear()  # ``walk`` refers to itself: free its memo without a collection
+        return found
 
     def winners(
         self, layers: Iterable[tuple[Sequence[str], int]], support: Callable[[str], int]
@@ -511,3 +500,101 @@ class Diagram:
             if rest != EMPTY:
                 out[None] = self.join(out.get(None, EMPTY), rest)
         return out
+
+
+def _operations(store: Diagram) -> tuple[Callable[[int, int], int], Callable[[int, int], int],
+                                         Callable[[int, int], int]]:
+    """The memoised walks of union, intersection and difference over ``store``'s nodes.
+
+    Closures over the store's tables (which are only ever appended to), with the alignment of two
+    nodes and the building of a node written out inline: these walks visit every pair of nodes the
+    result is built from, millions for a role of overlapping candidates, so each lookup saved counts.
+    Each takes two non-terminal nodes (``a < b`` for the symmetric two) whose pair is not memoised.
+    """
+    levels, kids_of, unique, sizes = store._level, store._kids, store._unique, store.sizes  # noqa: SLF001
+    or_memo, and_memo, minus_memo = store._or, store._and, store._minus  # noqa: SLF001
+    or_get, and_get, minus_get = or_memo.get, and_memo.get, minus_memo.get
+
+    def build(level: int, out: list[int]) -> int:
+        first = out[0]
+        if out.count(first) == len(out):
+            return first
+        kids = tuple(out)
+        table = unique[level]
+        found = table.get(kids)
+        if found is None:
+            found = table[kids] = len(levels)
+            levels.append(level)
+            kids_of.append(kids)
+        return found
+
+    def join(a: int, b: int) -> int:
+        la, lb = levels[a], levels[b]
+        if la == lb:
+            level, kids_a, kids_b = la, kids_of[a], kids_of[b]
+        elif la < lb:
+            level, kids_a, kids_b = la, kids_of[a], (b,) * sizes[la]
+        else:
+            level, kids_a, kids_b = lb, (a,) * sizes[lb], kids_of[b]
+        out: list[int] = []
+        add = out.append
+        for x, y in zip(kids_a, kids_b, strict=True):
+            if y in (x, EMPTY):
+                add(x)
+            elif x == EMPTY:
+                add(y)
+            elif FULL in (x, y):
+                add(FULL)
+            else:
+                low, high = (x, y) if x < y else (y, x)
+                found = or_get((low, high))
+                add(join(low, high) if found is None else found)
+        found = or_memo[(a, b)] = build(level, out)
+        return found
+
+    def meet(a: int, b: int) -> int:
+        la, lb = levels[a], levels[b]
+        if la == lb:
+            level, kids_a, kids_b = la, kids_of[a], kids_of[b]
+        elif la < lb:
+            level, kids_a, kids_b = la, kids_of[a], (b,) * sizes[la]
+        else:
+            level, kids_a, kids_b = lb, (a,) * sizes[lb], kids_of[b]
+        out: list[int] = []
+        add = out.append
+        for x, y in zip(kids_a, kids_b, strict=True):
+            if EMPTY in (x, y):
+                add(EMPTY)
+            elif x in (y, FULL):
+                add(y)
+            elif y == FULL:
+                add(x)
+            else:
+                low, high = (x, y) if x < y else (y, x)
+                found = and_get((low, high))
+                add(meet(low, high) if found is None else found)
+        found = and_memo[(a, b)] = build(level, out)
+        return found
+
+    def subtract(a: int, b: int) -> int:
+        la, lb = levels[a], levels[b]
+        if la == lb:
+            level, kids_a, kids_b = la, kids_of[a], kids_of[b]
+        elif la < lb:
+            level, kids_a, kids_b = la, kids_of[a], (b,) * sizes[la]
+        else:
+            level, kids_a, kids_b = lb, (a,) * sizes[lb], kids_of[b]
+        out: list[int] = []
+        add = out.append
+        for x, y in zip(kids_a, kids_b, strict=True):
+            if x == EMPTY or y in (FULL, x):
+                add(EMPTY)
+            elif y == EMPTY:
+                add(x)
+            else:
+                found = minus_get((x, y))
+                add(subtract(x, y) if found is None else found)
+        found = minus_memo[(a, b)] = build(level, out)
+        return found
+
+    return join, meet, subtract

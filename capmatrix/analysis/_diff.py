@@ -24,7 +24,7 @@ from capmatrix.analysis._boxes import (
     supported_region,
     with_values,
 )
-from capmatrix.analysis._diagram import EMPTY, FULL, Diagram, axis_order
+from capmatrix.analysis._diagram import EMPTY, FULL, Diagram, axis_order, collection_paused
 from capmatrix.analysis._findings import MAX_REGIONS
 from capmatrix.model import _StrEnum
 from capmatrix.regions import Region, Space
@@ -407,6 +407,7 @@ def _role_diff(sides: _Sides, name: str, old: Matrix, new: Matrix) -> RoleDiff:
     )
 
 
+@collection_paused()
 def diff(
     old: Matrix,
     new: Matrix,

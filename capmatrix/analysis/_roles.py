@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from capmatrix._partition import PartitionLimit, find, measure, partition, uncovered
 from capmatrix.analysis._boxes import Area, KernelBoxes, areas, reduce_kernel
-from capmatrix.analysis._diagram import EMPTY, FULL, Diagram, axis_order
+from capmatrix.analysis._diagram import EMPTY, FULL, Diagram, axis_order, collection_paused
 from capmatrix.analysis._findings import MAX_REGIONS, Witness, finding
 from capmatrix.errors import CapmatrixError
 from capmatrix.regions import Region
@@ -173,6 +173,7 @@ def role_gap(matrix: Matrix, role: Role, *, limit: int = MAX_REGIONS) -> Region:
     return gap.region
 
 
+@collection_paused()
 def bounded_gap(matrix: Matrix, role: Role, *, limit: int = MAX_REGIONS) -> Gap:
     """Where no candidate of ``role`` is supported, within ``limit`` boxes (see :class:`Gap`).
 
