@@ -250,8 +250,9 @@ def test_a_role_with_no_winner_but_a_depending_candidate_says_so() -> None:
                        "--dtype", "bf16")
     assert code == 1
     assert out.splitlines()[0] == "trtllm_context: no supported candidate"
-    # trtllm_generation with the KV dtype, head and group left open: XQA and MMHA each depend on them.
-    code, out, _ = cli("select", "trtllm_generation", "--sm", "90", "--attention", "gqa", "--dtype", "bf16")
+    # trtllm_generation with the group and spec-dec mode left open: XQA and MMHA each depend on them.
+    code, out, _ = cli("select", "trtllm_generation", "--sm", "90", "--attention", "gqa", "--dtype", "bf16",
+                       "--kv-cache-dtype", "bf16", "--head-dim", "128")
     assert code == 3
     assert out.splitlines()[0] == ("trtllm_generation: no candidate is supported for every value left open; "
                                    "xqa, mmha depend on them")

@@ -478,17 +478,28 @@ def test_trtllm_generation_role(p: Pick, matrix: Matrix) -> None:
 
 def test_role_order(matrix: Matrix) -> None:
     role = matrix.roles["trtllm_generation"]
+    # AttentionOp::initialize's refusals first (the gate alone), as in trtllm_context; then
     # mlaGeneration's dispatch: MLA decode on SM100/103 has trtllm-gen alone; every other query one list
+    init = ("trtllm_attention_init",)
     assert [o.candidates for o in role.orders] == [
-        ("trtllm_gen",), ("trtllm_gen", "flash_mla", "xqa", "fmha_v2", "mmha"),
+        init, init, init, init, ("trtllm_gen",), ("trtllm_gen", "flash_mla", "xqa", "fmha_v2", "mmha"),
     ]
     resolver = compile_matrix(matrix)
     alone = ("trtllm_gen",)
-    cases = ((100, "mla", 576, alone), (103, "mla", 576, alone), (90, "mla", 576, role.candidates),
-             (100, "gqa", 128, role.candidates))
+    rest = role.orders[-1].candidates
+    cases = ((100, "mla", 576, alone), (103, "mla", 576, alone), (90, "mla", 576, rest),
+             (100, "gqa", 128, rest))
+    cases += ((100, "gqa", 40, init), (100, "mla", 576, alone))
     for sm, attention, head_dim, first in cases:
-        query = KernelQuery(None, sm=sm, attention=attention, head_dim=head_dim, phase="generation")
+        query = KernelQuery(None, sm=sm, attention=attention, head_dim=head_dim, phase="generation",
+                            dtype="bf16", kv_cache_dtype="bf16")
         assert role.order_for(resolver.derived_values(query))[0] == first, (sm, attention)
+    # INT8 KV on SM100 stops the op, decode included: the gate says why (AttentionOp::initialize).
+    int8 = KernelQuery(None, model="llama", sm=100, kv_cache_dtype="int8", phase="generation")
+    stopped = capmatrix.select("trtllm_generation", int8, matrix=matrix)
+    assert stopped.kernel is None
+    assert [r.kernel for r in stopped.trace] == ["trtllm_attention_init"]
+    assert "trtllm_attention_init.int8_kv_sm100f" in stopped.trace[0].rules
 
 
 def test_mla_decode_on_sm100_is_trtllm_gen_alone(matrix: Matrix) -> None:

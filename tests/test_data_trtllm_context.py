@@ -105,7 +105,7 @@ def test_unfused_fallback_is_last(matrix: Matrix) -> None:
 INIT_AXES = ("sm", "kv_cache_dtype", "head_dim", "attention", "paged_context_fmha", "dtype")
 
 
-@pytest.mark.parametrize("role", ["trtllm_context"])
+@pytest.mark.parametrize("role", ["trtllm_context", "trtllm_generation"])
 def test_init_orders_are_the_init_gate_refusals(role: str, matrix: Matrix) -> None:
     """A role offers the init gate alone exactly where the gate refuses: the orders cannot drift from it."""
     resolver = compile_matrix(matrix)
