@@ -487,9 +487,9 @@ def test_role_order(matrix: Matrix) -> None:
     resolver = compile_matrix(matrix)
     alone = ("trtllm_gen",)
     rest = role.orders[-1].candidates
-    cases = ((100, "mla", 576, alone), (103, "mla", 576, alone), (90, "mla", 576, rest),
-             (100, "gqa", 128, rest))
-    cases += ((100, "gqa", 40, init), (100, "mla", 576, alone))
+    cases: list[tuple[int, str, int, tuple[str, ...]]] = [
+        (100, "mla", 576, alone), (103, "mla", 576, alone), (90, "mla", 576, rest), (100, "gqa", 128, rest)]
+    cases += [(100, "gqa", 40, init), (100, "mla", 576, alone)]
     for sm, attention, head_dim, first in cases:
         query = KernelQuery(None, sm=sm, attention=attention, head_dim=head_dim, phase="generation",
                             dtype="bf16", kv_cache_dtype="bf16")
