@@ -15,8 +15,9 @@ own, around one base shape (:data:`ISSUE`, the shape that exposed the analyses' 
 - a twin with 1 % to 20 % of the rules mutated, for ``diff``.
 
 :func:`family` lists the shapes; :func:`generate` makes one :class:`~benchmarks.synth.Synthetic` of a given
-number of rules, written as YAML through the loader by the benchmark (one file per 25 kernels, below the
-loader's per-file limits). The same shape and size always give byte-identical YAML.
+number of rules, written as YAML through the loader by the benchmark (one file per 25 kernels, fewer
+where that passes 1,250 rules, below the loader's per-file limits). The same shape and size always give
+byte-identical YAML.
 """
 
 from __future__ import annotations
@@ -164,7 +165,8 @@ def generate(shape: Shape, n_rules: int) -> Synthetic:
             region[enums[1].name] = enums[1].values[(j // n) % n]
         rules.append((kernel, effect, dict(sorted(region.items()))))
     name = f"{shape.name}-{n_rules}"
-    docs = _documents(axes, rules, kernels, roles, per_file=25)
+    # 25 kernels a file, fewer for long kernels: a file stays within the loader's 50,000 nodes.
+    docs = _documents(axes, rules, kernels, roles, per_file=max(1, min(25, 1_250 // shape.per_kernel)))
     return Synthetic(name, axes, docs, n_rules, kernels, tuple(roles))
 
 
