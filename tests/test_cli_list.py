@@ -50,7 +50,7 @@ def test_list_gates_json() -> None:
 
 def test_list_roles_models_axes_gpus_text() -> None:
     _, roles, _ = cli("list", "roles")
-    assert "  trtllm_generation: trtllm_gen, flash_mla, xqa, fmha_v2, mmha\n" in roles
+    assert "  trtllm_generation: trtllm_attention_init, trtllm_gen, flash_mla, xqa, fmha_v2, mmha\n" in roles
     _, models, _ = cli("list", "models")
     assert models.startswith("26 models:\n")
     assert "  deepseek_v3: attention=mla dtype=bf16 kv_cache_dtype=bf16 head_dim=576 q_per_kv=128\n" in models
