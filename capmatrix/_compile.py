@@ -14,6 +14,8 @@ from capmatrix.regions import Box, bits
 TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
 
+    from collections.abc import Iterator, Mapping
+
     from capmatrix._answers import Reason
     from capmatrix.model import Axis, Kernel, Rule
 
@@ -138,3 +140,46 @@ def _exclusion_index(
             group[mask] = group.get(mask, 0) | 1 << k
         rows[ai] = _value_row(group, len(axes[ai].values))
     return tuple(rows)
+
+
+class KernelIndex:
+    """The compiled kernels of a matrix by name, each compiled the first time it is asked for.
+
+    A process that loads the matrix and asks about one kernel compiles that kernel only (cold start);
+    every later answer is a dict lookup. Two threads asking first may both compile a kernel: the
+    results are equal, and the first one stored is kept.
+    """
+
+    __slots__ = ("_axes", "_compiled", "_kernels", "_masks")
+
+    def __init__(self, kernels: Mapping[str, Kernel], axes: tuple[Axis, ...]) -> None:
+        self._kernels = kernels
+        self._axes = axes
+        self._compiled: dict[str, _CompiledKernel] = {}
+        self._masks: dict[int, int] = {}  # conditions shared between kernels: their masks, once
+
+    def get(self, name: str) -> _CompiledKernel | None:
+        """The compiled kernel ``name`` (None: the matrix has no such kernel)."""
+        found = self._compiled.get(name)
+        if found is None:
+            kernel = self._kernels.get(name)
+            if kernel is None:
+                return None
+            found = self._compiled.setdefault(name, _compile_kernel(kernel, self._axes, self._masks))
+        return found
+
+    def __getitem__(self, name: str) -> _CompiledKernel:
+        found = self.get(name)
+        if found is None:
+            raise KeyError(name)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._kernels)
+
+    def __len__(self) -> int:
+        return len(self._kernels)
+
+    def compiled(self) -> Iterator[_CompiledKernel]:
+        """The kernels compiled so far."""
+        return iter(list(self._compiled.values()))

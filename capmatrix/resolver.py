@@ -25,7 +25,7 @@ from capmatrix._answers import (
     Selection,
     Verdict,
 )
-from capmatrix._compile import _compile_kernel, _CompiledKernel
+from capmatrix._compile import KernelIndex, _CompiledKernel
 from capmatrix._explain import MAX_RESIDUAL_BOXES, Explainer
 from capmatrix._partition import PartitionLimit, find, partition, reduce_kernel
 from capmatrix._tables import NO_ROW, Table
@@ -122,9 +122,8 @@ class Resolver:
             for ai, a in enumerate(self._axes)
         )
         masks: dict[int, int] = {}  # shared conditions' masks, for this compilation only
-        self._kernels = {
-            name: _compile_kernel(kernel, self._axes, masks) for name, kernel in matrix.kernels.items()
-        }
+        #: Each kernel compiled on first use (a cold start answers one kernel without compiling all).
+        self._kernels = KernelIndex(matrix.kernels, self._axes)
         #: Per kernel, its engine's defaults (one dict per engine, read only); per role, those and the
         #: role's own values.
         engines = {kernel.engine: matrix.pins(kernel) for kernel in matrix.kernels.values()}
@@ -195,7 +194,7 @@ class Resolver:
         self._select_cache.clear()
         self._effective_memo.clear()
         self._shapes.clear()
-        for compiled in self._kernels.values():
+        for compiled in self._kernels.compiled():
             compiled.reason_cache.clear()
             compiled.mismatch_cache.clear()
             compiled.exclusion_reasons.clear()

@@ -444,7 +444,7 @@ def test_forget_drops_every_memo_and_answers_alike() -> None:
     resolver.forget()
     for memo in (resolver._cache, resolver._select_cache, resolver._effective_memo, resolver._shapes):
         assert not memo
-    assert all(not c.reason_cache and not c.mismatch_cache for c in resolver._kernels.values())
+    assert all(not c.reason_cache and not c.mismatch_cache for c in resolver._kernels.compiled())
     again = resolver.resolve(query)
     assert again is not before
     assert again == before
