@@ -6,8 +6,7 @@ is worked out on first read, from the resolver that bound it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
+from capmatrix._record import field, record
 from capmatrix.model import _StrEnum
 
 TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
@@ -102,7 +101,7 @@ _QUERY = Origin(OriginKind.QUERY)
 _DEFAULT = Origin(OriginKind.DEFAULT)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class Reason:
     """One piece of an explanation; ``kind`` (a :class:`ReasonKind`) says which."""
 
@@ -139,7 +138,7 @@ class Reason:
         return self.message
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class Resolution:
     """A verdict for one query, with every reason behind it.
 
@@ -201,7 +200,7 @@ class Resolution:
         }
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class Selection:
     """The first supported candidate of a role, with the trace of every candidate tried."""
 

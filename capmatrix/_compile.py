@@ -6,8 +6,7 @@ included), so that resolving a query is a handful of big-integer ANDs whatever t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
+from capmatrix._record import field, record
 from capmatrix.model import Effect
 from capmatrix.regions import Box, bits
 
@@ -24,7 +23,7 @@ __all__: list[str] = []
 
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _CompiledKernel:
     kernel: Kernel
     rules: tuple[Rule, ...]

@@ -6,10 +6,10 @@ guard, models, roles, GPUs, and the engine vocabularies each reads.
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 from capmatrix import _hints
+from capmatrix._record import replace
 from capmatrix._values import _Values, _when_text, open_domains
 from capmatrix.errors import CapabilityError, echo
 from capmatrix.matrix import Matrix, gpu_spelling
@@ -207,7 +207,7 @@ class _Semantics(_Values):
         for i, rule in enumerate(kernel.rules):
             derived = pending.get(i)
             rules.extend(self._expand(rule, derived) if derived else (rule,))
-        return dataclasses.replace(kernel, rules=tuple(rules))
+        return replace(kernel, rules=tuple(rules))
 
     def _areas(self, role: Role) -> Role:
         """``role`` with each order's area: where it applies and no earlier order does (E243 if nowhere)."""
@@ -222,8 +222,8 @@ class _Semantics(_Values):
                           "this order never applies: earlier orders take every query it names",
                           code="E243")
             taken = taken | area
-            orders.append(dataclasses.replace(order, area=area.boxes))
-        return dataclasses.replace(role, orders=tuple(orders))
+            orders.append(replace(order, area=area.boxes))
+        return replace(role, orders=tuple(orders))
 
     # -- kernels and rules ---------------------------------------------------------------------
 

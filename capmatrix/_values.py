@@ -9,11 +9,11 @@ problem is reported at its ``file:line:col`` through :meth:`_Values.fail`.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
 from capmatrix import _hints
 from capmatrix._classes import representatives
+from capmatrix._record import replace
 from capmatrix.errors import CapabilityError, echo
 from capmatrix.model import (
     CORE,
@@ -77,7 +77,7 @@ def open_domains(axes: Mapping[str, Axis], boxes: Iterable[Mapping[str, Conditio
         axis = axes[name]
         ordered = tuple(found)
         reps = representatives(axis.values, ordered)
-        out[name] = dataclasses.replace(axis, values=axis.values + reps, extra=len(reps), cuts=ordered)
+        out[name] = replace(axis, values=axis.values + reps, extra=len(reps), cuts=ordered)
     return out
 
 

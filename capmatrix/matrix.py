@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from capmatrix._record import field, record
 from capmatrix.model import Kernel
 from capmatrix.regions import Space
 
@@ -24,7 +24,7 @@ __all__ = ["ROOT_LABEL", "Matrix", "gpu_spelling"]
 ROOT_LABEL = "capabilities"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class Matrix:
     """A loaded, validated capability matrix. Build it with :func:`capmatrix.load`."""
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass, field
 
 from capmatrix._classes import describe_class, signature, signatures
+from capmatrix._record import field, record
 from capmatrix.errors import InvalidValue
 
 TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
@@ -84,7 +84,7 @@ class Status(_StrEnum):
     KNOWN_ISSUE = "known_issue"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class Location:
     """Where something was declared: a file and a 1-based line and column."""
 
@@ -98,7 +98,7 @@ class Location:
         return f"{self.path}:{self.line}"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class Axis:
     """One query axis and its known universe of values."""
 
@@ -266,7 +266,7 @@ _TRUE = frozenset({"true", "1", "yes", "on"})
 _FALSE = frozenset({"false", "0", "no", "off"})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class Interval:
     """An integer interval; ``None`` bounds are open-ended."""
 
@@ -300,7 +300,7 @@ class Interval:
         return f"{left}{self.low}, {self.high}{right}"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class Condition:
     """What one rule requires of one axis: values, ranges and families, possibly negated."""
 
@@ -395,7 +395,7 @@ class Condition:
         return self.text
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class Rule:
     """One grant or exclusion of a kernel over a region of the axes."""
 
@@ -422,14 +422,14 @@ class Rule:
         return " and ".join(parts)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ValueOf:
     """A meaning that reads another axis of the same query: ``auto: {value_of: dtype}`` in ``means``."""
 
     axis: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class Guard:
     """What a gate sends queries to: kernels or roles (``targets``), where, and with which values.
 
@@ -467,7 +467,7 @@ class Guard:
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class Kernel:
     """A kernel (or an engine gate in front of kernels) and its rules."""
 
@@ -492,7 +492,7 @@ class Kernel:
         return tuple(r for r in self.rules if r.effect is Effect.EXCLUDE)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class GPU:
     """A GPU product and its compute capability: what ``--gpu NAME`` stands for (``--sm``)."""
 
@@ -512,7 +512,7 @@ class GPU:
         return (self.key, self.name, *self.aliases)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class ModelFamily:
     """A model family and the axis values a query for it gets by default."""
 
@@ -552,7 +552,7 @@ def in_boxes(boxes: Boxes, values: Mapping[str, AxisValue]) -> bool | None:
     return None if undecided else False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class DerivedRow:
     """One row of a derived axis's decision table: where it applies (``when``) and the value it gives."""
 
@@ -563,7 +563,7 @@ class DerivedRow:
     location: Location
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class DerivedAxis:
     """An axis whose value is computed from other axes by an ordered table: the first matching row wins."""
 
@@ -581,7 +581,7 @@ class DerivedAxis:
         return None  # pragma: no cover - the loader requires a last row without `when`
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class RoleOrder:
     """One candidate order of a role and the queries it applies to (``when``; () = every query)."""
 
@@ -594,7 +594,7 @@ class RoleOrder:
     area: tuple[tuple[int, ...], ...] = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class Role:
     """An ordered list of candidate kernels for one job; the first supported one wins.
 

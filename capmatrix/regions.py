@@ -12,9 +12,10 @@ use these two.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from itertools import accumulate, count
 from operator import add
+
+from capmatrix._record import record
 
 TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
@@ -128,7 +129,7 @@ def box_of(rule: Rule, space: Space, masks: dict[int, int] | None = None) -> Box
     return tuple(box)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Space:
     """The axes a region ranges over, in a fixed order; each axis may carry extra (outside) values."""
 
