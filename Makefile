@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # torch is optional for users; the tests exercise the engine edge with the CPU build, always pinned.
 TORCH_PIN := torch==2.13.0
 
-.PHONY: venv dev run test lint unit docs bench fuzz clean
+.PHONY: venv dev run test lint unit docs bench fuzz exhaustive clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,10 @@ docs: venv
 FUZZ_EXAMPLES ?= 2000
 fuzz: dev
 	$(PY) tests/fuzz_main.py $(FUZZ_EXAMPLES)
+
+# The C++ header's every-cell test over every cell (minutes), not over the classes `make test` uses.
+exhaustive: dev
+	CAPMATRIX_EXHAUSTIVE=1 $(PY) -m pytest -q tests/test_codegen_cpp.py -k every_cell
 
 $(VENV)/.bench-installed: $(VENV)/.installed pyproject.toml
 	$(PY) -m pip install -q -e '.[bench]'

@@ -6,9 +6,16 @@ reads queries from stdin and answers them through the header's public API (the t
 ``resolve``, ``select``). Python writes every query, the driver answers them in bulk, and each answer is
 compared with ``capmatrix.resolve`` / ``capmatrix.select``:
 
-- every cell of the universe of XQA and of each gate (the product of the axes its rules name), in
-  blocks: the resolver answers a block with its trailing axes open (verdict and residual), the driver
-  answers the same open query and then every cell of it as a complete query;
+- every cell of the universe of XQA and of each gate (the product of the axes its rules name), shown
+  in three parts: the header maps every listed value of every axis to its index (``I``), its rule
+  masks are the matrix's rules bit for bit (``M``), and it answers every combination of the kernel's
+  value classes (per axis, the listed values that every rule of the kernel admits or refuses alike),
+  in blocks: the resolver answers a block with its trailing axes open (verdict and residual), the
+  driver answers the same open query and then every cell of it over the classes' representatives
+  as a complete query. A complete query with listed values is answered from its values' indices and
+  the rule masks alone (``cell_supported``), so two values of one class answer alike in every cell:
+  the three parts cover every cell. ``CAPMATRIX_EXHAUSTIVE=1`` (``make exhaustive``) answers every
+  cell itself instead (XQA has over a billion: minutes);
 - random complete queries, with int values outside the universe, for every kernel of the header;
 - random queries leaving random axes open (supported / unsupported / depends);
 - role selections: random complete queries and every model x SM x speculative-decoding mode.
@@ -21,6 +28,7 @@ from __future__ import annotations
 import io
 import itertools
 import math
+import os
 import random
 import shutil
 import subprocess
@@ -29,10 +37,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_export import ROUND_TRIP_BLOCK_CELLS, _blocks, _residual_bitmap
+from test_export import ROUND_TRIP_BLOCK_CELLS, _blocks
 
 import capmatrix
-from capmatrix import ANY, KernelQuery
+from capmatrix import ANY, KernelQuery, Verdict
 from capmatrix.cli import run
 from capmatrix.codegen import CodegenError, cpp_header
 from capmatrix.codegen.cpp import _camel, _comment, _constant, _method, _type
@@ -44,6 +52,8 @@ GATES_FILE = "capabilities/kernels/trtllm_gates.yaml"
 SAMPLES = 400
 #: Blocks of the every-cell test answered by one run of the driver.
 CHUNK_BLOCKS = 5000
+#: Every cell answered by the driver, not every combination of classes (``make exhaustive``).
+EXHAUSTIVE = os.environ.get("CAPMATRIX_EXHAUSTIVE", "") not in ("", "0")
 VERDICT = {"0": "unsupported", "1": "supported", "2": "depends"}
 
 needs_gxx = pytest.mark.skipif(GXX is None, reason="g++ not found; install a C++17 compiler to run")
@@ -69,10 +79,13 @@ def _driver(data: dict[str, Any], axes: list[str]) -> str:
     """A C++ program answering queries from stdin through the header's API.
 
     Lines: ``R k t...`` resolve kernel k; ``S r t...`` select role r; ``B k n a... t...`` the open
-    query with axes a... open, then every cell of it (first open axis fastest): its verdict, the cell
-    count, the supported cells' count and the CRC-32 (zlib's) of the cells as bytes, cell i being bit
-    i%8 of byte i//8 (a wide block's cells would be megabytes of text; any burst of differing cells
-    changes the CRC, and the counts are exact). A token
+    query with axes a... open, then every cell of it (first open axis fastest) over the axes' block
+    universes: its verdict, the cell count, the supported cells' count and the CRC-32 (zlib's) of the
+    cells as bytes, cell i being bit i%8 of byte i//8 (a wide block's cells would be megabytes of
+    text; any burst of differing cells changes the CRC, and the counts are exact). ``U a m t...``
+    sets axis a's block universe to the m values given (``ok``; initially every listed value).
+    ``I``: per axis, the index each listed value gets when set on a query. ``M k``: per rule of
+    kernel k, grant (1) or not, then per axis its mask (``*`` where the rule names no condition). A token
     per header axis: ``*`` open, ``.`` unset, ``none`` an optional int axis's ``kNone``, else the value
     (enum: its index; bool: 0/1).
     """
@@ -107,6 +120,13 @@ def _driver(data: dict[str, Any], axes: list[str]) -> str:
         "}",
         f"static const std::int64_t kUniverse[][{width}] = {{{', '.join(universes)}}};",
         f"static const int kSize[] = {{{', '.join(str(len(data['axes'][a]['values'])) for a in axes)}}};",
+        "static std::vector<std::vector<std::int64_t>> g_block(capmatrix::kAxisCount);",
+        "",
+        "static std::int64_t read_value(std::istream& in) {",
+        "  std::string t;",
+        "  in >> t;",
+        '  return t == "none" ? capmatrix::kNone : std::stoll(t);',
+        "}",
         "",
         "// CRC-32 as zlib computes it (reflected, polynomial 0xEDB88320), one byte at a time.",
         "static std::uint32_t crc_byte(std::uint32_t crc, unsigned byte) {",
@@ -129,9 +149,39 @@ def _driver(data: dict[str, Any], axes: list[str]) -> str:
         "",
         "int main() {",
         "  std::ios::sync_with_stdio(false);",
+        "  for (std::size_t a = 0; a < capmatrix::kAxisCount; ++a) {",
+        "    g_block[a].assign(kUniverse[a], kUniverse[a] + kSize[a]);",
+        "  }",
         "  std::string op;",
         "  while (std::cin >> op) {",
-        '    if (op == "R") {',
+        '    if (op == "U") {',
+        "      int a, m; std::cin >> a >> m;",
+        "      g_block[static_cast<std::size_t>(a)].clear();",
+        "      auto& block = g_block[static_cast<std::size_t>(a)];",
+        "      for (int j = 0; j < m; ++j) { block.push_back(read_value(std::cin)); }",
+        '      std::cout << "ok\\n";',
+        '    } else if (op == "I") {',
+        "      for (std::size_t a = 0; a < capmatrix::kAxisCount; ++a) {",
+        "        for (int j = 0; j < kSize[a]; ++j) {",
+        "          capmatrix::Query q;",
+        "          set(q, static_cast<int>(a), kUniverse[a][j]);",
+        '          std::cout << (j ? " " : "") << q.index_[a];',
+        "        }",
+        "        std::cout << '\\n';",
+        "      }",
+        '    } else if (op == "M") {',
+        "      int k; std::cin >> k;",
+        "      const auto& rules = capmatrix::detail::kKernels[static_cast<std::size_t>(k)];",
+        "      for (auto r = rules.begin; r < rules.end; ++r) {",
+        "        const auto& rule = capmatrix::detail::kRules[r];",
+        "        std::cout << (rule.grant ? 1 : 0);",
+        "        for (std::size_t a = 0; a < capmatrix::kAxisCount; ++a) {",
+        "          if (rule.named >> a & 1u) { std::cout << ' ' << rule.mask[a]; }",
+        '          else { std::cout << " *"; }',
+        "        }",
+        "        std::cout << '\\n';",
+        "      }",
+        '    } else if (op == "R") {',
         "      int k; std::cin >> k;",
         "      capmatrix::Query q = read_query(std::cin);",
         "      const auto kernel = static_cast<capmatrix::Kernel>(k);",
@@ -150,7 +200,9 @@ def _driver(data: dict[str, Any], axes: list[str]) -> str:
         "      const auto kernel = static_cast<capmatrix::Kernel>(k);",
         "      const int verdict = static_cast<int>(capmatrix::resolve(kernel, q));",
         "      std::vector<int> at(static_cast<std::size_t>(n), 0);",
-        "      for (int i = 0; i < n; ++i) { set(q, open[i], kUniverse[open[i]][0]); }",
+        "      for (int i = 0; i < n; ++i) {",
+        "        set(q, open[i], g_block[static_cast<std::size_t>(open[i])][0]);",
+        "      }",
         "      std::uint32_t crc = 0xFFFFFFFFu;",
         "      long cells = 0, yes = 0;",
         "      unsigned byte = 0;",
@@ -161,9 +213,10 @@ def _driver(data: dict[str, Any], axes: list[str]) -> str:
         "        if (++cells % 8 == 0) { crc = crc_byte(crc, byte); byte = 0; }",
         "        int i = 0;",
         "        for (; i < n; ++i) {",
-        "          const bool more = ++at[i] < kSize[open[i]];",
+        "          const auto& block = g_block[static_cast<std::size_t>(open[i])];",
+        "          const bool more = static_cast<std::size_t>(++at[i]) < block.size();",
         "          if (!more) { at[i] = 0; }",
-        "          set(q, open[i], kUniverse[open[i]][at[i]]);",
+        "          set(q, open[i], block[static_cast<std::size_t>(at[i])]);",
         "          if (more) { break; }",
         "        }",
         "        if (i == n) { break; }",
@@ -228,6 +281,67 @@ def _run(binary: Path, lines: list[str]) -> list[str]:
     return out
 
 
+def _classes(data: dict[str, Any], kernel: str, axis: str) -> list[list[int]]:
+    """The kernel's value classes on ``axis``: indices of listed values every rule admits or refuses alike."""
+    values = data["axes"][axis]["values"]
+    boxes = [rule["box"].get(axis) for rule in data["kernels"][kernel]["rules"]]
+    found: dict[tuple[bool, ...], list[int]] = {}
+    for j, value in enumerate(values):
+        found.setdefault(tuple(box is None or value in box for box in boxes), []).append(j)
+    return list(found.values())
+
+
+def _picked_bitmap(
+    resolution: capmatrix.Resolution, open_axes: list[str], picks: dict[str, list[int]]
+) -> int:
+    """The resolver's answer over the block's open axes at the picked values (first axis fastest)."""
+    full = (1 << math.prod(len(picks[a]) for a in open_axes)) - 1
+    if resolution.verdict is Verdict.SUPPORTED:
+        return full
+    if resolution.verdict is Verdict.UNSUPPORTED:
+        return 0
+    assert resolution.residual is not None
+    assert not resolution.residual_truncated, "the block is too large for an exact residual"
+    assert list(resolution.residual.space.names) == open_axes
+    out = 0
+    for box in resolution.residual.boxes:
+        cells, width = 1, 1
+        for axis, mask in zip(open_axes, box, strict=True):
+            cells *= sum(1 << (p * width) for p, j in enumerate(picks[axis]) if mask >> j & 1)
+            width *= len(picks[axis])
+        out |= cells
+    return out
+
+
+@needs_gxx
+def test_every_listed_value_is_set_at_its_index(
+    program: tuple[Path, list[str]], data: dict[str, Any]
+) -> None:
+    binary, axes = program
+    done = subprocess.run([str(binary)], input="I\n", capture_output=True, text=True, check=True, timeout=60)
+    rows = done.stdout.splitlines()
+    assert rows == [" ".join(map(str, range(len(data["axes"][a]["values"])))) for a in axes]
+
+
+@needs_gxx
+def test_rule_masks_are_the_matrix_rules(program: tuple[Path, list[str]], data: dict[str, Any]) -> None:
+    binary, axes = program
+    for k, kernel in enumerate(_kernels_in(data)):
+        done = subprocess.run([str(binary)], input=f"M {k}\n", capture_output=True, text=True, check=True,
+                              timeout=60)
+        rules = data["kernels"][kernel]["rules"]
+        got = [line.split() for line in done.stdout.splitlines()]
+        assert len(got) == len(rules), kernel
+        for rule, (grant, *masks) in zip(rules, got, strict=True):
+            assert grant == ("1" if rule["effect"] == "grant" else "0"), rule["id"]
+            for axis, mask in zip(axes, masks, strict=True):
+                values = data["axes"][axis]["values"]
+                admitted = rule["box"].get(axis, values)
+                want = sum(1 << j for j, v in enumerate(values) if v in admitted)
+                # A rule that names no condition on the axis admits every value there.
+                assert ((1 << len(values)) - 1 if mask == "*" else int(mask)) == want, (rule["id"], axis)
+
+
 @needs_gxx
 @pytest.mark.parametrize("which", ["xqa", "gates"])
 def test_every_cell_of_xqa_and_the_gates(
@@ -241,30 +355,38 @@ def test_every_cell_of_xqa_and_the_gates(
         fixed_axes, open_axes = _blocks(data, kernel, ROUND_TRIP_BLOCK_CELLS)
         named = set(data["kernels"][kernel]["relevant_axes"])
         rest = {a: data["axes"][a]["values"][0] for a in data["axes"] if a not in named}
-        full = (1 << math.prod(len(matrix.axes[a].known) for a in open_axes)) - 1
+        # Per named axis, the listed values asked: every one, or each class's first.
+        picks = {a: list(range(len(data["axes"][a]["values"]))) if EXHAUSTIVE
+                 else [members[0] for members in _classes(data, kernel, a)] for a in named}
+        universe = [f"U {axes.index(a)} {len(picks[a])} "
+                    + " ".join(_token(data, a, data["axes"][a]["values"][j]) for j in picks[a])
+                    for a in open_axes]
+        assert _run(binary, universe) == ["ok"] * len(universe)
         opened = " ".join(str(axes.index(a)) for a in open_axes)
-        combos = itertools.product(*(data["axes"][a]["values"] for a in fixed_axes))
+        combos = itertools.product(*([data["axes"][a]["values"][j] for j in picks[a]] for a in fixed_axes))
         cells = 0
         # In chunks of blocks (XQA has over a billion cells), one driver run each chunk.
         while chunk := list(itertools.islice(combos, CHUNK_BLOCKS)):
-            lines, expected = [], []
+            lines, expected = list(universe), []
             for combo in chunk:
                 values: dict[str, object] = {**rest, **dict(zip(fixed_axes, combo, strict=True))}
                 query = KernelQuery(kernel).replace(**values, **dict.fromkeys(open_axes, ANY))
                 resolution = capmatrix.resolve(query, matrix)
-                bitmap = _residual_bitmap(resolution, open_axes, matrix)  # over the listed values
+                bitmap = _picked_bitmap(resolution, open_axes, picks)
+                full = (1 << math.prod(len(picks[a]) for a in open_axes)) - 1
                 listed = "supported" if bitmap == full else "unsupported" if not bitmap else "depends"
                 expected.append((listed, bitmap))
                 given = {**values, **dict.fromkeys(open_axes, ANY)}
                 lines.append(f"B {k} {len(open_axes)} {opened} {_tokens(data, axes, given)}")
-            for line, answer, (verdict, bitmap) in zip(lines, _run(binary, lines), expected, strict=True):
+            answers = _run(binary, lines)[len(universe):]
+            for line, answer, (verdict, bitmap) in zip(lines[len(universe):], answers, expected, strict=True):
                 got_verdict, count, yes, crc = answer.split()
                 assert VERDICT[got_verdict] == verdict, (kernel, line)
                 assert int(yes) == bitmap.bit_count(), (kernel, line)
                 as_bytes = bitmap.to_bytes((int(count) + 7) // 8, "little")
                 assert int(crc) == zlib.crc32(as_bytes), (kernel, line)
                 cells += int(count)
-        assert cells == math.prod(len(data["axes"][a]["values"]) for a in named)
+        assert cells == math.prod(len(picks[a]) for a in named)
 
 
 def _random_value(data: dict[str, Any], axis: str, rng: random.Random) -> object:
