@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -595,3 +596,25 @@ def test_check_and_diff_are_the_same_in_every_process(tmp_path: Path) -> None:
     assert outputs[0] == outputs[1]
     assert '"C108"' in outputs[0][0]
     assert '"shifts"' in outputs[0][1]
+
+
+def test_each_kernel_once_and_each_gap_as_bounded_gap_counts_it() -> None:
+    """check builds one diagram store per role: a kernel in two roles, or in none, is reported once,
+    and every role gap has bounded_gap's size."""
+    m = random_matrix(7, rules=140, per_kernel=10, role_size=4, grant_share=0.6)
+    assert not mostly_disjoint([b for k in m.kernels.values() for b in KernelBoxes.of(k, m.space).boxes])
+    names = list(m.kernels)
+    shared = dataclasses.replace(m.roles["role0"], name="shared", candidates=(names[0], names[-1]))
+    m = dataclasses.replace(m, roles={**m.roles, "shared": shared})
+    assert names[-2] not in {c for r in m.roles.values() for c in r.candidates}  # in no role
+    found = check(m)
+    own = [f for f in found if f.code not in ("C108", "C109")]
+    keys = [(f.code, f.message) for f in own]
+    assert len(keys) == len(set(keys))
+    assert {k for f in own for k in f.kernels} >= {names[0], names[-2]}
+    for role in m.roles.values():
+        gap = bounded_gap(m, role, limit=1_000)
+        shown = [f for f in found if f.code == "C108" and f.subject == f"role {role.name}"]
+        assert len(shown) == (1 if gap.region else 0)
+        if shown:
+            assert gap.count() in shown[0].message

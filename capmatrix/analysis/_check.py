@@ -19,6 +19,7 @@ from capmatrix.analysis._gates import gate_reports
 from capmatrix.analysis._roles import (
     diagram_for,
     role_findings,
+    role_kernels,
     role_regions,
     supported_node,
     table_role_findings,
@@ -100,14 +101,26 @@ def check(matrix: Matrix, *, max_regions: int = MAX_REGIONS) -> tuple[Finding, .
             findings.extend(table_role_findings(matrix, role, compiled, regions, limit=max_regions))
         findings.extend(_gate_findings(matrix, limit=max_regions))
         return tuple(sorted(findings, key=Finding.sort_key))
-    diagram = diagram_for(space, compiled.values())
-    supported = {name: supported_node(diagram, boxes) for name, boxes in compiled.items()}
-    for name, boxes in compiled.items():
-        node = supported[name]
-        findings.extend(_kernel_findings(
-            space, boxes, nowhere=node == EMPTY, alive=partial(diagram.meets, node)))
-    for role in matrix.roles.values():
-        findings.extend(role_findings(matrix, role, diagram, supported, limit=max_regions))
+    # One diagram store per role (its candidates' rules, in the axis order they suggest, as
+    # bounded_gap builds it), then one per kernel no role names: a store of every kernel's nodes
+    # would grow with the whole matrix and make every walk in it slower. Each kernel's own findings
+    # are read in the first store that holds its supported node.
+    pending = dict(compiled)
+    groups: list[tuple[Role | None, list[str]]] = [
+        (role, role_kernels(matrix, role)) for role in matrix.roles.values()]
+    in_roles = {name for _role, names in groups for name in names}
+    groups += [(None, [name]) for name in compiled if name not in in_roles]
+    for owner, names in groups:
+        diagram = diagram_for(space, (compiled[name] for name in names))
+        supported = {name: supported_node(diagram, compiled[name]) for name in names}
+        for name in names:
+            if name in pending:
+                boxes, node = pending.pop(name), supported[name]
+                findings.extend(_kernel_findings(
+                    space, boxes, nowhere=node == EMPTY, alive=partial(diagram.meets, node)))
+        if owner is not None:
+            findings.extend(role_findings(matrix, owner, diagram, supported, limit=max_regions))
+        diagram.release()
     findings.extend(_gate_findings(matrix, limit=max_regions))
     return tuple(sorted(findings, key=Finding.sort_key))
 

@@ -110,6 +110,24 @@ class Diagram:
         """Nodes built so far, terminals included."""
         return len(self._level)
 
+    def release(self) -> None:
+        """Empty the store's tables (its nodes are then unusable) without waiting for a collection.
+
+        The store's walks are closures that refer to themselves, so the store is only freed by the
+        cyclic collector, which an analysis pauses: an analysis that builds one store per role hands
+        each back this way, keeping its memory to one role's.
+        """
+        pairs: tuple[dict[tuple[int, int], int], ...] = (self._or, self._and, self._minus)
+        for memo in pairs:
+            memo.clear()
+        for counts in (self._cell_memo, *self._paths):
+            counts.clear()
+        for unique in self._unique:
+            unique.clear()
+        self._within.clear()
+        self._apart.clear()
+        del self._level[2:], self._kids[2:]
+
     def _node(self, level: int, kids: tuple[int, ...]) -> int:
         first = kids[0]
         if kids.count(first) == len(kids):

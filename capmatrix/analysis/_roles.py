@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from capmatrix.regions import Box, Space
 
 __all__ = [
-    "Gap", "TooManyRegions", "bounded_gap", "diagram_for", "role_findings", "role_gap", "role_regions",
-    "supported_node", "table_role_findings",
+    "Gap", "TooManyRegions", "bounded_gap", "diagram_for", "role_findings", "role_gap", "role_kernels",
+    "role_regions", "supported_node", "table_role_findings",
 ]
 
 
@@ -51,7 +51,7 @@ def role_regions(
     matrix's, a role whose order depends on the query is read as its default candidate list.
     """
     sp = matrix.space if space is None else space
-    names = _role_kernels(matrix, role)
+    names = role_kernels(matrix, role)
     compiled = {name: KernelBoxes.of(matrix.kernels[name], sp) for name in names}
     diagram = diagram_for(sp, compiled.values())
     supported = {name: supported_node(diagram, boxes) for name, boxes in compiled.items()}
@@ -62,7 +62,7 @@ def role_regions(
     }
 
 
-def _role_kernels(matrix: Matrix, role: Role) -> list[str]:
+def role_kernels(matrix: Matrix, role: Role) -> list[str]:
     """Every candidate of ``role`` (any order) that is a kernel of the matrix, once, in order."""
     names = dict.fromkeys([*role.candidates, *(c for o in role.orders for c in o.candidates)])
     return [name for name in names if name in matrix.kernels]
@@ -181,7 +181,7 @@ def bounded_gap(matrix: Matrix, role: Role, *, limit: int = MAX_REGIONS) -> Gap:
     the boxes returned are listed.
     """
     space = matrix.space
-    compiled = {name: KernelBoxes.of(matrix.kernels[name], space) for name in _role_kernels(matrix, role)}
+    compiled = {name: KernelBoxes.of(matrix.kernels[name], space) for name in role_kernels(matrix, role)}
     diagram = diagram_for(space, compiled.values())
     supported = {name: supported_node(diagram, boxes) for name, boxes in compiled.items()}
     node, negated, _never = _gap_and_shadowed(diagram, matrix, role, supported)
