@@ -26,10 +26,13 @@ from capmatrix.analysis._boxes import (
 )
 from capmatrix.analysis._diagram import EMPTY, FULL, Diagram, axis_order, collection_paused
 from capmatrix.analysis._findings import MAX_REGIONS
+from capmatrix.analysis._roles import role_kernels
 from capmatrix.model import _StrEnum
 from capmatrix.regions import Region, Space
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from capmatrix.matrix import Matrix
     from capmatrix.model import Axis, AxisValue, Kernel, Role
     from capmatrix.regions import Box
@@ -199,7 +202,7 @@ def union_space(old: Matrix, new: Matrix) -> tuple[Space, tuple[str, ...]]:
 
 
 class _Sides:
-    """Both matrices' supported regions as nodes of one diagram over the union space."""
+    """Both matrices' kernels compiled over the union space; :meth:`scope` builds their diagrams."""
 
     def __init__(self, space: Space, old: Matrix, new: Matrix, limit: int) -> None:
         self.space = space
@@ -209,24 +212,6 @@ class _Sides:
             {name: KernelBoxes.of(kernel, space, masks) for name, kernel in matrix.kernels.items()}
             for matrix in (old, new)
         ]
-        self.diagram = Diagram(space, axis_order(
-            space, (b for side in self.compiled for c in side.values() for b in c.boxes)))
-        self._supported: list[dict[str, int]] = [{}, {}]
-
-    def supported(self, side: int, name: str) -> int:
-        """The node of where kernel ``name`` is supported on ``side`` (0 old, 1 new; EMPTY if absent)."""
-        memo = self._supported[side]
-        found = memo.get(name)
-        if found is None:
-            compiled = self.compiled[side].get(name)
-            if compiled is None:
-                found = EMPTY
-            elif side and self.same(name):
-                found = self.supported(0, name)
-            else:
-                found = self._node(compiled)
-            memo[name] = found
-        return found
 
     def same(self, name: str) -> bool:
         """Whether kernel ``name`` has the same rule boxes (same order, same effects) on both sides."""
@@ -234,8 +219,41 @@ class _Sides:
         return (a is not None and b is not None and a.boxes == b.boxes and a.grants == b.grants
                 and a.exclusions == b.exclusions)
 
-    def _node(self, compiled: KernelBoxes) -> int:
-        return self.diagram.rules(compiled.boxes, compiled.grants, compiled.exclusions)
+    def scope(self, names: Iterable[str]) -> _Scope:
+        """One diagram store for kernels ``names`` of both sides (a kernel's diff, or a role's)."""
+        return _Scope(self, list(names))
+
+
+class _Scope:
+    """Both sides' supported regions of some kernels as nodes of one diagram over the union space.
+
+    One store per kernel and per role, in the axis order their own rules suggest: a store of every
+    kernel's nodes grows with the whole matrix and slows every walk in it. :meth:`release` hands
+    the store back once its regions are listed.
+    """
+
+    def __init__(self, sides: _Sides, names: list[str]) -> None:
+        self.sides = sides
+        self.names = names
+        self.space = sides.space
+        boxes = (b for side in sides.compiled for name in names if name in side for b in side[name].boxes)
+        self.diagram = Diagram(sides.space, axis_order(sides.space, boxes))
+        self._supported: list[dict[str, int]] = [{}, {}]
+
+    def supported(self, side: int, name: str) -> int:
+        """The node of where kernel ``name`` is supported on ``side`` (0 old, 1 new; EMPTY if absent)."""
+        memo = self._supported[side]
+        found = memo.get(name)
+        if found is None:
+            compiled = self.sides.compiled[side].get(name)
+            if compiled is None:
+                found = EMPTY
+            elif side and self.sides.same(name):
+                found = self.supported(0, name)
+            else:
+                found = self.diagram.rules(compiled.boxes, compiled.grants, compiled.exclusions)
+            memo[name] = found
+        return found
 
     def region(self, node: int) -> tuple[tuple[Area, ...], int]:
         """A node's region within the bound, and how many regions it has.
@@ -243,20 +261,59 @@ class _Sides:
         All of it merged (and their number), or past the bound its first canonical boxes (and the
         exact number of its canonical boxes).
         """
+        limit = self.sides.limit
         count = self.diagram.count_boxes(node)
-        if count <= self.limit:
+        if count <= limit:
             found = areas(Region(self.space, self.diagram.boxes(node), disjoint=True))
             return found, len(found)
-        return tuple(Area(self.space, b) for b in self.diagram.boxes(node, self.limit)), count
+        return tuple(Area(self.space, b) for b in self.diagram.boxes(node, limit)), count
+
+    def release(self) -> None:
+        self.diagram.release()
 
 
-def _kernel_diff(sides: _Sides, name: str, old: Kernel | None, new: Kernel | None) -> KernelDiff:
-    if sides.same(name):  # the same rules answer alike: nothing to build
+def _diagram_diff(
+    sides: _Sides, old: Matrix, new: Matrix, kernel_names: list[str], role_names: list[str]
+) -> tuple[tuple[KernelDiff, ...], tuple[RoleDiff, ...]]:
+    """Every kernel's and role's diff over decision diagrams, one store per role then per kernel left.
+
+    A role's store holds its candidates' supported regions on both sides; the candidates' own diffs
+    are read there, so that no kernel's regions are built twice.
+    """
+    kernels: dict[str, KernelDiff] = {}
+    roles = []
+    for name in role_names:
+        scope = sides.scope(_role_candidates(old, new, name))
+        try:
+            for kernel in scope.names:
+                if kernel not in kernels and (kernel in old.kernels or kernel in new.kernels):
+                    kernels[kernel] = _kernel_diff(scope, kernel, old.kernels.get(kernel),
+                                                   new.kernels.get(kernel))
+            roles.append(_role_diff(sides, scope, name, old, new))
+        finally:
+            scope.release()
+    for kernel in kernel_names:
+        if kernel not in kernels:
+            scope = sides.scope([kernel])
+            kernels[kernel] = _kernel_diff(scope, kernel, old.kernels.get(kernel), new.kernels.get(kernel))
+            scope.release()
+    return tuple(kernels[k] for k in kernel_names), tuple(roles)
+
+
+def _role_candidates(old: Matrix, new: Matrix, name: str) -> list[str]:
+    """The kernels either side's role ``name`` may select, once, in order."""
+    found = [c for matrix in (old, new) if (role := matrix.roles.get(name)) is not None
+             for c in role_kernels(matrix, role)]
+    return list(dict.fromkeys(found))
+
+
+def _kernel_diff(scope: _Scope, name: str, old: Kernel | None, new: Kernel | None) -> KernelDiff:
+    if scope.sides.same(name):  # the same rules answer alike: nothing to build
         return KernelDiff(kernel=name, change=Change.EQUIVALENT, presence="both", gained=(), lost=())
-    before, after = sides.supported(0, name), sides.supported(1, name)
-    diagram = sides.diagram
-    gained, gained_total = sides.region(diagram.minus(after, before))
-    lost, lost_total = sides.region(diagram.minus(before, after))
+    before, after = scope.supported(0, name), scope.supported(1, name)
+    diagram = scope.diagram
+    gained, gained_total = scope.region(diagram.minus(after, before))
+    lost, lost_total = scope.region(diagram.minus(before, after))
     presence = "both" if old and new else ("added" if new else "removed")
     return KernelDiff(
         kernel=name, change=Change.of(bool(gained), bool(lost)), presence=presence,
@@ -285,7 +342,7 @@ def _area_box(space: Space, matrix: Matrix, box: tuple[int, ...]) -> Box:
 _Layers = list[tuple[tuple[str, ...], int]]
 
 
-def _layers(sides: _Sides, matrix: Matrix, role: Role | None) -> _Layers:
+def _layers(sides: _Scope, matrix: Matrix, role: Role | None) -> _Layers:
     """Each candidate list of ``role`` with the node of where it applies (none for an absent role).
 
     The first order whose area holds a cell decides; where none does, no candidate is tried.
@@ -306,7 +363,7 @@ def _layers(sides: _Sides, matrix: Matrix, role: Role | None) -> _Layers:
     return layers
 
 
-def _selection(sides: _Sides, side: int, layers: _Layers) -> list[tuple[str | None, int]]:
+def _selection(sides: _Scope, side: int, layers: _Layers) -> list[tuple[str | None, int]]:
     """A role's selection on ``side``: (label, node) entries, the first entry holding a cell decides.
 
     Per layer, each candidate where the layer applies and the candidate is supported, then the
@@ -385,20 +442,20 @@ def _moves(diagram: Diagram, entries: _Aligned) -> dict[tuple[str | None, str | 
     return moved
 
 
-def _role_diff(sides: _Sides, name: str, old: Matrix, new: Matrix) -> RoleDiff:
-    layers = [_layers(sides, old, old.roles.get(name)), _layers(sides, new, new.roles.get(name))]
+def _role_diff(sides: _Sides, scope: _Scope, name: str, old: Matrix, new: Matrix) -> RoleDiff:
+    layers = [_layers(scope, old, old.roles.get(name)), _layers(scope, new, new.roles.get(name))]
     if layers[0] == layers[1] and all(sides.same(c) or (c not in old.kernels and c not in new.kernels)
                                       for candidates, _area in layers[0] for c in candidates):
         moved = {}  # the same candidates with the same rules in the same areas: nothing moves
     else:
-        moved = _moves(sides.diagram, _aligned(_selection(sides, 0, layers[0]),
-                                               _selection(sides, 1, layers[1])))
+        moved = _moves(scope.diagram, _aligned(_selection(scope, 0, layers[0]),
+                                               _selection(scope, 1, layers[1])))
     shifts = []
     gained = lost = False
     for (was, now), node in sorted(moved.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
         gained = gained or was is None
         lost = lost or now is None
-        found, total = sides.region(node)
+        found, total = scope.region(node)
         shifts.append(RoleShift(old=was, new=now, areas=found, total=total))
     in_old, in_new = name in old.roles, name in new.roles
     presence = "both" if in_old and in_new else ("added" if in_new else "removed")
@@ -441,10 +498,7 @@ def diff(
         )
         roles = tuple(_table_role_diff(sides, r, old, new, max_regions) for r in role_names)
     else:
-        kernels = tuple(
-            _kernel_diff(sides, k, old.kernels.get(k), new.kernels.get(k)) for k in kernel_names
-        )
-        roles = tuple(_role_diff(sides, r, old, new) for r in role_names)
+        kernels, roles = _diagram_diff(sides, old, new, kernel_names, role_names)
     return MatrixDiff(old=old_label, new=new_label, kernels=kernels, roles=roles, axes=notes)
 
 
