@@ -18,6 +18,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -103,16 +104,31 @@ def _short(path: str) -> str:
     return path
 
 
+#: A workload still running after this many seconds under the profiler is stopped, and its profile so
+#: far reported (a workload that overruns its target by far shows where its time goes as well).
+PROFILE_SECONDS = 60.0
+
 _CHILD = """
-import cProfile, json, sys
+import cProfile, json, signal, sys
 sys.path.insert(0, {root!r})
 from benchmarks.profiles import summarise
 {setup}
+class _Stopped(BaseException):
+    pass
+def _stop(*_args):
+    raise _Stopped
+signal.signal(signal.SIGALRM, _stop)
+_stopped = None
 _profile = cProfile.Profile()
+signal.setitimer(signal.ITIMER_REAL, {limit!r})
 _profile.enable()
+try:
 {stmt}
+except _Stopped:
+    _stopped = {limit!r}
 _profile.disable()
-print(json.dumps(summarise(_profile)))
+signal.setitimer(signal.ITIMER_REAL, 0)
+print(json.dumps({{**summarise(_profile), "stopped": _stopped}}))
 """
 
 
@@ -256,8 +272,12 @@ def _write_yaml(specs: tuple[str, ...], where: Path) -> list[str]:
     return paths
 
 
-def profile(key: str, *, timeout: float = 600.0) -> dict[str, Any]:
-    """Run workload ``key`` under cProfile in a fresh interpreter and summarise it."""
+def profile(key: str, *, limit: float = PROFILE_SECONDS, timeout: float = 600.0) -> dict[str, Any]:
+    """Run workload ``key`` under cProfile in a fresh interpreter and summarise it.
+
+    The profiled statement is stopped after ``limit`` seconds (``stopped`` in the summary is then
+    the limit, else None); ``timeout`` bounds the whole child, setup included.
+    """
     work = WORKLOADS[key]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     if work.nocache:
@@ -265,7 +285,8 @@ def profile(key: str, *, timeout: float = 600.0) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="capmatrix-bench-profile-") as tmp:
         paths = _write_yaml(work.yaml, Path(tmp))
         setup = f"paths = {paths!r}\n{work.setup}"
-        code = _CHILD.format(root=str(ROOT), setup=setup, stmt=work.stmt)
+        code = _CHILD.format(root=str(ROOT), setup=setup, stmt=textwrap.indent(work.stmt, "    "),
+                             limit=limit)
         done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                               check=False, timeout=timeout, env=env)
     if done.returncode != 0:

@@ -907,7 +907,7 @@ def _cli_analysis_rows(sec: Section, quick: bool) -> None:
 # (3b) analyses on every shape of the family
 
 #: A shape's analysis is killed after this many seconds (reported as not met).
-SHAPE_TIMEOUT = 120.0
+SHAPE_TIMEOUT = 60.0
 
 
 def section_shapes(quick: bool) -> Section:
@@ -1124,7 +1124,9 @@ def section_profiles(sections: list[Section]) -> Section:
         except (RuntimeError, subprocess.TimeoutExpired) as exc:
             sec.body += [f"Profiling `{key}` failed: {str(exc).splitlines()[-1][:200]}", ""]
             continue
-        title = f"Workload: {profiles.WORKLOADS[key].title}; {summary['total']:.2f} s under the profiler."
+        title = f"Workload: {profiles.WORKLOADS[key].title}; {summary['total']:.2f} s under the profiler"
+        title += (f", stopped after {summary['stopped']:.0f} s (the shares are of the work done so far)."
+                  if summary.get("stopped") else ".")
         sec.body += [title, "", *profiles.tables(summary), ""]
     return sec
 

@@ -65,6 +65,19 @@ def test_the_shipped_load_is_profiled_in_a_fresh_process() -> None:
     assert stages["capmatrix.loader"] > 0
     assert stages["capmatrix._yaml"] > 0
     assert any(name.startswith("import machinery") for name in stages)
+    assert summary["stopped"] is None
+
+
+def test_a_workload_past_the_limit_is_stopped_with_its_profile_so_far(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    spin = profiles.Workload("a loop that never ends", "import itertools",
+                             "for _ in itertools.count():\n    sum(range(100))")
+    monkeypatch.setitem(profiles.WORKLOADS, "spin", spin)
+    summary = profiles.profile("spin", limit=0.5, timeout=60)
+    assert summary["stopped"] == 0.5
+    assert summary["total"] > 0
+    assert summary["functions"]  # what ran before the stop is charged as in any profile
 
 
 def test_report_profiles_each_missed_target_once(monkeypatch: pytest.MonkeyPatch) -> None:
