@@ -106,7 +106,7 @@ def _short(path: str) -> str:
 
 #: A workload still running after this many seconds under the profiler is stopped, and its profile so
 #: far reported (a workload that overruns its target by far shows where its time goes as well).
-PROFILE_SECONDS = 60.0
+PROFILE_SECONDS = 30.0
 
 _CHILD = """
 import cProfile, json, signal, sys
