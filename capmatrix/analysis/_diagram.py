@@ -533,21 +533,10 @@ def _operations(store: Diagram) -> tuple[Callable[[int, int], int], Callable[[in
     or_memo, and_memo, minus_memo = store._or, store._and, store._minus  # noqa: SLF001
     or_get, and_get, minus_get = or_memo.get, and_memo.get, minus_memo.get
 
-    def build(level: int, out: list[int]) -> int:
-        first = out[0]
-        if out.count(first) == len(out):
-            return first
-        kids = tuple(out)
-        table = unique[level]
-        found = table.get(kids)
-        if found is None:
-            found = table[kids] = len(levels)
-            levels.append(level)
-            kids_of.append(kids)
-        return found
-
-    # join, meet and subtract repeat the alignment of their operands inline, on purpose: they are the
-    # innermost loops of check and diff, where a helper call per node pair shows in the profile.
+    # join, meet and subtract repeat the alignment of their operands and the building of the result
+    # inline, on purpose: they are the innermost loops of check and diff, where a helper call per node
+    # pair shows in the profile. The terminals are compared as the literals 0 (EMPTY) and 1 (FULL):
+    # a global lookup or a tuple per comparison costs as much again.
     def join(a: int, b: int) -> int:
         la, lb = levels[a], levels[b]
         if la == lb:
@@ -558,18 +547,29 @@ def _operations(store: Diagram) -> tuple[Callable[[int, int], int], Callable[[in
             level, kids_a, kids_b = lb, (a,) * sizes[lb], kids_of[b]
         out: list[int] = []
         add = out.append
-        for x, y in zip(kids_a, kids_b, strict=True):
-            if y in (x, EMPTY):
+        for x, y in zip(kids_a, kids_b, strict=False):  # equal lengths: one level's values
+            if y == x or y == 0:  # noqa: PLR1714 - no tuple per comparison (above)
                 add(x)
-            elif x == EMPTY:
+            elif x == 0:
                 add(y)
-            elif FULL in (x, y):
-                add(FULL)
+            elif x == 1 or y == 1:
+                add(1)
             else:
-                low, high = (x, y) if x < y else (y, x)
-                found = or_get((low, high))
-                add(join(low, high) if found is None else found)
-        found = or_memo[(a, b)] = build(level, out)
+                pair = (x, y) if x < y else (y, x)
+                found = or_get(pair)
+                add(join(*pair) if found is None else found)
+        first = out[0]
+        if out.count(first) == len(out):
+            found = first
+        else:
+            kids = tuple(out)
+            table = unique[level]
+            found = table.get(kids)
+            if found is None:
+                found = table[kids] = len(levels)
+                levels.append(level)
+                kids_of.append(kids)
+        or_memo[(a, b)] = found
         return found
 
     def meet(a: int, b: int) -> int:
@@ -582,18 +582,29 @@ def _operations(store: Diagram) -> tuple[Callable[[int, int], int], Callable[[in
             level, kids_a, kids_b = lb, (a,) * sizes[lb], kids_of[b]
         out: list[int] = []
         add = out.append
-        for x, y in zip(kids_a, kids_b, strict=True):
-            if EMPTY in (x, y):
-                add(EMPTY)
-            elif x in (y, FULL):
+        for x, y in zip(kids_a, kids_b, strict=False):  # equal lengths: one level's values
+            if x == 0 or y == 0:
+                add(0)
+            elif x == y or x == 1:  # noqa: PLR1714
                 add(y)
-            elif y == FULL:
+            elif y == 1:
                 add(x)
             else:
-                low, high = (x, y) if x < y else (y, x)
-                found = and_get((low, high))
-                add(meet(low, high) if found is None else found)
-        found = and_memo[(a, b)] = build(level, out)
+                pair = (x, y) if x < y else (y, x)
+                found = and_get(pair)
+                add(meet(*pair) if found is None else found)
+        first = out[0]
+        if out.count(first) == len(out):
+            found = first
+        else:
+            kids = tuple(out)
+            table = unique[level]
+            found = table.get(kids)
+            if found is None:
+                found = table[kids] = len(levels)
+                levels.append(level)
+                kids_of.append(kids)
+        and_memo[(a, b)] = found
         return found
 
     def subtract(a: int, b: int) -> int:
@@ -606,15 +617,26 @@ def _operations(store: Diagram) -> tuple[Callable[[int, int], int], Callable[[in
             level, kids_a, kids_b = lb, (a,) * sizes[lb], kids_of[b]
         out: list[int] = []
         add = out.append
-        for x, y in zip(kids_a, kids_b, strict=True):
-            if x == EMPTY or y in (FULL, x):
-                add(EMPTY)
-            elif y == EMPTY:
+        for x, y in zip(kids_a, kids_b, strict=False):  # equal lengths: one level's values
+            if x == 0 or y == 1 or y == x:  # noqa: PLR1714
+                add(0)
+            elif y == 0:
                 add(x)
             else:
                 found = minus_get((x, y))
                 add(subtract(x, y) if found is None else found)
-        found = minus_memo[(a, b)] = build(level, out)
+        first = out[0]
+        if out.count(first) == len(out):
+            found = first
+        else:
+            kids = tuple(out)
+            table = unique[level]
+            found = table.get(kids)
+            if found is None:
+                found = table[kids] = len(levels)
+                levels.append(level)
+                kids_of.append(kids)
+        minus_memo[(a, b)] = found
         return found
 
     return join, meet, subtract
