@@ -3,7 +3,7 @@
 A clean load writes the validated model (axes, rules with their conditions and locations, models,
 roles, derived tables) to ``<cache dir>/entries/matrix-<slot>.json``. A later load of the same files
 reads it back instead of parsing, checking and building them again, but only when the entry's key
-equals the key of the input now: a SHA-256 over a format version, the source of the package itself
+equals the key of the input now: a BLAKE2b-256 digest over a format version, the source of the package itself
 (so a new capmatrix, or an edited checkout, never reads an entry an older one wrote), the PyYAML that
 would parse the files, the matrix root, and every file's display path and bytes. Whatever is wrong
 with an entry (truncated, corrupt, another key, another format, a value of an unknown kind) makes it
@@ -19,16 +19,16 @@ matrices, can have written it; whoever could forge one could edit the YAML itsel
 file of this user within :data:`MAX_ENTRY_BYTES` is read (never through a link, never waiting on a
 FIFO), and only files of the cache's own name pattern and header are replaced or pruned.
 
-The entry is data (JSON, checked against a SHA-256 of itself in its first line), never code: reading
-one cannot run anything. ``CAPMATRIX_CACHE=off`` turns the cache off; ``CAPMATRIX_CACHE_DIR`` moves it
-(default: ``$XDG_CACHE_HOME/capmatrix``, else ``~/.cache/capmatrix``). A cache directory that cannot
-be written is ignored. See docs/architecture.md, "The compiled-matrix cache".
+The entry is data (JSON, checked against a BLAKE2b-256 digest of itself in its first line), never
+code: reading one cannot run anything. ``CAPMATRIX_CACHE=off`` turns the cache off;
+``CAPMATRIX_CACHE_DIR`` moves it (default: ``$XDG_CACHE_HOME/capmatrix``, else
+``~/.cache/capmatrix``). A cache directory that cannot be written is ignored. See
+docs/architecture.md, "The compiled-matrix cache".
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -37,6 +37,11 @@ import sys
 import threading
 import time
 from pathlib import Path
+
+try:  # hashlib's own BLAKE2 module: importing hashlib would load OpenSSL first (2 ms of a cold start)
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - an interpreter built without it
+    from hashlib import blake2b
 
 from capmatrix.matrix import Matrix
 from capmatrix.model import (
@@ -68,8 +73,8 @@ if TYPE_CHECKING:
 
 __all__ = ["FORMAT", "MAX_ENTRIES", "cache_dir", "key", "lookup", "store"]
 
-#: The layout of an entry; bump it whenever :func:`_encode` changes.
-FORMAT = 3
+#: The layout of an entry; bump it whenever :func:`_encode` (or the digest) changes.
+FORMAT = 4
 #: Entries kept in the cache directory (one per matrix directory and working directory); the oldest
 #: beyond this are removed when one is written.
 MAX_ENTRIES = 32
@@ -96,6 +101,11 @@ _SUPPORTED = (
 )
 _OFF = frozenset({"off", "0", "no", "false", "disable", "disabled"})
 _lock = threading.Lock()
+
+
+def _digest(data: bytes = b"") -> blake2b:
+    """A 256-bit BLAKE2b hash object over ``data`` (the keys, slots and checksums of entries)."""
+    return blake2b(data, digest_size=32)
 
 
 class _Mismatch(Exception):
@@ -129,7 +139,7 @@ def _code_digest() -> bytes:
     """
     global _code  # noqa: PLW0603 - computed once per process
     if _code is None:
-        digest = hashlib.sha256(f"{_MAGIC} {FORMAT} python {sys.version_info[:2]}".encode())
+        digest = _digest(f"{_MAGIC} {FORMAT} python {sys.version_info[:2]}".encode())
         package = Path(__file__).parent
         sources = sorted(package.glob("*.py")) + sorted((package / "schema").glob("*.json"))
         for path in sources:
@@ -153,7 +163,7 @@ def _frame(digest: Any, data: bytes) -> None:  # noqa: ANN401 - a hashlib object
 
 def key(root: str, files: Sequence[tuple[str, bytes]]) -> str:
     """The key of a matrix: its root, every file's display path and bytes, and :func:`_code_digest`."""
-    digest = hashlib.sha256(_code_digest())
+    digest = _digest(_code_digest())
     _frame(digest, root.encode("utf-8", "surrogateescape"))
     for name, raw in files:
         _frame(digest, name.encode("utf-8", "surrogateescape"))
@@ -163,7 +173,7 @@ def key(root: str, files: Sequence[tuple[str, bytes]]) -> str:
 
 def _slot(root: str, names: Sequence[str]) -> str:
     """The name of the one entry of a matrix directory seen from one working directory (display names)."""
-    digest = hashlib.sha256(root.encode("utf-8", "surrogateescape"))
+    digest = _digest(root.encode("utf-8", "surrogateescape"))
     for name in names:
         _frame(digest, name.encode("utf-8", "surrogateescape"))
     return f"{_PREFIX}{digest.hexdigest()[:32]}.json"
@@ -257,7 +267,7 @@ def store(matrix: Matrix, wanted: str, names: Sequence[str]) -> None:
         payload = json.dumps(_encode(matrix), ensure_ascii=True, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError):  # a value JSON cannot hold exactly (e.g. a date in hf_config)
         return
-    check = hashlib.sha256(payload.encode("ascii")).hexdigest()
+    check = _digest(payload.encode("ascii")).hexdigest()
     directory = _entries_dir(create=True)
     if directory is None:
         return
@@ -331,7 +341,7 @@ def _decode_entry(blob: bytes, wanted: str) -> Matrix:
     parts = head.decode("ascii").split(" ")
     if not newline or len(parts) != 4 or parts[:3] != [_MAGIC, str(FORMAT), wanted]:
         raise _Mismatch
-    if hashlib.sha256(payload).hexdigest() != parts[3]:
+    if _digest(payload).hexdigest() != parts[3]:
         raise _Mismatch
     return _decode(json.loads(payload))
 

@@ -316,7 +316,7 @@ def _damage_cases() -> dict[str, Callable[[bytes], bytes]]:
         data["conditions"][0][2] = [1.5]  # a float among an axis's values
         body = json.dumps(data).encode()
         magic, fmt, wanted, _check = head.decode().split(" ")
-        return f"{magic} {fmt} {wanted} {hashlib.sha256(body).hexdigest()}\n".encode() + body
+        return f"{magic} {fmt} {wanted} {hashlib.blake2b(body, digest_size=32).hexdigest()}\n".encode() + body
 
     return {
         "truncated": lambda blob: blob[: len(blob) // 2],
@@ -501,7 +501,7 @@ def _forge(blob: bytes, old: bytes, new: bytes) -> bytes:
     assert old in payload
     body = payload.replace(old, new)
     magic, fmt, wanted, _check = head.decode().split(" ")
-    return f"{magic} {fmt} {wanted} {hashlib.sha256(body).hexdigest()}\n".encode() + body
+    return f"{magic} {fmt} {wanted} {hashlib.blake2b(body, digest_size=32).hexdigest()}\n".encode() + body
 
 
 def test_a_forged_entry_in_a_private_directory_is_what_the_trust_rests_on(
