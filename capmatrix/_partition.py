@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     L = TypeVar("L", bound=Hashable)  # for the type checker alone: annotations are not evaluated
 
 __all__ = [
+    "TABLE_SAMPLE_MIN",
     "PartitionLimit",
     "find",
     "measure",
@@ -235,11 +236,15 @@ def partition(
     return out
 
 
+#: Fewer boxes than this are never called decision-table-shaped (too few to sample).
+TABLE_SAMPLE_MIN = 16
+
+
 def mostly_disjoint(boxes: Sequence[Box]) -> bool:
     """Whether a deterministic sample of box pairs shows mostly disjoint boxes (a decision table)."""
     members = [i for i, box in enumerate(boxes) if 0 not in box]
     n = len(members)
-    if n < 16:
+    if n < TABLE_SAMPLE_MIN:
         return False
     pairs = hits = 0
     for k in range(min(n, 256)):

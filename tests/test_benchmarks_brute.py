@@ -329,3 +329,21 @@ def test_vllm_selection_workload_is_what_vllm_serves() -> None:
     assert vllm_select._select_all(servable) == 300
     assert vllm_select._select_all(anything) < 300  # the whole grid holds refusals too
     assert vllm_select._cells(300, servable=True) == servable
+
+
+def test_roles_in_disjoint_homes_of_overlapping_rules_take_the_diagrams() -> None:
+    """check picks its route per role: candidates each in a region of their own look disjoint together,
+    yet each one's rules overlap (the diagrams' shape); a decision table is still a table."""
+    from capmatrix._partition import mostly_disjoint  # noqa: PLC0415
+    from capmatrix.analysis._boxes import KernelBoxes  # noqa: PLC0415
+    from capmatrix.analysis._check import _table_shaped  # noqa: PLC0415
+    from capmatrix.analysis._roles import role_kernels  # noqa: PLC0415
+
+    sparse = next(s for s in shapes.family() if s.name == "sparse-roles")
+    m = shapes.generate(sparse, 800).build()
+    role = next(iter(m.roles.values()))
+    kernels = [KernelBoxes.of(m.kernels[n], m.space) for n in role_kernels(m, role)]
+    assert mostly_disjoint([b for k in kernels for b in k.boxes])  # together: disjoint homes
+    assert not _table_shaped(kernels)
+    table = synth.dmn_matrix(200, n_axes=6, values_per_axis=6, noise=0.1, seed=5).build()
+    assert _table_shaped([KernelBoxes.of(k, table.space) for k in table.kernels.values()])

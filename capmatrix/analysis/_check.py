@@ -11,7 +11,7 @@ import os
 from functools import partial
 from typing import TYPE_CHECKING
 
-from capmatrix._partition import mostly_disjoint
+from capmatrix._partition import TABLE_SAMPLE_MIN, mostly_disjoint
 from capmatrix.analysis._boxes import Area, BoxIndex, KernelBoxes, areas, supported_region, witness_of
 from capmatrix.analysis._diagram import EMPTY, collection_paused
 from capmatrix.analysis._findings import MAX_REGIONS, CheckResult, Finding, Severity, Witness, finding
@@ -89,28 +89,29 @@ def check(matrix: Matrix, *, max_regions: int = MAX_REGIONS) -> tuple[Finding, .
     space = matrix.space
     findings: list[Finding] = []
     compiled = {name: KernelBoxes.of(kernel, space) for name, kernel in matrix.kernels.items()}
-    if mostly_disjoint([b for c in compiled.values() for b in c.boxes]):
-        # Decision-table-shaped rules: regions as disjoint boxes, from the partition split like the
-        # table itself (a fixed-order decision diagram of a table can be far larger than the table).
-        regions = {name: supported_region(space, boxes, local=True) for name, boxes in compiled.items()}
-        for name, boxes in compiled.items():
-            region = regions[name]
-            findings.extend(_kernel_findings(
-                space, boxes, nowhere=not region, alive=_meets_region(region)))
-        for role in matrix.roles.values():
-            findings.extend(table_role_findings(matrix, role, compiled, regions, limit=max_regions))
-        findings.extend(_gate_findings(matrix, limit=max_regions))
-        return tuple(sorted(findings, key=Finding.sort_key))
-    # One diagram store per role (its candidates' rules, in the axis order they suggest, as
-    # bounded_gap builds it), then one per kernel no role names: a store of every kernel's nodes
-    # would grow with the whole matrix and make every walk in it slower. Each kernel's own findings
-    # are read in the first store that holds its supported node.
+    # One analysis per role (its candidates' rules) and per kernel no role names, each taking the
+    # route its own rules' shape calls for: decision-table-shaped rules (mostly disjoint boxes) the
+    # partition split like the table (a fixed-order decision diagram of a table can be far larger
+    # than the table), overlapping rules one diagram store in the axis order they suggest (as
+    # bounded_gap builds it; a store of every kernel's nodes would grow with the whole matrix and
+    # slow every walk in it). Each kernel's own findings are read where its region is first built;
+    # they are exact booleans, the same on either route.
     pending = dict(compiled)
     groups: list[tuple[Role | None, list[str]]] = [
         (role, role_kernels(matrix, role)) for role in matrix.roles.values()]
     in_roles = {name for _role, names in groups for name in names}
     groups += [(None, [name]) for name in compiled if name not in in_roles]
     for owner, names in groups:
+        if _table_shaped([compiled[name] for name in names]):
+            regions = {name: supported_region(space, compiled[name], local=True) for name in names}
+            for name in names:
+                if name in pending:
+                    region = regions[name]
+                    findings.extend(_kernel_findings(
+                        space, pending.pop(name), nowhere=not region, alive=_meets_region(region)))
+            if owner is not None:
+                findings.extend(table_role_findings(matrix, owner, compiled, regions, limit=max_regions))
+            continue
         diagram = diagram_for(space, (compiled[name] for name in names))
         supported = {name: supported_node(diagram, compiled[name]) for name in names}
         for name in names:
@@ -123,6 +124,20 @@ def check(matrix: Matrix, *, max_regions: int = MAX_REGIONS) -> tuple[Finding, .
         diagram.release()
     findings.extend(_gate_findings(matrix, limit=max_regions))
     return tuple(sorted(findings, key=Finding.sort_key))
+
+
+def _table_shaped(kernels: list[KernelBoxes]) -> bool:
+    """Whether rules are decision-table-shaped: their boxes mostly disjoint, and within each kernel too.
+
+    Kernels whose own rules overlap (each candidate of a role in its own region, say) make their
+    boxes look disjoint together while each kernel's region is a union of overlapping boxes: the
+    diagrams' route. Only kernels with enough boxes to sample are judged on their own.
+    """
+    if not mostly_disjoint([b for k in kernels for b in k.boxes]):
+        return False
+    judged = [k for k in kernels if len(k.boxes) >= TABLE_SAMPLE_MIN]
+    overlapping = sum(len(k.boxes) for k in judged if not mostly_disjoint(k.boxes))
+    return 2 * overlapping <= sum(len(k.boxes) for k in judged)
 
 
 def _meets_region(region: Region) -> Callable[[Box], bool]:
