@@ -334,10 +334,10 @@ def test_vllm_selection_workload_is_what_vllm_serves() -> None:
 def test_roles_in_disjoint_homes_of_overlapping_rules_take_the_diagrams() -> None:
     """check picks its route per role: candidates each in a region of their own look disjoint together,
     yet each one's rules overlap (the diagrams' shape); a decision table is still a table."""
-    from capmatrix._partition import mostly_disjoint  # noqa: PLC0415
-    from capmatrix.analysis._boxes import KernelBoxes  # noqa: PLC0415
-    from capmatrix.analysis._check import _table_shaped  # noqa: PLC0415
-    from capmatrix.analysis._roles import role_kernels  # noqa: PLC0415
+    from capmatrix._partition import mostly_disjoint
+    from capmatrix.analysis._boxes import KernelBoxes
+    from capmatrix.analysis._check import _table_shaped
+    from capmatrix.analysis._roles import role_kernels
 
     sparse = next(s for s in shapes.family() if s.name == "sparse-roles")
     m = shapes.generate(sparse, 800).build()
