@@ -196,11 +196,8 @@ def _frozen_delattr(self: Any, name: str) -> None:  # noqa: ANN401
 
 
 def _reduce(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
-    get = attrgetter(*names) if len(names) > 1 else (lambda obj: (getattr(obj, names[0]),)) if names \
-        else (lambda _obj: ())
-
     def __reduce__(self: Any) -> tuple[Any, ...]:  # noqa: ANN401, N807
-        return _rebuild, (type(self), get(self))
+        return _rebuild, (type(self), tuple(getattr(self, name) for name in names))
 
     return __reduce__
 

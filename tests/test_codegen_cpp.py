@@ -37,10 +37,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_export import ROUND_TRIP_BLOCK_CELLS, _blocks
+from test_export import ROUND_TRIP_BLOCK_CELLS, _blocks, _residual_bitmap
 
 import capmatrix
-from capmatrix import ANY, KernelQuery, Verdict
+from capmatrix import ANY, KernelQuery
 from capmatrix.cli import run
 from capmatrix.codegen import CodegenError, cpp_header
 from capmatrix.codegen.cpp import _camel, _comment, _constant, _method, _type
@@ -291,28 +291,6 @@ def _classes(data: dict[str, Any], kernel: str, axis: str) -> list[list[int]]:
     return list(found.values())
 
 
-def _picked_bitmap(
-    resolution: capmatrix.Resolution, open_axes: list[str], picks: dict[str, list[int]]
-) -> int:
-    """The resolver's answer over the block's open axes at the picked values (first axis fastest)."""
-    full = (1 << math.prod(len(picks[a]) for a in open_axes)) - 1
-    if resolution.verdict is Verdict.SUPPORTED:
-        return full
-    if resolution.verdict is Verdict.UNSUPPORTED:
-        return 0
-    assert resolution.residual is not None
-    assert not resolution.residual_truncated, "the block is too large for an exact residual"
-    assert list(resolution.residual.space.names) == open_axes
-    out = 0
-    for box in resolution.residual.boxes:
-        cells, width = 1, 1
-        for axis, mask in zip(open_axes, box, strict=True):
-            cells *= sum(1 << (p * width) for p, j in enumerate(picks[axis]) if mask >> j & 1)
-            width *= len(picks[axis])
-        out |= cells
-    return out
-
-
 @needs_gxx
 def test_every_listed_value_is_set_at_its_index(
     program: tuple[Path, list[str]], data: dict[str, Any]
@@ -372,7 +350,7 @@ def test_every_cell_of_xqa_and_the_gates(
                 values: dict[str, object] = {**rest, **dict(zip(fixed_axes, combo, strict=True))}
                 query = KernelQuery(kernel).replace(**values, **dict.fromkeys(open_axes, ANY))
                 resolution = capmatrix.resolve(query, matrix)
-                bitmap = _picked_bitmap(resolution, open_axes, picks)
+                bitmap = _residual_bitmap(resolution, open_axes, matrix, picks=picks)
                 full = (1 << math.prod(len(picks[a]) for a in open_axes)) - 1
                 listed = "supported" if bitmap == full else "unsupported" if not bitmap else "depends"
                 expected.append((listed, bitmap))

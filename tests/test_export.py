@@ -282,16 +282,20 @@ def evaluator(data: dict[str, Any]) -> Evaluator:
 
 
 def _residual_bitmap(resolution: capmatrix.Resolution, open_axes: list[str],
-                     matrix: capmatrix.Matrix, *, classes: bool = False) -> int:
+                     matrix: capmatrix.Matrix, *, classes: bool = False,
+                     picks: dict[str, list[int]] | None = None) -> int:
     """The resolver's answer over the block's open axes, as a bitmap in the evaluator's cell order.
 
     Over each open axis's listed values, and with ``classes`` its classes' representatives after them
-    (the artifact's ``values``, then its ``classes``: the resolver's order too).
+    (the artifact's ``values``, then its ``classes``: the resolver's order too); with ``picks``, over
+    the values of those indices only, in that order.
     """
-    def size(axis: str) -> int:
-        return len(matrix.axes[axis].values if classes else matrix.axes[axis].known)
+    def chosen(axis: str) -> list[int]:
+        if picks is not None:
+            return picks[axis]
+        return list(range(len(matrix.axes[axis].values if classes else matrix.axes[axis].known)))
 
-    full = (1 << math.prod(size(a) for a in open_axes)) - 1
+    full = (1 << math.prod(len(chosen(a)) for a in open_axes)) - 1
     if resolution.verdict is Verdict.SUPPORTED:
         return full
     if resolution.verdict is Verdict.UNSUPPORTED:
@@ -303,8 +307,8 @@ def _residual_bitmap(resolution: capmatrix.Resolution, open_axes: list[str],
     for box in resolution.residual.boxes:
         cells, width = 1, 1
         for axis, mask in zip(open_axes, box, strict=True):
-            cells *= sum(1 << (j * width) for j in range(size(axis)) if mask >> j & 1)
-            width *= size(axis)
+            cells *= sum(1 << (p * width) for p, j in enumerate(chosen(axis)) if mask >> j & 1)
+            width *= len(chosen(axis))
         out |= cells
     return out
 
