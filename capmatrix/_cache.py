@@ -42,7 +42,7 @@ try:  # hashlib's own BLAKE2 module: importing hashlib would load OpenSSL first 
 except ImportError:  # pragma: no cover - an interpreter built without it
     from hashlib import blake2b
 
-from capmatrix._cache_json import Mismatch, decode, encode
+from capmatrix._cache_json import decode, encode
 
 TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
@@ -85,6 +85,10 @@ _OFF = frozenset({"off", "0", "no", "false", "disable", "disabled"})
 def _digest(data: bytes = b"") -> blake2b:
     """A 256-bit BLAKE2b hash object over ``data`` (the keys, slots and checksums of entries)."""
     return blake2b(data, digest_size=32)
+
+
+class _Mismatch(Exception):
+    """An entry that does not hold what its key says (control flow inside this module)."""
 
 
 def cache_dir() -> Path | None:
@@ -311,11 +315,11 @@ def _decode_entry(blob: bytes, wanted: str) -> Matrix:
     :raises Exception: of any kind, for anything else (the caller treats every one as a miss).
     """
     if len(blob) > MAX_ENTRY_BYTES:
-        raise Mismatch
+        raise _Mismatch
     head, newline, payload = blob.partition(b"\n")
     parts = head.decode("ascii").split(" ")
     if not newline or len(parts) != 4 or parts[:3] != [_MAGIC, str(FORMAT), wanted]:
-        raise Mismatch
+        raise _Mismatch
     if _digest(payload).hexdigest() != parts[3]:
-        raise Mismatch
+        raise _Mismatch
     return decode(json.loads(payload))

@@ -39,11 +39,11 @@ if TYPE_CHECKING:
 
     from capmatrix.model import Boxes
 
-__all__ = ["Mismatch", "decode", "encode"]
+__all__ = ["decode", "encode"]
 
 
-class Mismatch(Exception):
-    """An entry that does not hold what its key says (control flow of the cache: a miss)."""
+class _Mismatch(ValueError):
+    """Data that :func:`encode` did not write (``_cache`` treats any exception of a read as a miss)."""
 
 
 _lock = threading.Lock()  # the condition table below belongs to one entry at a time
@@ -139,14 +139,14 @@ def _unvalues(data: list[Any]) -> list[int | str | bool]:
     out = []
     for v in data:
         if type(v) not in (bool, int, str):
-            raise Mismatch
+            raise _Mismatch
         out.append(v)
     return out
 
 
 def _str(v: object) -> str:
     if type(v) is not str:
-        raise Mismatch
+        raise _Mismatch
     return v
 
 
@@ -156,7 +156,7 @@ def _opt_str(v: object) -> str | None:
 
 def _int(v: object) -> int:
     if type(v) is not int:
-        raise Mismatch
+        raise _Mismatch
     return v
 
 
@@ -166,7 +166,7 @@ def _opt_int(v: object) -> int | None:
 
 def _bool(v: object) -> bool:
     if type(v) is not bool:
-        raise Mismatch
+        raise _Mismatch
     return v
 
 
@@ -210,7 +210,7 @@ def _unrule(data: list[Any]) -> Rule:
     rule_id, kernel, effect, conditions, reason, source, status, loc, verified, derived = data
     location = _unloc(loc)
     if location is None or (verified is not None and type(verified) is not dict):
-        raise Mismatch
+        raise _Mismatch
     return Rule(
         id=_str(rule_id), kernel=sys.intern(_str(kernel)), effect=Effect(effect),
         conditions=_unconds(conditions), reason=_str(reason), source=sys.intern(_str(source)),
@@ -230,7 +230,7 @@ def _unkernel(data: list[Any]) -> Kernel:
     name, description, rules, loc, kind, engine, source, guards = data
     location = _unloc(loc)
     if location is None:
-        raise Mismatch
+        raise _Mismatch
     return Kernel(
         name=_str(name), description=_str(description), rules=tuple(_unrule(r) for r in rules),
         location=location, kind=_str(kind), engine=_opt_str(engine), source=_opt_str(source),
@@ -257,7 +257,7 @@ def _unguard(data: list[Any]) -> Guard:
     targets, loc, when, axes, refused, means = data
     location = _unloc(loc)
     if location is None:
-        raise Mismatch
+        raise _Mismatch
     return Guard(
         targets=tuple(map(_str, targets)), location=location, when=tuple(_unconds(b) for b in when),
         axes=_unpins(axes),
@@ -284,7 +284,7 @@ def _unmodel(data: list[Any]) -> ModelFamily:
     name, description, axes, source, loc, hf_model_types, recognise, hf_ids, hf_config = data
     location = _unloc(loc)
     if location is None or (hf_config is not None and type(hf_config) is not dict):
-        raise Mismatch
+        raise _Mismatch
     return ModelFamily(
         name=_str(name), description=_str(description),
         axes={_str(a): _unvalues([v])[0] for a, v in axes}, source=_str(source), location=location,
@@ -306,7 +306,7 @@ def _unrole(data: list[Any]) -> Role:
     name, description, candidates, loc, source, axes, orders = data
     location = _unloc(loc)
     if location is None:
-        raise Mismatch
+        raise _Mismatch
     return Role(
         name=_str(name), description=_str(description), candidates=tuple(map(_str, candidates)),
         location=location, source=_opt_str(source), axes={_str(a): _unvalues([v])[0] for a, v in axes},
@@ -318,7 +318,7 @@ def _unorder(data: list[Any]) -> RoleOrder:
     when, candidates, text, loc, area = data
     location = _unloc(loc)
     if location is None:
-        raise Mismatch
+        raise _Mismatch
     return RoleOrder(
         when=_unboxes(when), candidates=tuple(map(_str, candidates)), text=_str(text), location=location,
         area=tuple(tuple(map(_int, box)) for box in area),
@@ -335,7 +335,7 @@ def _underived(data: list[Any]) -> DerivedAxis:
     for value, when, text, loc in rows:
         location = _unloc(loc)
         if location is None:
-            raise Mismatch
+            raise _Mismatch
         out.append(DerivedRow(value=_unvalues([value])[0], when=_unboxes(when), text=_str(text),
                               location=location))
     return DerivedAxis(axis=_unaxis(axis), rows=tuple(out))
@@ -349,7 +349,7 @@ def _ungpu(data: list[Any]) -> GPU:
     key, name, sm, aliases, source, loc = data
     location = _unloc(loc)
     if location is None:
-        raise Mismatch
+        raise _Mismatch
     return GPU(key=_str(key), name=_str(name), sm=_int(sm), aliases=tuple(map(_str, aliases)),
                source=_opt_str(source), location=location)
 
