@@ -10,9 +10,10 @@ import random
 import shutil
 import subprocess
 import sys
-from itertools import product
+from itertools import cycle, product
 from pathlib import Path
 from typing import TYPE_CHECKING
+from unittest.mock import patch
 
 import pytest
 import yaml
@@ -21,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import capmatrix
-from capmatrix.analysis import Change, diff, union_space
+from capmatrix.analysis import Change, MatrixDiff, diff, union_space
 from capmatrix.analysis._boxes import KernelBoxes, supported_region
 from capmatrix.cli import run
 from capmatrix.cli._analysis import render_diff_markdown, render_diff_text
@@ -243,14 +244,27 @@ def test_union_space_answers_new_values_with_old_ranges(write_matrix: WriteMatri
 SMALL = (4, 3, 3, 2)
 
 
+def _routed_diff(old: capmatrix.Matrix, new: capmatrix.Matrix, local: bool | str | None) -> MatrixDiff:
+    """``diff`` on one route, or with ``local="mixed"`` each group on the route it is dealt in turn
+    (partition, diagrams, ...), as the per-group choice may mix them in one diff."""
+    if local != "mixed":
+        assert not isinstance(local, str)
+        return diff(old, new, local=local)
+    with patch("capmatrix.analysis._diff.table_shaped", side_effect=cycle([True, False])) as dealt:
+        result = diff(old, new)
+    assert dealt.call_count >= len(result.roles)  # a group per role, then per kernel left
+    return result
+
+
+ROUTES = st.sampled_from([None, True, False, "mixed"])
+
+
 @settings(max_examples=80, deadline=None)
-@given(
-    st.integers(0, 10**9), st.integers(0, 10**9), st.integers(1, 16), st.sampled_from([None, True, False])
-)
-def test_diff_equals_brute_force(seed_a: int, seed_b: int, rules: int, local: bool | None) -> None:
+@given(st.integers(0, 10**9), st.integers(0, 10**9), st.integers(1, 16), ROUTES)
+def test_diff_equals_brute_force(seed_a: int, seed_b: int, rules: int, local: bool | str | None) -> None:
     old = random_matrix(seed_a, sizes=SMALL, rules=rules, per_kernel=4, role_size=2)
     new = random_matrix(seed_b, sizes=SMALL, rules=rules + seed_b % 3, per_kernel=4, role_size=2)
-    result = diff(old, new, local=local)
+    result = _routed_diff(old, new, local)
     for kd in result.kernels:
         a, b = old.kernels.get(kd.kernel), new.kernels.get(kd.kernel)
         gained, lost = set(), set()
@@ -324,8 +338,8 @@ def test_added_and_removed_kernels_roles_and_axes(write_matrix: WriteMatrix, tmp
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(0, 10**9), st.integers(0, 10**6), st.sampled_from([None, True, False]))
-def test_diff_of_a_small_edit_equals_brute_force(seed: int, pick: int, local: bool | None) -> None:
+@given(st.integers(0, 10**9), st.integers(0, 10**6), ROUTES)
+def test_diff_of_a_small_edit_equals_brute_force(seed: int, pick: int, local: bool | str | None) -> None:
     old = random_matrix(seed, sizes=SMALL, rules=12, per_kernel=4, role_size=3)
     other = random_matrix(seed + 1, sizes=SMALL, rules=12, per_kernel=4, role_size=3)
     # Replace one rule's region by another matrix's: most rules are shared by both sides.
@@ -337,7 +351,7 @@ def test_diff_of_a_small_edit_equals_brute_force(seed: int, pick: int, local: bo
     rules[i] = dataclasses.replace(rules[i], conditions=donor.conditions)
     kernels = {**old.kernels, name: dataclasses.replace(kernel, rules=tuple(rules))}
     new = dataclasses.replace(old, kernels=kernels)
-    result = diff(old, new, local=local)
+    result = _routed_diff(old, new, local)
     for kd in result.kernels:
         a, b = old.kernels[kd.kernel], new.kernels[kd.kernel]
         gained = {tuple(c.values()) for c in cells(old) if supported_at(b, c) and not supported_at(a, c)}
@@ -516,9 +530,9 @@ def _selected(matrix: capmatrix.Matrix, role: Role | None, cell: dict[str, AxisV
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.integers(0, 10**9), st.sampled_from([None, True, False]))
+@given(st.integers(0, 10**9), ROUTES)
 def test_role_moves_with_changed_lists_and_unchanged_candidates_equal_brute_force(
-    seed: int, local: bool | None
+    seed: int, local: bool | str | None
 ) -> None:
     """Roles whose candidate lists or orders change (reordered, added, dropped candidates; kernels
     absent from one side), and roles whose candidates are partly or wholly unchanged: every move
@@ -548,7 +562,7 @@ def test_role_moves_with_changed_lists_and_unchanged_candidates_equal_brute_forc
                  for name, role in old_roles.items() if rnd.random() < 0.9}
     old = dataclasses.replace(old, roles=old_roles)
     new = dataclasses.replace(old, kernels=kernels, roles=new_roles)
-    result = diff(old, new, local=local)
+    result = _routed_diff(old, new, local)
     assert [r.role for r in result.roles] == list(old_roles)
     for rd in result.roles:
         expected: dict[tuple[str | None, str | None], set[tuple[object, ...]]] = {}

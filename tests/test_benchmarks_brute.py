@@ -335,8 +335,7 @@ def test_roles_in_disjoint_homes_of_overlapping_rules_take_the_diagrams() -> Non
     """check picks its route per role: candidates each in a region of their own look disjoint together,
     yet each one's rules overlap (the diagrams' shape); a decision table is still a table."""
     from capmatrix._partition import mostly_disjoint
-    from capmatrix.analysis._boxes import KernelBoxes
-    from capmatrix.analysis._check import _table_shaped
+    from capmatrix.analysis._boxes import KernelBoxes, table_shaped
     from capmatrix.analysis._roles import role_kernels
 
     sparse = next(s for s in shapes.family() if s.name == "sparse-roles")
@@ -344,6 +343,6 @@ def test_roles_in_disjoint_homes_of_overlapping_rules_take_the_diagrams() -> Non
     role = next(iter(m.roles.values()))
     kernels = [KernelBoxes.of(m.kernels[n], m.space) for n in role_kernels(m, role)]
     assert mostly_disjoint([b for k in kernels for b in k.boxes])  # together: disjoint homes
-    assert not _table_shaped(kernels)
+    assert not table_shaped(kernels)
     table = synth.dmn_matrix(200, n_axes=6, values_per_axis=6, noise=0.1, seed=5).build()
-    assert _table_shaped([KernelBoxes.of(k, table.space) for k in table.kernels.values()])
+    assert table_shaped([KernelBoxes.of(k, table.space) for k in table.kernels.values()])

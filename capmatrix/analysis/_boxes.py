@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from capmatrix._partition import partition, reduce_kernel
+from capmatrix._partition import TABLE_SAMPLE_MIN, mostly_disjoint, partition, reduce_kernel
 from capmatrix.model import Axis, AxisValue, Effect
 from capmatrix.regions import Region, bits, box_of, subtract
 
@@ -28,6 +28,7 @@ __all__ = [
     "reduce_kernel",
     "subtract_all",
     "supported_region",
+    "table_shaped",
     "with_values",
     "witness_of",
 ]
@@ -164,6 +165,20 @@ def _one_cover(live: int, covering: int) -> int:
 def subtract_all(space: Space, pieces: list[Box], boxes: Sequence[Box]) -> list[Box]:
     """``pieces`` minus every box of ``boxes`` (disjoint pieces stay disjoint)."""
     return _subtract_all(space, pieces, boxes, (1 << len(boxes)) - 1)
+
+
+def table_shaped(kernels: Sequence[KernelBoxes]) -> bool:
+    """Whether rules are decision-table-shaped: their boxes mostly disjoint, and within each kernel too.
+
+    Kernels whose own rules overlap (each candidate of a role in its own region, say) make their
+    boxes look disjoint together while each kernel's region is a union of overlapping boxes: the
+    diagrams' route. Only kernels with enough boxes to sample are judged on their own.
+    """
+    if not mostly_disjoint([b for k in kernels for b in k.boxes]):
+        return False
+    judged = [k for k in kernels if len(k.boxes) >= TABLE_SAMPLE_MIN]
+    overlapping = sum(len(k.boxes) for k in judged if not mostly_disjoint(k.boxes))
+    return 2 * overlapping <= sum(len(k.boxes) for k in judged)
 
 
 def supported_region(

@@ -11,8 +11,15 @@ import os
 from functools import partial
 from typing import TYPE_CHECKING
 
-from capmatrix._partition import TABLE_SAMPLE_MIN, mostly_disjoint
-from capmatrix.analysis._boxes import Area, BoxIndex, KernelBoxes, areas, supported_region, witness_of
+from capmatrix.analysis._boxes import (
+    Area,
+    BoxIndex,
+    KernelBoxes,
+    areas,
+    supported_region,
+    table_shaped,
+    witness_of,
+)
 from capmatrix.analysis._diagram import EMPTY, collection_paused
 from capmatrix.analysis._findings import MAX_REGIONS, CheckResult, Finding, Severity, Witness, finding
 from capmatrix.analysis._gates import gate_reports
@@ -102,7 +109,7 @@ def check(matrix: Matrix, *, max_regions: int = MAX_REGIONS) -> tuple[Finding, .
     in_roles = {name for _role, names in groups for name in names}
     groups += [(None, [name]) for name in compiled if name not in in_roles]
     for owner, names in groups:
-        if _table_shaped([compiled[name] for name in names]):
+        if table_shaped([compiled[name] for name in names]):
             regions = {name: supported_region(space, compiled[name], local=True) for name in names}
             for name in names:
                 if name in pending:
@@ -124,20 +131,6 @@ def check(matrix: Matrix, *, max_regions: int = MAX_REGIONS) -> tuple[Finding, .
         diagram.release()
     findings.extend(_gate_findings(matrix, limit=max_regions))
     return tuple(sorted(findings, key=Finding.sort_key))
-
-
-def _table_shaped(kernels: list[KernelBoxes]) -> bool:
-    """Whether rules are decision-table-shaped: their boxes mostly disjoint, and within each kernel too.
-
-    Kernels whose own rules overlap (each candidate of a role in its own region, say) make their
-    boxes look disjoint together while each kernel's region is a union of overlapping boxes: the
-    diagrams' route. Only kernels with enough boxes to sample are judged on their own.
-    """
-    if not mostly_disjoint([b for k in kernels for b in k.boxes]):
-        return False
-    judged = [k for k in kernels if len(k.boxes) >= TABLE_SAMPLE_MIN]
-    overlapping = sum(len(k.boxes) for k in judged if not mostly_disjoint(k.boxes))
-    return 2 * overlapping <= sum(len(k.boxes) for k in judged)
 
 
 def _meets_region(region: Region) -> Callable[[Box], bool]:

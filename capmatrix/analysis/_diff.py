@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import TYPE_CHECKING
 
-from capmatrix._partition import mostly_disjoint, partition
+from capmatrix._partition import partition
 from capmatrix.analysis._boxes import (
     Area,
     KernelBoxes,
     areas,
     subtract_all,
     supported_region,
+    table_shaped,
     with_values,
 )
 from capmatrix.analysis._diagram import EMPTY, FULL, Diagram, axis_order, collection_paused
@@ -272,32 +273,49 @@ class _Scope:
         self.diagram.release()
 
 
-def _diagram_diff(
-    sides: _Sides, old: Matrix, new: Matrix, kernel_names: list[str], role_names: list[str]
+def _routed_diff(
+    sides: _Sides, old: Matrix, new: Matrix, kernel_names: list[str], role_names: list[str],
+    local: bool | None,
 ) -> tuple[tuple[KernelDiff, ...], tuple[RoleDiff, ...]]:
-    """Every kernel's and role's diff over decision diagrams, one store per role then per kernel left.
+    """Every kernel's and role's diff, one group per role then per kernel left, each on its own route.
 
-    A role's store holds its candidates' supported regions on both sides; the candidates' own diffs
-    are read there, so that no kernel's regions are built twice.
+    ``local`` None picks the route per group from the shape of its rules on both sides (as check
+    does): decision-table-shaped rules the partition, overlapping rules a diagram store of the
+    group's own. A role's candidates' own diffs are read in the role's group, so that no kernel's
+    regions are built twice. Both routes give the same cells.
     """
     kernels: dict[str, KernelDiff] = {}
     roles = []
-    for name in role_names:
-        scope = sides.scope(_role_candidates(old, new, name))
+    groups: list[tuple[str | None, list[str]]] = [
+        (name, _role_candidates(old, new, name)) for name in role_names]
+    groups += [(None, [k]) for k in kernel_names if k not in {c for _r, names in groups for c in names}]
+    for role, listed in groups:
+        names = [k for k in listed if k in old.kernels or k in new.kernels]
+        todo = [k for k in names if k not in kernels]
+        if _table_route(sides, names, local):
+            for kernel in todo:
+                kernels[kernel] = _table_kernel_diff(sides.space, kernel, sides.compiled[0].get(kernel),
+                                                     sides.compiled[1].get(kernel), sides.limit)
+            if role is not None:
+                roles.append(_table_role_diff(sides, role, old, new, sides.limit))
+            continue
+        scope = sides.scope(names)
         try:
-            for kernel in scope.names:
-                if kernel not in kernels and (kernel in old.kernels or kernel in new.kernels):
-                    kernels[kernel] = _kernel_diff(scope, kernel, old.kernels.get(kernel),
-                                                   new.kernels.get(kernel))
-            roles.append(_role_diff(sides, scope, name, old, new))
+            for kernel in todo:
+                kernels[kernel] = _kernel_diff(scope, kernel, old.kernels.get(kernel),
+                                               new.kernels.get(kernel))
+            if role is not None:
+                roles.append(_role_diff(sides, scope, role, old, new))
         finally:
             scope.release()
-    for kernel in kernel_names:
-        if kernel not in kernels:
-            scope = sides.scope([kernel])
-            kernels[kernel] = _kernel_diff(scope, kernel, old.kernels.get(kernel), new.kernels.get(kernel))
-            scope.release()
     return tuple(kernels[k] for k in kernel_names), tuple(roles)
+
+
+def _table_route(sides: _Sides, names: list[str], local: bool | None) -> bool:
+    """Whether a group of kernels takes the partition: ``local`` when given, else their rules' shape."""
+    if local is not None:
+        return local
+    return table_shaped([c for side in sides.compiled for k in names if (c := side.get(k)) is not None])
 
 
 def _role_candidates(old: Matrix, new: Matrix, name: str) -> list[str]:
@@ -480,25 +498,16 @@ def diff(
     boxes and their exact number (``*_total``).
 
     ``local`` picks the method: True for decision-table-shaped rules (the partition, split like the
-    table), False for overlapping rules (decision diagrams in one axis order); None decides from
-    how much the rule boxes of both matrices overlap. Both give the same cells; regions are listed
-    in the canonical form of ``docs/analysis.md``, so the same two matrices always give the same
-    areas.
+    table), False for overlapping rules (decision diagrams in one axis order); None decides per role
+    (and per kernel no role names) from how much the rule boxes of its kernels overlap on both
+    sides. Both give the same cells; regions are listed in the canonical form of
+    ``docs/analysis.md``, so the same two matrices always give the same areas.
     """
     space, notes = union_space(old, new)
     sides = _Sides(space, old, new, max_regions)
-    if local is None:
-        local = mostly_disjoint([b for side in sides.compiled for c in side.values() for b in c.boxes])
     kernel_names = list(old.kernels) + [k for k in new.kernels if k not in old.kernels]
     role_names = list(old.roles) + [r for r in new.roles if r not in old.roles]
-    if local:
-        kernels = tuple(
-            _table_kernel_diff(space, k, sides.compiled[0].get(k), sides.compiled[1].get(k), max_regions)
-            for k in kernel_names
-        )
-        roles = tuple(_table_role_diff(sides, r, old, new, max_regions) for r in role_names)
-    else:
-        kernels, roles = _diagram_diff(sides, old, new, kernel_names, role_names)
+    kernels, roles = _routed_diff(sides, old, new, kernel_names, role_names, local)
     return MatrixDiff(old=old_label, new=new_label, kernels=kernels, roles=roles, axes=notes)
 
 
