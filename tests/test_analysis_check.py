@@ -32,6 +32,7 @@ from capmatrix.analysis import (
     bounded_gap,
     check,
     check_path,
+    diff,
     role_gap,
     role_regions,
 )
@@ -618,3 +619,31 @@ def test_each_kernel_once_and_each_gap_as_bounded_gap_counts_it() -> None:
         assert len(shown) == (1 if gap.region else 0)
         if shown:
             assert gap.count() in shown[0].message
+
+
+def test_every_analysis_hands_its_diagram_stores_back() -> None:
+    """check, bounded_gap, role_regions and diff release each store they build (a store left to the
+    cyclic collector costs a walk over all its tuples at the first collection after the analysis)."""
+    from capmatrix.analysis import _diagram
+
+    made: list[_diagram.Diagram] = []
+    init = _diagram.Diagram.__init__
+
+    def recording(self: _diagram.Diagram, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        made.append(self)
+
+    old = random_matrix(3, sizes=(4, 3, 3, 2), rules=40, per_kernel=4, role_size=3)
+    new = random_matrix(4, sizes=(4, 3, 3, 2), rules=40, per_kernel=4, role_size=3)
+    with patch.object(_diagram.Diagram, "__init__", recording):
+        runs = [
+            lambda: check(old),
+            lambda: [bounded_gap(old, role) for role in old.roles.values()],
+            lambda: [role_regions(old, role) for role in old.roles.values()],
+            lambda: diff(old, new, local=False),
+        ]
+        for analysis in runs:
+            made.clear()
+            analysis()
+            assert made
+            assert [len(d) for d in made] == [2] * len(made)  # only the terminals left

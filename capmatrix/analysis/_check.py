@@ -119,16 +119,15 @@ def check(matrix: Matrix, *, max_regions: int = MAX_REGIONS) -> tuple[Finding, .
             if owner is not None:
                 findings.extend(table_role_findings(matrix, owner, compiled, regions, limit=max_regions))
             continue
-        diagram = diagram_for(space, (compiled[name] for name in names))
-        supported = {name: supported_node(diagram, compiled[name]) for name in names}
-        for name in names:
-            if name in pending:
-                boxes, node = pending.pop(name), supported[name]
-                findings.extend(_kernel_findings(
-                    space, boxes, nowhere=node == EMPTY, alive=partial(diagram.meets, node)))
-        if owner is not None:
-            findings.extend(role_findings(matrix, owner, diagram, supported, limit=max_regions))
-        diagram.release()
+        with diagram_for(space, (compiled[name] for name in names)) as diagram:
+            supported = {name: supported_node(diagram, compiled[name]) for name in names}
+            for name in names:
+                if name in pending:
+                    boxes, node = pending.pop(name), supported[name]
+                    findings.extend(_kernel_findings(
+                        space, boxes, nowhere=node == EMPTY, alive=partial(diagram.meets, node)))
+            if owner is not None:
+                findings.extend(role_findings(matrix, owner, diagram, supported, limit=max_regions))
     findings.extend(_gate_findings(matrix, limit=max_regions))
     return tuple(sorted(findings, key=Finding.sort_key))
 

@@ -28,6 +28,8 @@ from capmatrix.regions import bits
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
 
+    from typing_extensions import Self
+
     from capmatrix.regions import Box, Space
 
 __all__ = ["EMPTY", "FULL", "Diagram", "axis_order", "collection_paused"]
@@ -110,12 +112,20 @@ class Diagram:
         """Nodes built so far, terminals included."""
         return len(self._level)
 
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.release()
+
     def release(self) -> None:
         """Empty the store's tables (its nodes are then unusable) without waiting for a collection.
 
         The store's walks are closures that refer to themselves, so the store is only freed by the
         cyclic collector, which an analysis pauses: an analysis that builds one store per role hands
-        each back this way, keeping its memory to one role's.
+        each back this way, keeping its memory to one role's. A store left to the collector costs
+        more: the first collection after the pause walks every tuple it holds (``with Diagram(...)``
+        releases on the way out).
         """
         pairs: tuple[dict[tuple[int, int], int], ...] = (self._or, self._and, self._minus)
         for memo in pairs:

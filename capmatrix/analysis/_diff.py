@@ -229,8 +229,8 @@ class _Scope:
     """Both sides' supported regions of some kernels as nodes of one diagram over the union space.
 
     One store per kernel and per role, in the axis order their own rules suggest: a store of every
-    kernel's nodes grows with the whole matrix and slows every walk in it. :meth:`release` hands
-    the store back once its regions are listed.
+    kernel's nodes grows with the whole matrix and slows every walk in it. ``with scope.diagram``
+    hands the store back once its regions are listed.
     """
 
     def __init__(self, sides: _Sides, names: list[str]) -> None:
@@ -269,9 +269,6 @@ class _Scope:
             return found, len(found)
         return tuple(Area(self.space, b) for b in self.diagram.boxes(node, limit)), count
 
-    def release(self) -> None:
-        self.diagram.release()
-
 
 def _routed_diff(
     sides: _Sides, old: Matrix, new: Matrix, kernel_names: list[str], role_names: list[str],
@@ -300,14 +297,12 @@ def _routed_diff(
                 roles.append(_table_role_diff(sides, role, old, new, sides.limit))
             continue
         scope = sides.scope(names)
-        try:
+        with scope.diagram:
             for kernel in todo:
                 kernels[kernel] = _kernel_diff(scope, kernel, old.kernels.get(kernel),
                                                new.kernels.get(kernel))
             if role is not None:
                 roles.append(_role_diff(sides, scope, role, old, new))
-        finally:
-            scope.release()
     return tuple(kernels[k] for k in kernel_names), tuple(roles)
 
 

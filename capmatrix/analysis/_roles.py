@@ -53,13 +53,13 @@ def role_regions(
     sp = matrix.space if space is None else space
     names = role_kernels(matrix, role)
     compiled = {name: KernelBoxes.of(matrix.kernels[name], sp) for name in names}
-    diagram = diagram_for(sp, compiled.values())
-    supported = {name: supported_node(diagram, boxes) for name, boxes in compiled.items()}
     ordered = bool(role.orders) and sp.names == matrix.space.names
-    return {
-        name: Region(sp, diagram.boxes(node), disjoint=True).merged()
-        for name, node in _winners(diagram, matrix, role, supported, ordered=ordered).items()
-    }
+    with diagram_for(sp, compiled.values()) as diagram:
+        supported = {name: supported_node(diagram, boxes) for name, boxes in compiled.items()}
+        return {
+            name: Region(sp, diagram.boxes(node), disjoint=True).merged()
+            for name, node in _winners(diagram, matrix, role, supported, ordered=ordered).items()
+        }
 
 
 def role_kernels(matrix: Matrix, role: Role) -> list[str]:
@@ -182,10 +182,10 @@ def bounded_gap(matrix: Matrix, role: Role, *, limit: int = MAX_REGIONS) -> Gap:
     """
     space = matrix.space
     compiled = {name: KernelBoxes.of(matrix.kernels[name], space) for name in role_kernels(matrix, role)}
-    diagram = diagram_for(space, compiled.values())
-    supported = {name: supported_node(diagram, boxes) for name, boxes in compiled.items()}
-    node, negated, _never = _gap_and_shadowed(diagram, matrix, role, supported)
-    return _bounded(diagram, node, limit, negated=negated)
+    with diagram_for(space, compiled.values()) as diagram:
+        supported = {name: supported_node(diagram, boxes) for name, boxes in compiled.items()}
+        node, negated, _never = _gap_and_shadowed(diagram, matrix, role, supported)
+        return _bounded(diagram, node, limit, negated=negated)
 
 
 def _bounded(diagram: Diagram, node: int, limit: int, *, negated: bool = False) -> Gap:
