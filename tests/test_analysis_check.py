@@ -42,7 +42,7 @@ from capmatrix.model import Effect, format_value
 from capmatrix.regions import Region, box_of
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from capmatrix.model import AxisValue
 
@@ -587,7 +587,7 @@ def test_check_and_diff_are_the_same_in_every_process(tmp_path: Path) -> None:
     outputs = []
     for seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
-        runs = [
+        runs: list[Callable[[], object]] = [
             subprocess.run([sys.executable, "-m", "capmatrix", *args], capture_output=True, text=True,
                            env=env, check=False, cwd=root)
             for args in (["check", str(old), "--json"], ["diff", str(old), str(new), "--json"])
@@ -636,7 +636,7 @@ def test_every_analysis_hands_its_diagram_stores_back() -> None:
     old = random_matrix(3, sizes=(4, 3, 3, 2), rules=40, per_kernel=4, role_size=3)
     new = random_matrix(4, sizes=(4, 3, 3, 2), rules=40, per_kernel=4, role_size=3)
     with patch.object(_diagram.Diagram, "__init__", recording):
-        runs = [
+        runs: list[Callable[[], object]] = [
             lambda: check(old),
             lambda: [bounded_gap(old, role) for role in old.roles.values()],
             lambda: [role_regions(old, role) for role in old.roles.values()],
