@@ -587,7 +587,7 @@ def test_check_and_diff_are_the_same_in_every_process(tmp_path: Path) -> None:
     outputs = []
     for seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
-        runs: list[Callable[[], object]] = [
+        runs = [
             subprocess.run([sys.executable, "-m", "capmatrix", *args], capture_output=True, text=True,
                            env=env, check=False, cwd=root)
             for args in (["check", str(old), "--json"], ["diff", str(old), str(new), "--json"])
