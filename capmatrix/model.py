@@ -325,7 +325,10 @@ class Condition:
 
     def contains(self, value: AxisValue) -> bool:
         """Whether ``value`` (known to the universe or not) satisfies this condition."""
-        return self._admits(value, any(v == value and type(v) is type(value) for v in self.values))
+        # Membership first (equal values hash alike, so a miss is exact); a hit is checked for its
+        # type, as True == 1 and 1 == True.
+        listed = value in self.values and any(v == value and type(v) is type(value) for v in self.values)
+        return self._admits(value, listed)
 
     def mask(self, values: Sequence[AxisValue]) -> int:
         """The bits of ``values`` this condition admits: bit ``i`` is :meth:`contains` of ``values[i]``.
@@ -379,11 +382,10 @@ class Condition:
             return self.admits_none
         if self.cuts and type(value) is int:
             return signature(value, self.cuts) in self.signatures
-        hit = (
-            listed
-            or any(value in interval for interval in self.intervals)
-            or (type(value) is int and any(value % m == 0 for m in self.moduli))
-        )
+        if listed or not (self.intervals or self.moduli):  # most conditions only list values
+            return listed != self.negated
+        hit = any(value in interval for interval in self.intervals) or (
+            type(value) is int and any(value % m == 0 for m in self.moduli))
         return hit != self.negated
 
     @property

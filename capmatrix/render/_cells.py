@@ -68,6 +68,7 @@ class _Grid:
         self.paths = _Paths(matrix)
         self.axes = tuple(matrix.axes.values())
         self.sm = matrix.axes.get("sm")
+        self._unusable: dict[str, tuple[str, ...]] = {}  # per kernel: every cell of it asks
         if self.sm is None:
             raise RenderError("the matrix declares no 'sm' axis; the support matrix is per SM")
 
@@ -78,6 +79,12 @@ class _Grid:
 
         (FlashMLA needs 64-token blocks; pinning the default 32 would hide every grant it has.)
         """
+        found = self._unusable.get(kernel.name)
+        if found is None:
+            found = self._unusable[kernel.name] = self._unusable_defaults(kernel)
+        return found
+
+    def _unusable_defaults(self, kernel: Kernel) -> tuple[str, ...]:
         out = []
         for axis in self.axes:
             if axis.default is None:
