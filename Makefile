@@ -32,9 +32,12 @@ lint: dev
 	$(VENV)/bin/mypy
 
 # One pytest worker per core (JOBS=0 runs them in this process); pytest-cov combines the workers' coverage,
-# and `coverage report` applies fail_under from pyproject.toml.
+# and `coverage report` applies fail_under from pyproject.toml. The sources are byte-compiled first: the
+# tests start many child processes, which otherwise each compile the package again where
+# PYTHONDONTWRITEBYTECODE is set.
 JOBS ?= auto
 unit: dev
+	$(PY) -m compileall -q capmatrix tests tools benchmarks examples >/dev/null
 	$(PY) -m pytest -q -n $(JOBS) --cov --cov-report=
 	$(PY) -m coverage report
 

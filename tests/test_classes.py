@@ -178,6 +178,7 @@ def listed(tmp_path_factory: pytest.TempPathFactory) -> capmatrix.Matrix:
     return capmatrix.load(root)
 
 
+@pytest.mark.no_cover  # a sweep: the same lines thousands of times (see conftest.py)
 def test_the_shipped_matrix_answers_unlisted_values_as_if_listed(listed: capmatrix.Matrix) -> None:
     shipped = capmatrix.load(SHIPPED)
     for axis, extra in UNLISTED.items():

@@ -66,6 +66,7 @@ def test_record_shape(record: dict[str, Any]) -> None:
     assert {"vllm_" + n.lower() for order in record["orders"] for n in order} <= candidates
 
 
+@pytest.mark.no_cover  # a sweep: the same lines thousands of times (see conftest.py)
 def test_differential_every_cell(record: dict[str, Any]) -> None:
     """Every cell: the automatic choice, the priority list, the rejected backends in vLLM's order when
     nothing is valid, and every forced backend's verdict. No disagreement is tolerated.
@@ -166,6 +167,7 @@ def test_environment_and_model_axes() -> None:
     assert backend_order(**mha9, extra={"use_mm_prefix": True})[0] == "TRITON_FLASH_ATTN"
 
 
+@pytest.mark.no_cover  # a sweep: the same lines thousands of times (see conftest.py)
 def test_cli_select_answers_the_same(record: dict[str, Any]) -> None:
     """`capmatrix select vllm_attention ...` gives vLLM's answer: a spread of cells, every column."""
     keys = sorted(record["cells"])[::613]
@@ -221,6 +223,21 @@ def test_repeated_selection_is_remembered_per_matrix() -> None:
     del matrix, resolver, raised, info
     gc.collect()
     assert len(vllm._MEMO) == before - 1
+
+
+def test_the_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that asks ever new configurations keeps at most ``_MEMO_SIZE`` answers per matrix."""
+    from capmatrix.engine import vllm
+
+    monkeypatch.setattr(vllm, "_MEMO_SIZE", 3)
+    matrix = capmatrix.load()
+    heads = (64, 96, 128, 256, 64, 128)
+    answers = [select_backend(**{**_MHA, "head_size": h}, matrix=matrix) for h in heads]
+    memo = vllm._MEMO[matrix._compiled]
+    assert 1 <= len(memo) <= 3
+    # answers after the memo was emptied are the same as before it
+    assert answers[4] == answers[0]
+    assert answers[5] == answers[2]
 
 
 _MHA: dict[str, Any] = {"capability": (9, 0), "head_size": 128, "dtype": "bf16", "kv_cache_dtype": "auto",

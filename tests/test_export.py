@@ -407,6 +407,7 @@ def _blocks(data: dict[str, Any], kernel: str, limit: int = BLOCK_CELLS) -> tupl
     return named[: len(named) - len(open_axes)], open_axes
 
 
+@pytest.mark.no_cover  # a sweep: the same lines thousands of times (see conftest.py)
 @pytest.mark.parametrize("kernel", list(capmatrix.load().kernels))
 def test_every_cell_of_every_kernel(
     kernel: str, matrix: capmatrix.Matrix, data: dict[str, Any], evaluator: Evaluator
