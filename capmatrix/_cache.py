@@ -3,9 +3,10 @@
 A clean load writes the validated model (axes, rules with their conditions and locations, models,
 roles, derived tables) to ``<cache dir>/entries/matrix-<slot>.json``. A later load of the same files
 reads it back instead of parsing, checking and building them again, but only when the entry's key
-equals the key of the input now: a BLAKE2b-256 digest over a format version, the source of the package itself
-(so a new capmatrix, or an edited checkout, never reads an entry an older one wrote), the PyYAML that
-would parse the files, the matrix root, and every file's display path and bytes. Whatever is wrong
+equals the key of the input now: a BLAKE2b-256 digest over a format version, the package's own files
+(each one's path, size and modification time, as the interpreter checks its bytecode cache: so a new
+capmatrix, or an edited checkout, never reads an entry an older one wrote), the PyYAML that would
+parse the files, the matrix root, and every file's display path and bytes. Whatever is wrong
 with an entry (truncated, corrupt, another key, another format, a value of an unknown kind) makes it
 a miss: the files are loaded as if there were no cache and the entry is written again. A matrix with
 a problem is never written, so every error comes from the full loader, exactly as without a cache.
@@ -111,28 +112,34 @@ _code: bytes | None = None
 
 
 def _code_digest() -> bytes:
-    """A digest of what turns files into a matrix: this package's source, its schema and PyYAML's version.
+    """A digest of what turns files into a matrix: this package's modules and schema, and PyYAML.
 
-    Computed once per process from the files themselves, so an edited checkout (not only a new
-    version) never reads an entry an older loader wrote.
+    Computed once per process. Each source file enters by its path, size and modification time, as
+    the interpreter's own bytecode cache checks a module, not by its bytes: reading and hashing the
+    package's 400 kB of source was the largest step of a cached load. Installing another capmatrix
+    or PyYAML (another path or other files), or editing a checkout, changes it.
     """
     global _code  # noqa: PLW0603 - computed once per process
     if _code is None:
         digest = _digest(f"{_MAGIC} {FORMAT} python {sys.version_info[:2]}".encode())
-        package = Path(__file__).parent
-        sources = sorted(package.glob("*.py")) + sorted((package / "schema").glob("*.json"))
-        for path in sources:
-            _frame(digest, path.name.encode())
-            _frame(digest, path.read_bytes())
-        for entry in sys.path:  # PyYAML's version and whether it has libyaml, without importing it
-            yaml_dir = Path(entry or ".") / "yaml"
-            init = yaml_dir / "__init__.py"
-            if init.is_file():
-                _frame(digest, init.read_bytes())
-                _frame(digest, ",".join(sorted(p.name for p in yaml_dir.glob("_yaml*"))).encode())
+        package = os.path.dirname(os.path.abspath(__file__))  # noqa: PTH100, PTH120 - no pathlib here
+        _stamp(digest, package, ".py")
+        _stamp(digest, os.path.join(package, "schema"), ".json")  # noqa: PTH118
+        for entry in sys.path:  # PyYAML's files (version, libyaml or not), without importing it
+            yaml_dir = os.path.join(entry or ".", "yaml")  # noqa: PTH118
+            if os.path.isfile(os.path.join(yaml_dir, "__init__.py")):  # noqa: PTH113, PTH118
+                _stamp(digest, os.path.abspath(yaml_dir), "")  # noqa: PTH100
                 break
         _code = digest.digest()
     return _code
+
+
+def _stamp(digest: Any, directory: str, suffix: str) -> None:  # noqa: ANN401 - a hashlib object
+    """Add each file of ``directory`` whose name ends with ``suffix``: its path, size and mtime."""
+    with os.scandir(directory) as listing:
+        found = sorted((e.name, e.stat()) for e in listing if e.name.endswith(suffix) and e.is_file())
+    for name, st in found:
+        _frame(digest, f"{directory}/{name} {st.st_size} {st.st_mtime_ns}".encode("utf-8", "surrogateescape"))
 
 
 def _frame(digest: Any, data: bytes) -> None:  # noqa: ANN401 - a hashlib object

@@ -11,13 +11,10 @@ import gc
 import os
 from pathlib import Path
 
-from capmatrix import _cache, _hints
+from capmatrix import _cache
 from capmatrix._files import read_bytes
-from capmatrix._references import _Semantics
-from capmatrix._values import ENUM_VALUE, RESERVED_AXIS_NAMES, open_domains
 from capmatrix.errors import CapabilityError, CapabilityErrors
 from capmatrix.resolver import compile_matrix
-from capmatrix.schema import shape_problems
 
 TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
@@ -25,6 +22,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from capmatrix import _yaml
+    from capmatrix._values import ENUM_VALUE, RESERVED_AXIS_NAMES, open_domains
     from capmatrix.matrix import Matrix
 
 __all__ = [
@@ -40,6 +38,19 @@ __all__ = [
     "load",
     "open_domains",
 ]
+
+_FROM_VALUES = frozenset({"ENUM_VALUE", "RESERVED_AXIS_NAMES", "open_domains"})
+
+
+def __getattr__(name: str) -> object:
+    """The value layer's names, imported on first use (PEP 562): a cached load never needs them."""
+    if name in _FROM_VALUES:
+        from capmatrix import _values  # noqa: PLC0415
+
+        return getattr(_values, name)
+    msg = f"module {__name__!r} has no attribute {name!r}"
+    raise AttributeError(msg)
+
 
 #: Sub-directory of a matrix that holds expectation cases, not matrix data.
 EXPECT_DIR = "expect"
@@ -278,7 +289,10 @@ def _parse(
     root: Path, raws: list[tuple[Path, str, bytes | None]], problems: list[CapabilityError],
     *, outline: bool = False,
 ) -> Matrix | None:
-    from capmatrix import _yaml  # noqa: PLC0415 - PyYAML loads on first use, not on import
+    # PyYAML, the schema and the builders load on first use: a load the cache answers needs none of them
+    from capmatrix import _hints, _yaml  # noqa: PLC0415
+    from capmatrix._references import _Semantics  # noqa: PLC0415
+    from capmatrix.schema import shape_problems  # noqa: PLC0415
 
     _hints.reset()
     docs: list[tuple[dict[str, Any], _yaml.SourceMap]] = []

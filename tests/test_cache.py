@@ -292,6 +292,38 @@ def test_hostile_files_give_the_same_problems_with_the_cache_on(
         capmatrix.load("caps")
 
 
+def _stamped(directory: Path) -> str:
+    digest = _cache._digest()
+    _cache._stamp(digest, str(directory), ".py")
+    return digest.hexdigest()
+
+
+def test_an_edited_module_changes_the_code_digest(tmp_path: Path) -> None:
+    """The package's files enter the key by path, size and mtime: an edit or a new install is a miss."""
+    module = tmp_path / "loader.py"
+    module.write_text("x = 1\n", encoding="utf-8")
+    (tmp_path / "notes.txt").write_text("not a module", encoding="utf-8")
+    os.utime(module, ns=(10**18, 10**18))
+    first = _stamped(tmp_path)
+    assert _stamped(tmp_path) == first
+    (tmp_path / "notes.txt").write_text("other", encoding="utf-8")  # not a module: not read
+    assert _stamped(tmp_path) == first
+    module.write_text("x = 2\n", encoding="utf-8")  # same size, edited later
+    assert _stamped(tmp_path) != first
+    os.utime(module, ns=(10**18, 10**18))
+    assert _stamped(tmp_path) == first
+    module.write_text("x = 10\n", encoding="utf-8")
+    os.utime(module, ns=(10**18, 10**18))  # same mtime, another size
+    assert _stamped(tmp_path) != first
+    (tmp_path / "new.py").write_text("", encoding="utf-8")
+    assert len({first, _stamped(tmp_path)}) == 2
+    moved = tmp_path / "elsewhere"
+    moved.mkdir()
+    (moved / "loader.py").write_text("x = 1\n", encoding="utf-8")
+    os.utime(moved / "loader.py", ns=(10**18, 10**18))
+    assert _stamped(moved) != first  # another install's path
+
+
 def test_another_loader_is_a_miss(cache: Path, write_matrix: Callable[..., Path],
                                   monkeypatch: pytest.MonkeyPatch) -> None:
     root = write_matrix()
