@@ -21,7 +21,7 @@ __all__ = ["MAX_FILE_BYTES", "read_bytes"]
 MAX_FILE_BYTES = 2 * 1024 * 1024
 
 
-def read_bytes(path: Path, name: str) -> bytes:
+def read_bytes(path: str | Path, name: str) -> bytes:
     """The bytes of one regular file of at most :data:`MAX_FILE_BYTES` (``name`` is its display name).
 
     :raises capmatrix.CapabilityErrors: for an unreadable, oversized or non-regular file.

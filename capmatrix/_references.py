@@ -6,8 +6,6 @@ guard, models, roles, GPUs, and the engine vocabularies each reads.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from capmatrix import _hints
 from capmatrix._record import replace
 from capmatrix._values import _Values, _when_text, open_domains
@@ -51,7 +49,7 @@ class _Semantics(_Values):
     """Layers two and three: values (:class:`_Values`) and cross-references, then the matrix."""
 
     def build(
-        self, root: Path, docs: list[tuple[dict[str, Any], _yaml.SourceMap]]
+        self, root: str, docs: list[tuple[dict[str, Any], _yaml.SourceMap]]
     ) -> Matrix | None:
         axes_docs = [(d, s) for d, s in docs if "axes" in d]
         if len(axes_docs) > 1:

@@ -7,9 +7,10 @@ Then the shape (:mod:`capmatrix.schema`), the values (:mod:`capmatrix._values`) 
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
 import os
-from pathlib import Path
+import stat
 
 from capmatrix import _cache
 from capmatrix._files import read_bytes
@@ -19,6 +20,7 @@ from capmatrix.resolver import compile_matrix
 TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
     from typing import Any
 
     from capmatrix import _yaml
@@ -64,29 +66,97 @@ MAX_DIR_DEPTH = 16
 
 def default_path() -> Path:
     """The shipped ``capabilities/``: the source tree's when running from a checkout, else the wheel's."""
-    package = Path(__file__).resolve().parent
-    checkout = package.parent / "capabilities"
-    if (checkout / "axes.yaml").is_file() and (package.parent / "pyproject.toml").is_file():
+    from pathlib import Path  # noqa: PLC0415 - the loader itself works on strings (a cold start)
+
+    return Path(_default_root())
+
+
+def _default_root() -> str:
+    package = os.path.dirname(os.path.realpath(__file__))  # noqa: PTH120
+    checkout = os.path.join(os.path.dirname(package), "capabilities")  # noqa: PTH118, PTH120
+    if (os.path.isfile(os.path.join(checkout, "axes.yaml"))  # noqa: PTH113, PTH118
+            and os.path.isfile(os.path.join(os.path.dirname(package), "pyproject.toml"))):  # noqa: PTH113, PTH118, PTH120
         return checkout
-    return package / "_capabilities"
+    return os.path.join(package, "_capabilities")  # noqa: PTH118
 
 
-def _display_base(root: Path) -> str:
-    """How the display names of a matrix's files begin: its root as seen from the working directory."""
-    if root.name == "_capabilities":
-        return "capabilities"
+# The loader works on path strings, not pathlib (whose imports are a tenth of a cold start), written
+# the way pathlib would show them, so that every name and message reads as before.
+_MISSING_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP})
+
+
+def _normal(path: str) -> str:
+    """``path`` as ``str(PurePosixPath(path))``: empty and ``.`` components dropped, ``..`` kept."""
+    if path.startswith("/"):  # POSIX keeps exactly two leading slashes apart
+        root = "//" if path.startswith("//") and not path.startswith("///") else "/"
+    else:
+        root = ""
+    return root + "/".join(p for p in path.split("/") if p and p != ".") or "."
+
+
+def _join(directory: str, name: str) -> str:
+    """``directory / name`` as pathlib joins a normal path and a plain name."""
+    if directory == ".":
+        return name
+    return directory + name if directory.endswith("/") else f"{directory}/{name}"
+
+
+def _below(path: str, root: str) -> str | None:
+    """``path`` relative to ``root`` (both normal), ``""`` for the root itself, None when not below it."""
+    if path == root:
+        return ""
+    if root == ".":  # every relative path is below it, as pathlib reads parts (``..`` included)
+        return None if path.startswith("/") else path
+    prefix = root if root.endswith("/") else root + "/"
+    return path[len(prefix):] if path.startswith(prefix) else None
+
+
+def _resolved(path: str) -> str | None:
+    """The real path of ``path`` as ``Path.resolve()`` finds it, or None for a symbolic link loop."""
     try:
-        return root.resolve().relative_to(Path.cwd().resolve()).as_posix()
-    except ValueError:
-        return root.as_posix()
+        real = os.path.realpath(path)  # non-strict: a missing tail is kept
+    except OSError:
+        return None
+    try:
+        os.stat(real)  # noqa: PTH116 - realpath does not report a loop; stat does
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return None
+    return real
 
 
-def _display(path: Path, root: Path, base: str | None = None) -> str:
+def _kind(path: str) -> int | None:
+    """The file type bits of ``path`` (links followed), or None where pathlib says it does not exist.
+
+    :raises OSError: as ``Path.is_file`` raises: for an error other than a missing path or a loop.
+    """
+    try:
+        return stat.S_IFMT(os.stat(path).st_mode)  # noqa: PTH116
+    except OSError as exc:
+        if exc.errno in _MISSING_ERRNOS:
+            return None
+        raise
+    except ValueError:  # a NUL in the path
+        return None
+
+
+def _display_base(root: str) -> str:
+    """How the display names of a matrix's files begin: its root as seen from the working directory."""
+    if os.path.basename(root) == "_capabilities":  # noqa: PTH119
+        return "capabilities"
+    real = _resolved(root)
+    rel = None if real is None else _below(real, os.path.realpath(os.getcwd()))  # noqa: PTH109
+    if rel is None:
+        return root
+    return rel or "."
+
+
+def _display(path: str, root: str, base: str | None = None) -> str:
     """The display name of ``path`` below ``root``.
 
     ``base`` is :func:`_display_base` of ``root``, worked out once per matrix by the caller (else here).
     """
-    rel = path.relative_to(root).as_posix()
+    rel = _below(path, root) or "."
     if base is None:
         base = _display_base(root)
     shown = rel if base == "." else f"{base}/{rel}"
@@ -105,50 +175,55 @@ def discover(root: Path) -> list[tuple[Path, str]]:
     :raises CapabilityErrors: for a missing or unreadable directory, too many files, too many
         bytes, or too deep a tree (symlink loops are walked once).
     """
+    from pathlib import Path  # noqa: PLC0415
 
-    def fail(where: Path, message: str, hint: str | None = None) -> CapabilityError:
-        return CapabilityError(str(where), None, None, "", message, hint=hint, code="E001")
+    return [(Path(file), shown) for file, shown in _discover(_root(root))]
+
+
+def _discover(root: str) -> list[tuple[str, str]]:
+    """:func:`discover` on a normal path string (:func:`_normal`), giving path strings."""
+
+    def fail(where: str, message: str, hint: str | None = None) -> CapabilityError:
+        return CapabilityError(where, None, None, "", message, hint=hint, code="E001")
 
     try:
-        if root.is_file():
-            return [(root, root.as_posix())]
-        is_dir = root.is_dir()
-    except OSError as exc:  # e.g. a path component that loops or is too long
+        kind = _kind(root)
+    except OSError as exc:  # e.g. a path component that is too long
         raise CapabilityErrors([fail(root, f"cannot read: {exc.strerror or exc}")]) from None
-    if not is_dir:
-        what = "matrix directory not found" if not root.exists() else "not a directory or a file"
+    if kind == stat.S_IFREG:
+        return [(root, root)]
+    if kind != stat.S_IFDIR:
+        what = "matrix directory not found" if kind is None else "not a directory or a file"
         raise CapabilityErrors(
             [fail(root, what, hint="pass a directory of capability YAML files")]
         )
-    found: list[Path] = []
-    sizes: dict[Path, int] = {}
+    found: list[str] = []
+    sizes: dict[str, int] = {}
     total = 0
     walk_errors: list[CapabilityError] = []
     seen_dirs: set[tuple[int, int]] = set()
-    real_root = root.resolve()
+    real_root = _resolved(root) or root
 
-    def leaves(path: Path) -> bool:
+    def leaves(path: str) -> bool:
         """Whether ``path`` (a link, or below one) resolves outside the matrix directory."""
-        try:
-            return not path.resolve().is_relative_to(real_root)
-        except (OSError, RuntimeError):  # a loop: reported when the file is read
-            return False
+        real = _resolved(path)
+        return real is not None and _below(real, real_root) is None  # a loop: reported when read
 
-    def outside(path: Path, what: str) -> CapabilityError:
+    def outside(path: str, what: str) -> CapabilityError:
         return fail(
-            Path(_display(path, root)),
+            _normal(_display(path, root)),
             f"{what} is a symbolic link that leads outside the matrix directory; it is not read",
             hint="copy the file into the matrix directory, or link only within it",
         )
 
     def on_error(exc: OSError) -> None:
-        where = Path(exc.filename) if exc.filename else root
+        where = _normal(os.fsdecode(exc.filename)) if exc.filename else root
         walk_errors.append(fail(where, f"cannot read directory: {exc.strerror or exc}"))
 
     for dirpath, dirnames, filenames in os.walk(root, onerror=on_error, followlinks=True):
-        here = Path(dirpath)
+        here = _normal(dirpath)
         try:
-            info = here.stat()
+            info = os.stat(here)  # noqa: PTH116
         except OSError as exc:
             walk_errors.append(fail(here, f"cannot read directory: {exc.strerror or exc}"))
             dirnames[:] = []
@@ -164,20 +239,22 @@ def discover(root: Path) -> list[tuple[Path, str]]:
         dirnames[:] = sorted(
             d for d in dirnames if not d.startswith(".") and not (here == root and d == EXPECT_DIR)
         )
-        if dirnames and len(here.relative_to(root).parts) >= MAX_DIR_DEPTH:
+        rel = _below(here, root)
+        if dirnames and rel and rel.count("/") + 1 >= MAX_DIR_DEPTH:
             raise CapabilityErrors(
                 [fail(here, f"directories nested deeper than {MAX_DIR_DEPTH} levels")]
             )
         for name in filenames:
             if not name.endswith((".yaml", ".yml")):
                 continue
-            if leaves(here / name):
-                walk_errors.append(outside(here / name, "this file"))
+            file = _join(here, name)
+            if leaves(file):
+                walk_errors.append(outside(file, "this file"))
                 continue
-            found.append(here / name)
+            found.append(file)
             with contextlib.suppress(OSError):  # reported with its name when the file is read
-                sizes[here / name] = (here / name).stat().st_size
-                total += sizes[here / name]
+                sizes[file] = os.stat(file).st_size  # noqa: PTH116
+                total += sizes[file]
         if len(found) > MAX_FILES:
             raise CapabilityErrors(
                 [
@@ -203,9 +280,9 @@ def discover(root: Path) -> list[tuple[Path, str]]:
     return sorted(((p, _display(p, root, base)) for p in found), key=lambda item: item[1])
 
 
-def _largest(sizes: dict[Path, int], root: Path, count: int = 3) -> str:
+def _largest(sizes: dict[str, int], root: str, count: int = 3) -> str:
     """The ``count`` largest files, biggest first, as ``path (N bytes)``: what to look at first."""
-    top = sorted(sizes.items(), key=lambda item: (-item[1], str(item[0])))[:count]
+    top = sorted(sizes.items(), key=lambda item: (-item[1], item[0]))[:count]
     return ", ".join(f"{_display(path, root)} ({size} bytes)" for path, size in top)
 
 
@@ -214,7 +291,7 @@ def load(path: str | os.PathLike[str] | None = None) -> Matrix:
 
     :raises CapabilityErrors: with every problem found, each located at ``file:line:col``.
     """
-    root = Path(path) if path is not None else default_path()
+    root = _root(path)
     problems: list[CapabilityError] = []
     matrix = _build(root, problems)
     if problems or matrix is None:
@@ -244,7 +321,7 @@ def _gc_paused() -> Iterator[None]:
 
 def iter_problems(path: str | os.PathLike[str] | None = None) -> Iterator[CapabilityError]:
     """Yield every problem of a matrix directory, sorted by location (nothing when it is clean)."""
-    root = Path(path) if path is not None else default_path()
+    root = _root(path)
     problems: list[CapabilityError] = []
     try:
         _build(root, problems)
@@ -253,13 +330,24 @@ def iter_problems(path: str | os.PathLike[str] | None = None) -> Iterator[Capabi
     yield from sorted(problems, key=CapabilityError.sort_key)
 
 
-def _build(root: Path, problems: list[CapabilityError]) -> Matrix | None:
+def _root(path: str | os.PathLike[str] | None) -> str:
+    """The matrix root of ``load(path)`` as a normal path string (the shipped matrix for None)."""
+    if path is None:
+        return _default_root()
+    text = os.fspath(path)
+    if not isinstance(text, str):
+        msg = f"argument should be a str object or an os.PathLike object returning str, not {type(text)!r}"
+        raise TypeError(msg)
+    return _normal(text)
+
+
+def _build(root: str, problems: list[CapabilityError]) -> Matrix | None:
     """The validated matrix of ``root`` (from the cache when its entry provably matches the files).
 
     Problems go to ``problems``; a matrix with any is never cached, and a cached one has none.
     """
-    files = discover(root)
-    raws: list[tuple[Path, str, bytes | None]] = []
+    files = _discover(root)
+    raws: list[tuple[str, str, bytes | None]] = []
     for file, display in files:
         try:
             raws.append((file, display, read_bytes(file, display)))
@@ -270,7 +358,7 @@ def _build(root: Path, problems: list[CapabilityError]) -> Matrix | None:
     readable = len(inputs) == len(raws) and bool(inputs)
     if readable:
         with _gc_paused():
-            cached, key = _cache.lookup(str(root), inputs)
+            cached, key = _cache.lookup(root, inputs)
         if cached is not None:
             return cached
     # A clean matrix needs the positions of entries and rules only; a problem anywhere reads the
@@ -286,7 +374,7 @@ def _build(root: Path, problems: list[CapabilityError]) -> Matrix | None:
 
 
 def _parse(
-    root: Path, raws: list[tuple[Path, str, bytes | None]], problems: list[CapabilityError],
+    root: str, raws: list[tuple[str, str, bytes | None]], problems: list[CapabilityError],
     *, outline: bool = False,
 ) -> Matrix | None:
     # PyYAML, the schema and the builders load on first use: a load the cache answers needs none of them

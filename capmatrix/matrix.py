@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import functools
+import os
 import re
-from pathlib import Path
 
 from capmatrix._record import field, record
 from capmatrix.model import Kernel
@@ -113,7 +113,7 @@ class Matrix:
 
         A one-file matrix's own file (the root itself) is shown as given, never ``capabilities/.``.
         """
-        return _shown(self.root, path, str(Path.cwd()))
+        return _shown(self.root, path, os.getcwd())  # noqa: PTH109
 
 
 def gpu_spelling(name: str) -> str:
@@ -132,6 +132,8 @@ _SEPARATORS = re.compile(r"[\s_-]+")
 def _shown(root: str, path: str, cwd: str) -> str:
     # Memoised: a page cites thousands of rules from a few files, and resolving a path is a system call
     # per component. The working directory is part of the key, as relative paths depend on it.
+    from pathlib import Path  # noqa: PLC0415 - not on the path of a load
+
     candidate = Path(path)
     if not candidate.is_absolute():
         candidate = Path(cwd) / candidate

@@ -420,12 +420,12 @@ def test_the_cache_directory_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path:
     monkeypatch.delenv("CAPMATRIX_CACHE", raising=False)
     monkeypatch.delenv("CAPMATRIX_CACHE_DIR", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert _cache.cache_dir() == tmp_path / "xdg" / "capmatrix"
+    assert _cache.cache_dir() == str(tmp_path / "xdg" / "capmatrix")
     monkeypatch.setenv("XDG_CACHE_HOME", "relative/ignored")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert _cache.cache_dir() == tmp_path / "home" / ".cache" / "capmatrix"
+    assert _cache.cache_dir() == str(tmp_path / "home" / ".cache" / "capmatrix")
     monkeypatch.setenv("CAPMATRIX_CACHE_DIR", str(tmp_path / "mine"))
-    assert _cache.cache_dir() == tmp_path / "mine"
+    assert _cache.cache_dir() == str(tmp_path / "mine")
 
 
 def test_an_unwritable_cache_directory_still_loads(
