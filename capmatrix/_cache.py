@@ -30,9 +30,7 @@ docs/architecture.md, "The compiled-matrix cache".
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import re
 import stat
 import sys
 import time
@@ -41,6 +39,11 @@ try:  # hashlib's own BLAKE2 module: importing hashlib would load OpenSSL first 
     from _blake2 import blake2b
 except ImportError:  # pragma: no cover - an interpreter built without it
     from hashlib import blake2b
+
+try:  # the C scanner that json.loads runs, without json's own imports (re, and the patterns it compiles)
+    import _json
+except ImportError:  # pragma: no cover - an interpreter built without it
+    _json = None  # type: ignore[assignment]
 
 from capmatrix._cache_json import decode, encode
 
@@ -67,8 +70,9 @@ STALE_SECONDS = 3600
 _MAGIC = "capmatrix-cache"
 _HEAD = f"{_MAGIC} ".encode()
 _PREFIX = "matrix-"
-_ENTRY_NAME = re.compile(r"matrix-[0-9a-f]{32}\.json")
-_TEMP_NAME = re.compile(r"\.matrix-[0-9a-f]{32}\.json\.[0-9a-f]{12}\.tmp")
+# Patterns of the names this cache writes, compiled (by re, which a read does not need) when writing.
+_ENTRY_NAME = r"matrix-[0-9a-f]{32}\.json"
+_TEMP_NAME = r"\.matrix-[0-9a-f]{32}\.json\.[0-9a-f]{12}\.tmp"
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _CLOEXEC
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | _CLOEXEC
@@ -252,6 +256,8 @@ def store(matrix: Matrix, wanted: str, names: Sequence[str]) -> None:
     if cache_dir() is None:
         return
     try:
+        import json  # noqa: PLC0415 - only a write encodes
+
         payload = json.dumps(encode(matrix), ensure_ascii=True, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError):  # a value JSON cannot hold exactly (e.g. a date in hf_config)
         return
@@ -286,7 +292,9 @@ def _write_entry(directory: int, name: str, text: str) -> None:
 
 def _is_entry(directory: int, name: str) -> bool:
     """Whether ``name`` is an entry this cache wrote: its name, a regular file of this user, its header."""
-    if not _ENTRY_NAME.fullmatch(name):
+    import re  # noqa: PLC0415 - only a write prunes
+
+    if not re.fullmatch(_ENTRY_NAME, name):
         return False
     fd = os.open(name, _READ_FLAGS, dir_fd=directory)
     with os.fdopen(fd, "rb") as handle:
@@ -301,6 +309,8 @@ def _prune(directory: int) -> None:
     starting with its header (a temporary file: its pattern, and older than :data:`STALE_SECONDS`).
     Another process may remove them first.
     """
+    import re  # noqa: PLC0415 - only a write prunes
+
     entries = []
     stale = time.time() - STALE_SECONDS
     with os.scandir(directory) as listing:
@@ -309,7 +319,7 @@ def _prune(directory: int) -> None:
                 st = item.stat(follow_symlinks=False)
                 if _is_entry(directory, item.name):
                     entries.append((st.st_mtime_ns, item.name))
-                elif (_TEMP_NAME.fullmatch(item.name) and stat.S_ISREG(st.st_mode)
+                elif (re.fullmatch(_TEMP_NAME, item.name) and stat.S_ISREG(st.st_mode)
                       and st.st_uid == os.geteuid() and st.st_mtime < stale):
                     os.unlink(item.name, dir_fd=directory)
     entries.sort()
@@ -331,4 +341,31 @@ def _decode_entry(blob: bytes, wanted: str) -> Matrix:
         raise _Mismatch
     if _digest(payload).hexdigest() != parts[3]:
         raise _Mismatch
-    return decode(json.loads(payload))
+    return decode(_loads(payload.decode("ascii")))
+
+
+class _PlainJSON:
+    """What the C scanner reads of a ``json.JSONDecoder``: plain values, and no NaN or Infinity."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+
+    @staticmethod
+    def parse_constant(name: str) -> None:
+        raise _Mismatch(name)  # an entry never holds NaN or Infinity (written with allow_nan=False)
+
+
+def _loads(text: str) -> Any:  # noqa: ANN401 - JSON data
+    """``json.loads(text)`` of a payload this cache wrote (no surrounding whitespace), or an exception."""
+    if _json is None:  # pragma: no cover - an interpreter built without the C scanner
+        import json  # noqa: PLC0415
+
+        return json.loads(text)
+    scan = _json.make_scanner(_PlainJSON())  # type: ignore[arg-type] # it reads the attributes above
+    value, end = scan(text, 0)
+    if end != len(text):
+        raise _Mismatch
+    return value

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 
 from capmatrix._record import field, record
 from capmatrix.model import Kernel
@@ -122,10 +121,8 @@ def gpu_spelling(name: str) -> str:
     >>> gpu_spelling("RTX PRO-6000"), gpu_spelling("gb_10")
     ('rtxpro6000', 'gb10')
     """
-    return _SEPARATORS.sub("", name).lower()
-
-
-_SEPARATORS = re.compile(r"[\s_-]+")
+    # as removing r"[\s_-]+" would (str.split's whitespace is re's \s), without importing re
+    return "".join(name.replace("_", " ").replace("-", " ").split()).lower()
 
 
 @functools.lru_cache(maxsize=4096)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import enum
-import re
 
 from capmatrix._classes import describe_class, signature, signatures
 from capmatrix._record import field, record
@@ -228,7 +227,8 @@ class Axis:
             return NONE
         if self.type is AxisType.INT:
             # ASCII digits only: int() would also read "٩٠", "9_0" and " 90 " as 90.
-            if len(text) > _MAX_INT_CHARS or not _INT_TEXT.match(text):
+            digits = text[1:] if text[:1] in ("+", "-") else text
+            if len(text) > _MAX_INT_CHARS or not (digits.isascii() and digits.isdigit()):
                 raise InvalidValue(self.name, text, "an integer")
             return int(text, 10)
         if self.type is AxisType.BOOL:
@@ -258,7 +258,6 @@ def format_value(value: object) -> str:
 
 #: The text of an int axis value: an optional sign and ASCII digits (the range is checked by the query;
 #: past Python's default int_max_str_digits, 4300, the text is not read at all).
-_INT_TEXT = re.compile(r"[-+]?[0-9]+\Z")
 _MAX_INT_CHARS = 4300
 
 #: The texts :meth:`Axis.parse` reads as booleans (case-insensitive).

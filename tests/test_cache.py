@@ -6,6 +6,7 @@ import dataclasses
 import gc
 import hashlib
 import json
+import math
 import os
 import random
 import shutil
@@ -341,14 +342,22 @@ def _damage_cases() -> dict[str, Callable[[bytes], bytes]]:
         i = len(blob) - 10
         return blob[:i] + bytes([blob[i] ^ 1]) + blob[i + 1 :]
 
+    def resealed(blob: bytes, body: bytes) -> bytes:
+        """``blob``'s header with ``body`` and the checksum of ``body``."""
+        magic, fmt, wanted, _check = blob.partition(b"\n")[0].decode().split(" ")
+        return f"{magic} {fmt} {wanted} {hashlib.blake2b(body, digest_size=32).hexdigest()}\n".encode() + body
+
     def forged(blob: bytes) -> bytes:
         """A payload of the wrong shape with a correct checksum: the decoder refuses it."""
-        head, _nl, payload = blob.partition(b"\n")
-        data = json.loads(payload)
+        data = json.loads(blob.partition(b"\n")[2])
         data["conditions"][0][2] = [1.5]  # a float among an axis's values
-        body = json.dumps(data).encode()
-        magic, fmt, wanted, _check = head.decode().split(" ")
-        return f"{magic} {fmt} {wanted} {hashlib.blake2b(body, digest_size=32).hexdigest()}\n".encode() + body
+        return resealed(blob, json.dumps(data).encode())
+
+    def nan(blob: bytes) -> bytes:
+        """NaN where a value was, with a correct checksum: JSON the cache never writes."""
+        data = json.loads(blob.partition(b"\n")[2])
+        data["conditions"][0][2] = [math.nan]
+        return resealed(blob, json.dumps(data).encode())
 
     return {
         "truncated": lambda blob: blob[: len(blob) // 2],
@@ -359,6 +368,9 @@ def _damage_cases() -> dict[str, Callable[[bytes], bytes]]:
         "other format": lambda blob: blob.replace(f" {_cache.FORMAT} ".encode(), b" 999 ", 1),
         "forged payload": forged,
         "not json": lambda blob: blob.partition(b"\n")[0] + b"\n{",
+        "NaN payload": nan,
+        "trailing data": lambda blob: resealed(blob, blob.partition(b"\n")[2] + b" []"),
+        "not ASCII": lambda blob: resealed(blob, blob.partition(b"\n")[2].replace(b'"', b'"\xc3\xa9', 1)),
     }
 
 

@@ -53,9 +53,9 @@ CORE: dict[str, int] = {
 WINGS = ("capmatrix.engine", "capmatrix.analysis", "capmatrix.render", "capmatrix.codegen")
 WING_RANK, CLI_RANK = 13, 14
 #: Imports inside functions are allowed only for these (they keep `import capmatrix` light), and, in
-#: the loader, the validation layers and pathlib, which a load the cache answers never needs.
+#: the loader, the validation layers, and pathlib, re and json, which a load the cache answers never needs.
 LAZY_OK = ("torch", "yaml", "jsonschema", "capmatrix._yaml", "difflib", "importlib.metadata", "dataclasses",
-           "pathlib")
+           "pathlib", "re", "json")
 LOADER_LAZY_OK = ("capmatrix._hints", "capmatrix._references", "capmatrix._values", "capmatrix.schema")
 
 
