@@ -97,6 +97,12 @@ class Location:
         return f"{self.path}:{self.line}"
 
 
+_UNSET = object()
+
+#: Rendered masks an axis keeps (per axis; past this, texts are made anew each time).
+RENDERED_LIMIT = 1 << 15
+
+
 @record(kw_only=True)
 class Axis:
     """One query axis and its known universe of values."""
@@ -137,6 +143,10 @@ class Axis:
     _classes: dict[int, int] = field(default_factory=dict, init=False, compare=False, repr=False)
     #: representative -> its class as text, filled by :meth:`describe` (pages describe each many times)
     _descriptions: dict[int, str] = field(default_factory=dict, init=False, compare=False, repr=False)
+    #: mask -> its values, its text, its phrase in a box's description (reports render the same masks
+    #: thousands of times: a diff's JSON lists every axis of up to 1,000 boxes per change)
+    _rendered: dict[tuple[str, int, int], object] = field(
+        default_factory=dict, init=False, compare=False, repr=False)
 
     @property
     def known(self) -> tuple[AxisValue, ...]:
@@ -194,13 +204,74 @@ class Axis:
 
     def values_of(self, mask: int) -> tuple[AxisValue, ...]:
         """Known values whose bit is set in ``mask``."""
-        return tuple(v for i, v in enumerate(self.values) if mask >> i & 1)
+        key = ("values", mask, 0)
+        found = self._rendered.get(key)
+        if found is None:
+            values = self.values
+            found = self._remember(key, tuple(values[i] for i in range(len(values)) if mask >> i & 1))
+        return found  # type: ignore[return-value]
+
+    def _remember(self, key: tuple[str, int, int], value: object) -> object:
+        # One setitem of an immutable result (racing threads store equal ones), up to a bound: a
+        # long-lived process rendering ever new masks keeps no more than that.
+        rendered = self._rendered
+        if len(rendered) < RENDERED_LIMIT:
+            rendered[key] = value
+        return value
 
     def format_values(self, mask: int) -> str:
         """Render the values of ``mask``: one value bare, several in braces (``{120, 121}``).
 
         A class representative is shown as the class it stands for (``[264, 320)``).
         """
+        key = ("text", mask, 0)
+        found = self._rendered.get(key)
+        if found is None:
+            found = self._remember(key, self._format_values(mask))
+        return found  # type: ignore[return-value]
+
+    def pick(self, mask: int) -> AxisValue:
+        """The value a witness of a box taking ``mask`` shows: the default where allowed, else the first."""
+        key = ("pick", mask, 0)
+        found = self._rendered.get(key, _UNSET)
+        if found is _UNSET:
+            default = self.default
+            at = None if default is None else self.index(default)
+            if at is None or not mask >> at & 1:
+                default = self.values[(mask & -mask).bit_length() - 1]
+            found = self._remember(key, default)
+        return found  # type: ignore[return-value]
+
+    def phrase(self, mask: int, whole: int) -> str:
+        """How a box that takes ``mask`` of ``whole`` reads on this axis (``sm in {120, 121}``).
+
+        Most of ``whole`` reads as what is left out (``head_dim not in {80, 576}``), a class
+        representative as its class (``sm >=122``). The caller leaves out an axis the box keeps whole.
+        """
+        key = ("phrase", mask, whole)
+        found = self._rendered.get(key)
+        if found is None:
+            found = self._remember(key, self._phrase(mask, whole))
+        return found  # type: ignore[return-value]
+
+    def _phrase(self, mask: int, whole: int) -> str:
+        values = self.values_of(mask)
+        rest = whole & ~mask
+        if len(values) > 2 and len(self.values_of(rest)) < len(values) // 2:
+            left = self.values_of(rest)
+            shown = self.format_values(rest)
+            if len(left) > 1:
+                return f"{self.name} not in {shown}"
+            if left[0] in self.known:
+                return f"{self.name}!={shown}"
+            return f"{self.name} not ({shown})"
+        if len(values) == 1 and (mask & -mask).bit_length() > len(self.known):
+            return f"{self.name} {self.format_values(mask)}"  # a class: sm >=122
+        if len(values) == 1:
+            return f"{self.name}={self.format_values(mask)}"
+        return f"{self.name} in {self.format_values(mask)}"
+
+    def _format_values(self, mask: int) -> str:
         chosen = self.values_of(mask)
         if len(chosen) == 1:
             return self.describe(chosen[0])

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from itertools import accumulate, count
 from operator import add
 
-from capmatrix._record import record
+from capmatrix._record import field, record
 
 TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
@@ -134,6 +134,8 @@ class Space:
     """The axes a region ranges over, in a fixed order; each axis may carry extra (outside) values."""
 
     axes: tuple[Axis, ...]
+    #: The whole box, made on first use (reports read it once per box they describe).
+    _full: list[Box] = field(default_factory=list, init=False, compare=False, repr=False)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -142,7 +144,12 @@ class Space:
 
     def full_box(self) -> Box:
         """The box of the whole universe."""
-        return tuple(a.full_mask for a in self.axes)
+        made = self._full
+        if made:
+            return made[0]
+        box = tuple(a.full_mask for a in self.axes)
+        made[:] = [box]  # one store of an immutable result: racing threads store equal ones
+        return box
 
     def position(self, name: str) -> int:
         """Index of axis ``name``."""
@@ -303,27 +310,8 @@ class Region:
         parts = []
         base = relative_to or self.space.full_box()
         for axis, mask, full in zip(self.space.axes, box, base, strict=True):
-            if mask == full:
-                continue
-            values = axis.values_of(mask)
-            position = axis.index(values[0]) if len(values) == 1 else None
-            rest = full & ~mask
-            if len(values) > 2 and len(axis.values_of(rest)) < len(values) // 2:
-                # Most of the axis: say what is left out (head_dim not in {80, 576}).
-                left = axis.values_of(rest)
-                shown = axis.format_values(rest)
-                if len(left) > 1:
-                    parts.append(f"{axis.name} not in {shown}")
-                elif left[0] in axis.known:
-                    parts.append(f"{axis.name}!={shown}")
-                else:
-                    parts.append(f"{axis.name} not ({shown})")
-            elif position is not None and position >= len(axis.known):
-                parts.append(f"{axis.name} {axis.format_values(mask)}")  # a class: sm >=122
-            elif len(values) == 1:
-                parts.append(f"{axis.name}={axis.format_values(mask)}")
-            else:
-                parts.append(f"{axis.name} in {axis.format_values(mask)}")
+            if mask != full:
+                parts.append(axis.phrase(mask, full))
         return " and ".join(parts) or "everywhere"
 
     def describe(self, *, relative_to: Box | None = None) -> list[str]:

@@ -213,6 +213,18 @@ def test_cli_check_json(tmp_path: Path) -> None:
     assert gap["witness"]["command"].startswith("capmatrix select gen --sm 80")
 
 
+def test_cli_check_json_streams_the_text_json_would_write(tmp_path: Path) -> None:
+    root = _materialise(CASES / "roles.yaml", tmp_path)
+    status, out, _ = _run("check", str(root), "--json")
+    assert status == 0
+    result = check_path(root)
+    announced = {"matrix": json.loads(out)["matrix"]}  # the matrix that answered, as every command says
+    assert out == json.dumps({**result.as_dict(str(root)), **announced}, indent=2) + "\n"
+    lazy = result.as_dict(str(root), lazy=True)
+    assert not isinstance(lazy["findings"], list)
+    assert {**lazy, "findings": list(lazy["findings"])} == result.as_dict(str(root))
+
+
 def test_witness_command_leaves_defaults_out(small: capmatrix.Matrix) -> None:
     values: dict[str, AxisValue] = {
         "sm": 120, "attention": "mla", "spec_dec": "none", "kv": "fp8", "beam": 1, "causal": False,

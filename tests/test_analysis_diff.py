@@ -454,6 +454,19 @@ def test_role_orders_in_diff(tmp_path: Path) -> None:
                    for area in shift.areas)
 
 
+def test_cli_diff_json_streams_the_text_json_would_write(tmp_path: Path) -> None:
+    """``diff --json`` writes its report as it makes it: the same text as the whole form dumped."""
+    before = make_before_fix(tmp_path / "before")
+    status, out, _ = _run("diff", str(before), str(SHIPPED), "--json")
+    assert status == 0
+    result = diff(capmatrix.load(before), capmatrix.load(SHIPPED), old_label=str(before),
+                  new_label=str(SHIPPED))
+    assert out == json.dumps(result.as_dict(), indent=2) + "\n"
+    lazy = result.as_dict(lazy=True)
+    assert not isinstance(lazy["kernels"], list)
+    assert {**lazy, "kernels": list(lazy["kernels"]), "roles": list(lazy["roles"])} == result.as_dict()
+
+
 def test_a_large_change_lists_its_first_boxes_and_counts_them_all() -> None:
     """Past ``max_regions`` a gain, loss or move shows its first canonical boxes and their exact count."""
     root = str(Path(__file__).resolve().parent.parent)

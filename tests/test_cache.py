@@ -49,11 +49,14 @@ def entries(directory: Path) -> list[Path]:
 
 
 def deep(value: object) -> object:
-    """Every field of a model value, also those equality leaves out (locations of axes)."""
+    """Every field of a model value, also those equality leaves out (locations of axes).
+
+    Memos (fields ``__init__`` does not take: what an axis rendered so far) are not the value.
+    """
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return (type(value).__name__, *(
             (f.name, deep(getattr(value, f.name)))
-            for f in dataclasses.fields(value) if f.name != "_compiled"
+            for f in dataclasses.fields(value) if f.name != "_compiled" and f.init
         ))
     if isinstance(value, dict):
         return tuple((deep(k), deep(v)) for k, v in value.items())

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import capmatrix
+from capmatrix._record import replace as fresh_copy  # a copy's memo starts empty
 from capmatrix.analysis import parse_where
 from capmatrix.cli import run
 from capmatrix.errors import InvalidValue
@@ -158,3 +159,36 @@ def test_mask_is_contains_of_each_value_on_the_shipped_matrix() -> None:
 def test_mask_is_contains_of_each_value(cond: Condition) -> None:
     values: tuple[AxisValue, ...] = (False, True, 0, 1, 2, 3, 4, 6, 8, 9, 12, "x", "y", NONE, "1")
     assert cond.mask(values) == _bits_of_contains(cond, values)
+
+
+def _open_axis() -> Axis:
+    """An int axis with class representatives (an open domain), as the loader builds one."""
+    matrix = capmatrix.load()
+    return next(a for a in matrix.space.axes if a.extra and 3 <= len(a.values) <= 14)
+
+
+def test_rendered_masks_read_as_the_ones_made_anew(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The per-axis memo of values, texts, phrases and witness picks answers as rendering afresh."""
+    axis = _open_axis()
+    full = axis.full_mask
+    masks = range(1, full) if full < 1 << 10 else range(1, 1 << 10)  # a whole axis is left unsaid
+    remembered = [(axis.values_of(m), axis.format_values(m), axis.phrase(m, full), axis.pick(m))
+                  for m in masks]
+    assert axis._rendered
+    monkeypatch.setattr("capmatrix.model.RENDERED_LIMIT", 0)
+    fresh = fresh_copy(axis)
+    assert [(fresh.values_of(m), fresh.format_values(m), fresh.phrase(m, full), fresh.pick(m))
+            for m in masks] == remembered
+    assert not fresh._rendered
+
+
+def test_the_rendered_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("capmatrix.model.RENDERED_LIMIT", 40)
+    axis = fresh_copy(_open_axis())
+    for mask in range(1, axis.full_mask):
+        axis.format_values(mask)
+        axis.phrase(mask, axis.full_mask)
+    assert len(axis._rendered) == 40
+    past = axis.full_mask ^ 1  # rendered after the memo is full: made anew, and the same
+    assert axis.phrase(past, axis.full_mask) == fresh_copy(axis).phrase(past, axis.full_mask)
+

@@ -203,17 +203,7 @@ def supported_region(
 
 def witness_of(space: Space, box: Box) -> dict[str, AxisValue]:
     """One cell of ``box``: the axis default where the box allows it, else its first value."""
-    out: dict[str, AxisValue] = {}
-    for axis, mask in zip(space.axes, box, strict=True):
-        chosen: AxisValue | None = None
-        if axis.default is not None:
-            i = axis.index(axis.default)
-            if i is not None and mask >> i & 1:
-                chosen = axis.default
-        if chosen is None:
-            chosen = axis.values[bits(mask)[0]]
-        out[axis.name] = chosen
-    return out
+    return {axis.name: axis.pick(mask) for axis, mask in zip(space.axes, box, strict=True)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -156,15 +156,21 @@ class MatrixDiff:
             or any(r.changed for r in self.roles)
         )
 
-    def as_dict(self) -> dict[str, object]:
-        """JSON-ready form (see docs/analysis.md)."""
+    def as_dict(self, *, lazy: bool = False) -> dict[str, object]:
+        """JSON-ready form (see docs/analysis.md).
+
+        ``lazy``: ``kernels`` and ``roles`` are iterators of their forms, made as a streaming
+        writer reads them (a diff listing 1,000 boxes per change holds one change's at a time).
+        """
+        kernels = (k.as_dict() for k in self.kernels)
+        roles = (r.as_dict() for r in self.roles)
         return {
             "old": self.old,
             "new": self.new,
             "changed": self.changed,
             "axes": list(self.axes),
-            "kernels": [k.as_dict() for k in self.kernels],
-            "roles": [r.as_dict() for r in self.roles],
+            "kernels": kernels if lazy else list(kernels),
+            "roles": roles if lazy else list(roles),
         }
 
 

@@ -196,13 +196,18 @@ class CheckResult:
             return 1
         return 0
 
-    def as_dict(self, matrix: str | None = None) -> dict[str, object]:
-        """JSON-ready form; ``matrix`` (a non-default matrix directory) goes into witness commands."""
+    def as_dict(self, matrix: str | None = None, *, lazy: bool = False) -> dict[str, object]:
+        """JSON-ready form; ``matrix`` (a non-default matrix directory) goes into witness commands.
+
+        ``lazy``: ``findings`` is an iterator of their forms, made as a streaming writer reads it
+        (``capmatrix check --json`` on a matrix with thousands of findings).
+        """
+        findings = (f.as_dict(matrix) for f in self.findings)
         return {
             "path": self.path,
             "loaded": self.loaded,
             "summary": {str(s): self.count(s) for s in Severity},
-            "findings": [f.as_dict(matrix) for f in self.findings],
+            "findings": findings if lazy else list(findings),
         }
 
 

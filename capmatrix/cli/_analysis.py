@@ -256,7 +256,7 @@ def cmd_check(args: argparse.Namespace, _prepared: None, out: TextIO, err: TextI
         note = _baseline_note(hidden, gone, baseline)
         extra = {"baseline": {"file": baseline, "hidden": hidden, "gone": gone}}
     if args.format == "json":
-        print_json({**result.as_dict(args.path), **extra}, out)
+        print_json({**result.as_dict(args.path, lazy=True), **extra}, out)
     elif args.format == "github":
         for finding in result.findings:
             witness = (None if finding.witness is None
@@ -406,7 +406,7 @@ def cmd_diff(args: argparse.Namespace, _prepared: None, out: TextIO, err: TextIO
         new, new_label = _open_matrix(args.new, stack, err)
         result = diff(old, new, old_label=old_label, new_label=new_label)
     if args.json:
-        print_json(result.as_dict(), out)
+        print_json(result.as_dict(lazy=True), out)
     elif args.markdown:
         out.write(render_diff_markdown(result) + "\n")
     else:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextvars
-import json
 import os
 import re
 from collections.abc import Callable
@@ -11,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from capmatrix.cli._json import write_json
 from capmatrix.engine.hf import query_from_hf_config, read_hf_config
 from capmatrix.errors import InvalidQuery, InvalidValue, UnknownName, did_you_mean, echo
 from capmatrix.loader import RESERVED_AXIS_NAMES, default_path, load
@@ -336,13 +336,16 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
 def print_json(data: object, out: TextIO, *, indent: int = 2) -> None:
     """Write ``data`` as indented JSON (values JSON does not know are written as ``str()``).
 
+    Written as it is encoded (:mod:`capmatrix.cli._json`): an iterator stands for a list, so a
+    large report need not be built whole first.
+
     An object gains ``"matrix"``: the directory of the matrix that answered, when the command
     announced its choice (:func:`announce_matrix`) and the object has no such key of its own.
     """
     choice = _answered_by.get()
     if isinstance(data, dict) and choice is not None and "matrix" not in data:
         data = {**data, "matrix": str(choice.path)}
-    out.write(json.dumps(data, indent=indent, default=str) + "\n")
+    write_json(data, out, indent=indent)
 
 
 def brief_load_errors(count: int, first: str) -> str:
