@@ -982,10 +982,35 @@ def section_shapes(quick: bool) -> Section:
                 sec.rows.append(row)
                 if what not in worst or done.cpu > worst[what][0]:
                     worst[what] = (done.cpu, shape.name, row)
+                if shape is shapes.ISSUE and what in ("check", "diff"):
+                    sec.rows.append(_json_report_row(command(*dirs[big]), what, shape.name, big, done))
     for what, (_cpu, name, row) in worst.items():
         sec.rows.append(Row(f"worst shape of `{what}`: `{name}`", row.value, row.baseline,
                             target=row.target, met=row.met, note=row.note))
     return sec
+
+
+#: The JSON reports list up to 1,000 boxes per finding or change: a diff's is hundreds of MB.
+JSON_TIMEOUT = 180.0
+
+
+def _json_report_row(argv: list[str], what: str, shape: str, n: int, text: Spawned) -> Row:
+    """``capmatrix check|diff --json`` on a shape, against the same command's text form in this run.
+
+    What a CI bot runs: the report of every box listed (written to /dev/null here). Target: the
+    memory target of the analyses; the time is given as a ratio to the text form.
+    """
+    label = f"`{what} --json`, shape `{shape}`, {n:,} rules: peak RSS"
+    done = spawn_bounded([*argv, "--json"], JSON_TIMEOUT)
+    if done is None:
+        return Row(label, f"> {JSON_TIMEOUT:.0f} s (killed)", target="<= 2 GB", met=False)
+    return Row(
+        label, fmt_bytes(done.peak_rss), f"text form: {fmt_bytes(text.peak_rss)}",
+        ratio=f"{done.cpu / text.cpu:.2f}x" if text.cpu else "", target="<= 2 GB",
+        met=done.peak_rss <= 2 * 1024**3, over=done.peak_rss / (2 * 1024**3),
+        note=f"{fmt_time(done.cpu)} CPU, x{done.cpu / text.cpu:.2f} the text form's "
+        f"{fmt_time(text.cpu)}; wall {fmt_time(done.wall)}" if text.cpu else "",
+    )
 
 
 # --------------------------------------------------------------------------------------------------
