@@ -42,7 +42,7 @@ from capmatrix.model import Effect, format_value
 from capmatrix.regions import Region, box_of
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterator, Mapping
 
     from capmatrix.model import AxisValue
 
@@ -222,7 +222,7 @@ def test_cli_check_json_streams_the_text_json_would_write(tmp_path: Path) -> Non
     assert out == json.dumps({**result.as_dict(str(root)), **announced}, indent=2) + "\n"
     lazy = result.as_dict(str(root), lazy=True)
     assert not isinstance(lazy["findings"], list)
-    assert {**lazy, "findings": list(lazy["findings"])} == result.as_dict(str(root))
+    assert {**lazy, "findings": list(cast("Iterator[object]", lazy["findings"]))} == result.as_dict(str(root))
 
 
 def test_witness_command_leaves_defaults_out(small: capmatrix.Matrix) -> None:

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from itertools import cycle, product
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 from unittest.mock import patch
 
 import pytest
@@ -32,7 +32,7 @@ from capmatrix.model import Condition, Location, Role, RoleOrder
 from capmatrix.regions import Region
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterator, Mapping
 
     from conftest import WriteMatrix
 
@@ -464,7 +464,8 @@ def test_cli_diff_json_streams_the_text_json_would_write(tmp_path: Path) -> None
     assert out == json.dumps(result.as_dict(), indent=2) + "\n"
     lazy = result.as_dict(lazy=True)
     assert not isinstance(lazy["kernels"], list)
-    assert {**lazy, "kernels": list(lazy["kernels"]), "roles": list(lazy["roles"])} == result.as_dict()
+    kernels, roles = (cast("Iterator[object]", lazy[k]) for k in ("kernels", "roles"))
+    assert {**lazy, "kernels": list(kernels), "roles": list(roles)} == result.as_dict()
 
 
 def test_a_large_change_lists_its_first_boxes_and_counts_them_all() -> None:
