@@ -99,8 +99,8 @@ class Location:
 
 _UNSET = object()
 
-#: Rendered masks an axis keeps (per axis; past this, texts are made anew each time).
-RENDERED_LIMIT = 1 << 15
+#: Rendered masks an axis keeps (per axis, about 1 MB at most; past this, texts are made anew).
+RENDERED_LIMIT = 1 << 12
 
 
 @record(kw_only=True)

@@ -167,17 +167,30 @@ def _open_axis() -> Axis:
     return next(a for a in matrix.space.axes if a.extra and 3 <= len(a.values) <= 14)
 
 
-def test_rendered_masks_read_as_the_ones_made_anew(monkeypatch: pytest.MonkeyPatch) -> None:
+def _rendered_axes() -> list[Axis]:
+    """Axes of every kind: the shipped matrix's small ones (open ints, enums with spellings, bools,
+    optional ones, with and without defaults) and this module's own."""
+    shipped = [a for a in capmatrix.load().space.axes if len(a.values) <= 10]
+    assert {a.type for a in shipped} >= {AxisType.INT, AxisType.ENUM, AxisType.BOOL}
+    assert any(a.extra for a in shipped)
+    assert any(a.default is not None for a in shipped)
+    return [_open_axis(), *shipped, *AXES]
+
+
+@pytest.mark.parametrize("axis", _rendered_axes(), ids=lambda a: a.name)
+def test_rendered_masks_read_as_the_ones_made_anew(axis: Axis, monkeypatch: pytest.MonkeyPatch) -> None:
     """The per-axis memo of values, texts, phrases and witness picks answers as rendering afresh."""
-    axis = _open_axis()
     full = axis.full_mask
     masks = range(1, full) if full < 1 << 10 else range(1, 1 << 10)  # a whole axis is left unsaid
-    remembered = [(axis.values_of(m), axis.format_values(m), axis.phrase(m, full), axis.pick(m))
+    wholes = (full, full & ~1)  # a phrase within the axis, and within a narrower box (relative_to)
+    remembered = [(axis.values_of(m), axis.format_values(m), axis.pick(m),
+                   *(axis.phrase(m, w) for w in wholes if m & w and m & w != w and m & ~w == 0))
                   for m in masks]
     assert axis._rendered
     monkeypatch.setattr("capmatrix.model.RENDERED_LIMIT", 0)
     fresh = fresh_copy(axis)
-    assert [(fresh.values_of(m), fresh.format_values(m), fresh.phrase(m, full), fresh.pick(m))
+    assert [(fresh.values_of(m), fresh.format_values(m), fresh.pick(m),
+             *(fresh.phrase(m, w) for w in wholes if m & w and m & w != w and m & ~w == 0))
             for m in masks] == remembered
     assert not fresh._rendered
 

@@ -106,9 +106,14 @@ def write_json(data: object, out: TextIO, *, indent: int = 2) -> None:
             if not item:
                 put("[]")
                 return
-            texts = [_scalar(member) for member in item]
-            if None not in texts:  # a list of scalars (a region's values): one piece
-                put("[" + inner + ("," + inner).join(texts) + close)  # type: ignore[arg-type]
+            texts: list[str] = []
+            for member in item:
+                text = _scalar(member)
+                if text is None:
+                    break  # a container inside: written piece by piece below
+                texts.append(text)
+            else:  # a list of scalars (a region's values): one piece
+                put("[" + inner + ("," + inner).join(texts) + close)
                 return
         enter(item)
         first = True
