@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from capmatrix.analysis._diagram import EMPTY, FULL, Diagram, axis_order, collection_paused
+from capmatrix.analysis._diagram import CORES, EMPTY, FULL, Diagram, axis_order, collection_paused
 from capmatrix.model import Axis, AxisType
 from capmatrix.regions import Box, Region, Space
 
@@ -27,6 +27,8 @@ UNIVERSE = set(itertools.product(*([1 << i for i in range(m.bit_length())] for m
 box_strategy = st.tuples(*(st.integers(min_value=0, max_value=m) for m in WHOLE))
 boxes_strategy = st.lists(box_strategy, max_size=6)
 orders = st.permutations(range(len(WHOLE)))
+#: Every test runs on each core this installation has (the compiled one where it was built).
+each_core = pytest.mark.parametrize("core", list(CORES))
 
 
 def cells_of(box: Box) -> set[tuple[int, ...]]:
@@ -48,9 +50,10 @@ def listed_cells(boxes: list[Box]) -> set[tuple[int, ...]]:
     return seen
 
 
+@each_core
 @given(boxes_strategy, boxes_strategy, orders)
-def test_set_algebra_equals_brute_force(a: list[Box], b: list[Box], order: list[int]) -> None:
-    d = Diagram(SPACE, order)
+def test_set_algebra_equals_brute_force(core: str, a: list[Box], b: list[Box], order: list[int]) -> None:
+    d = Diagram(SPACE, order, core=core)
     x, y = d.union(d.box(box) for box in a), d.union(d.box(box) for box in b)
     cx, cy = union_cells(a), union_cells(b)
     for node, expected in (
@@ -68,9 +71,10 @@ def test_set_algebra_equals_brute_force(a: list[Box], b: list[Box], order: list[
         assert d.contains(x, box) == (cells_of(box) <= cx)
 
 
+@each_core
 @given(boxes_strategy, orders, st.integers(min_value=0, max_value=8))
-def test_counts_and_bounded_listings_agree(a: list[Box], order: list[int], limit: int) -> None:
-    d = Diagram(SPACE, order)
+def test_counts_and_bounded_listings_agree(core: str, a: list[Box], order: list[int], limit: int) -> None:
+    d = Diagram(SPACE, order, core=core)
     x = d.union(d.box(box) for box in a)
     for negated in (False, True):
         every = d.boxes(x, negated=negated)
@@ -80,24 +84,28 @@ def test_counts_and_bounded_listings_agree(a: list[Box], order: list[int], limit
     assert d.boxes(complement) == d.boxes(x, negated=True)
 
 
+@each_core
 @given(boxes_strategy, boxes_strategy, orders)
-def test_canonical_boxes_depend_on_the_cells_only(a: list[Box], b: list[Box], order: list[int]) -> None:
+def test_canonical_boxes_depend_on_the_cells_only(
+    core: str, a: list[Box], b: list[Box], order: list[int]
+) -> None:
     """Equal regions built by different routes are one node, with the same boxes in the same order."""
-    d = Diagram(SPACE, order)
+    d = Diagram(SPACE, order, core=core)
     x = d.union(d.box(box) for box in a)
     y = d.union(d.box(box) for box in b)
     # the union built from the other side, and from the disjoint pieces of another diagram's answer
     rebuilt = d.union([d.minus(y, x), d.meet(x, y), d.minus(x, y)])
     assert rebuilt == d.join(x, y) == d.join(y, x)
-    other = Diagram(SPACE, order)
+    other = Diagram(SPACE, order, core=core)
     pieces = other.boxes(other.union(other.box(box) for box in [*reversed(b), *a]))
     assert d.union(d.box(p) for p in pieces) == d.join(x, y)
     assert other.boxes(other.union(other.box(p) for p in pieces)) == d.boxes(d.join(x, y))
 
 
+@each_core
 @given(boxes_strategy)
-def test_merged_listing_equals_the_region(a: list[Box]) -> None:
-    d = Diagram(SPACE, axis_order(SPACE, a))
+def test_merged_listing_equals_the_region(core: str, a: list[Box]) -> None:
+    d = Diagram(SPACE, axis_order(SPACE, a), core=core)
     x = d.union(d.box(box) for box in a)
     merged = Region(SPACE, d.boxes(x), disjoint=True).merged()
     assert merged == Region(SPACE, a)
@@ -113,8 +121,9 @@ def test_an_order_must_name_every_axis_once() -> None:
         Diagram(SPACE, (0, 1, 1, 2))
 
 
-def test_a_single_box_is_one_canonical_box() -> None:
-    d = Diagram(SPACE)
+@each_core
+def test_a_single_box_is_one_canonical_box(core: str) -> None:
+    d = Diagram(SPACE, core=core)
     box = (0b101, 0b11, 0b11, 0b010)
     node = d.box(box)
     assert d.boxes(node) == [box]
@@ -126,10 +135,13 @@ def test_a_single_box_is_one_canonical_box() -> None:
     assert d.boxes(EMPTY) == []
 
 
+@each_core
 @given(st.lists(box_strategy, max_size=9), st.integers(min_value=0, max_value=511), orders)
-def test_rules_walk_equals_grants_minus_exclusions(boxes: list[Box], effects: int, order: list[int]) -> None:
+def test_rules_walk_equals_grants_minus_exclusions(
+    core: str, boxes: list[Box], effects: int, order: list[int]
+) -> None:
     """The top-down walk of a kernel's rules builds the node that combining box by box gives."""
-    d = Diagram(SPACE, order)
+    d = Diagram(SPACE, order, core=core)
     every = (1 << len(boxes)) - 1
     exclusions = effects & every
     grants = every & ~exclusions
@@ -141,17 +153,21 @@ def test_rules_walk_equals_grants_minus_exclusions(boxes: list[Box], effects: in
     assert node == d.minus(d.union(d.box(b) for b in granted), d.union(d.box(b) for b in excluded))
 
 
-def test_rules_of_no_grant_is_empty_and_a_whole_grant_full() -> None:
-    d = Diagram(SPACE)
+@each_core
+def test_rules_of_no_grant_is_empty_and_a_whole_grant_full(core: str) -> None:
+    d = Diagram(SPACE, core=core)
     part = (1, WHOLE[1], WHOLE[2], WHOLE[3])
     assert d.rules([part], 0, 1) == EMPTY
     assert d.rules([WHOLE, part], 0b01) == FULL
     assert d.rules([WHOLE, part], 0b01, 0b10) == d.minus(FULL, d.box(part))
 
 
+@each_core
 @given(box_strategy, st.lists(boxes_strategy, max_size=4), orders)
-def test_covered_equals_within_the_union(box: Box, groups: list[list[Box]], order: list[int]) -> None:
-    d = Diagram(SPACE, order)
+def test_covered_equals_within_the_union(
+    core: str, box: Box, groups: list[list[Box]], order: list[int]
+) -> None:
+    d = Diagram(SPACE, order, core=core)
     node = d.box(box)
     others = [d.union(d.box(b) for b in group) for group in groups]
     expected = cells_of(box) <= set().union(*(union_cells(g) for g in groups))

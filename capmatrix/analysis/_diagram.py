@@ -15,15 +15,29 @@ each node, by the lowest value of each mask). ``docs/analysis.md`` documents the
 
 The axis order is the analysis's choice (:func:`axis_order`): axes constrained by more rule boxes
 first, ties in declared order. A good order keeps diagrams small; any order gives the same cells.
+
+The nodes live in a *core*: ``_core`` (C, built with the package where a compiler is at hand) or
+``_pycore`` (pure Python), the same walks giving the same node ids; :data:`CORES` lists those this
+installation has, the compiled one first. ``CAPMATRIX_PURE_PYTHON=1`` keeps to the Python core.
 """
 
 from __future__ import annotations
 
 import gc
+import hashlib
+import os
+import warnings
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
+from capmatrix.analysis import _pycore
 from capmatrix.regions import bits
+
+try:  # built only where a C compiler was at hand (tools/build_core.py)
+    from capmatrix.analysis import _core
+except ImportError:
+    _core = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -32,7 +46,7 @@ if TYPE_CHECKING:
 
     from capmatrix.regions import Box, Space
 
-__all__ = ["EMPTY", "FULL", "Diagram", "axis_order", "collection_paused"]
+__all__ = ["CORES", "EMPTY", "FULL", "Diagram", "axis_order", "collection_paused"]
 
 #: The terminal node of the empty region.
 EMPTY = 0
@@ -68,18 +82,63 @@ def axis_order(space: Space, boxes: Iterable[Box]) -> tuple[int, ...]:
     return tuple(sorted(range(len(full)), key=lambda a: (-counts[a], a)))
 
 
+class Store(Protocol):
+    """What a diagram needs of its core (``_pycore.Core`` and the compiled ``_core.Core`` both are)."""
+
+    def __len__(self) -> int: ...
+    def node(self, level: int, kids: tuple[int, ...], /) -> int: ...
+    def level(self, node: int, /) -> int: ...
+    def kids(self, node: int, /) -> tuple[int, ...]: ...
+    def join(self, a: int, b: int, /) -> int: ...
+    def meet(self, a: int, b: int, /) -> int: ...
+    def minus(self, a: int, b: int, /) -> int: ...
+    def within(self, a: int, b: int, /) -> bool: ...
+    def intersects(self, a: int, b: int, /) -> bool: ...
+    def rules(self, constrained: Sequence[int], admit: Sequence[Sequence[int]], pending: Sequence[int],
+              grants: int, exclusions: int, /) -> int: ...
+    def cells_below(self, node: int, /) -> int: ...
+    def count_paths(self, node: int, negated: bool, /) -> int: ...
+    def boxes(self, node: int, limit: int, negated: bool, full: Sequence[int], /) -> list[tuple[int, ...]]: ...  # noqa: E501
+    def release(self) -> None: ...
+
+
+def _compiled_core() -> Callable[[Sequence[int], Sequence[int]], Store] | None:
+    """The compiled core's class, or None where it was not built, is turned off, or is stale.
+
+    A core built from another revision of ``_core.c`` (an editable install whose source moved on)
+    could disagree with this package's Python, so its build's source hash is compared with the file.
+    """
+    if _core is None or os.environ.get("CAPMATRIX_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    source = Path(__file__).with_name("_core.c")
+    if source.is_file() and hashlib.sha256(source.read_bytes()).hexdigest() != _core.SOURCE_SHA256:
+        warnings.warn(f"capmatrix: the compiled diagram core ({_core.__file__}) was built from another "
+                      f"revision of {source}; using the pure-Python core. Rebuild it with "
+                      "`pip install -e .` (or `make dev`).", RuntimeWarning, stacklevel=2)
+        return None
+    return _core.Core
+
+
+#: The cores at hand by name, the one a diagram uses by default first.
+CORES: dict[str, Callable[[Sequence[int], Sequence[int]], Store]] = {
+    name: core
+    for name, core in (("compiled", _compiled_core()), ("python", _pycore.Core))
+    if core is not None
+}
+
+
 class Diagram:
     """A store of decision-diagram nodes over ``space``, in the axis order ``order`` (positions).
 
     Nodes are ints; :data:`EMPTY` and :data:`FULL` are the terminals. Every node built by one store
-    can be combined with every other of the same store; the store only grows.
+    can be combined with every other of the same store; the store only grows. ``core`` names one of
+    :data:`CORES` (default: the first).
     """
 
-    __slots__ = ("_and", "_apart", "_cell_memo", "_join", "_kids", "_level", "_meet", "_minus", "_or",
-                 "_paths", "_skip", "_subtract", "_unique", "_within", "axes", "full", "sizes", "space",
-                 "width")
+    __slots__ = ("_core", "_skip", "axes", "full", "intersects", "join", "meet", "minus", "sizes",
+                 "space", "width", "within")
 
-    def __init__(self, space: Space, order: Sequence[int] | None = None) -> None:
+    def __init__(self, space: Space, order: Sequence[int] | None = None, *, core: str | None = None) -> None:
         self.space = space
         self.width = len(space.axes)
         #: Level -> axis position.
@@ -90,27 +149,23 @@ class Diagram:
         #: Level -> number of values of its axis.
         self.sizes = tuple(len(space.axes[a].values) for a in self.axes)
         self.full = tuple(space.axes[a].full_mask for a in self.axes)
-        # Node -> level (terminals: past the last level) and its children (one per value).
-        self._level: list[int] = [self.width, self.width]
-        self._kids: list[tuple[int, ...]] = [(), ()]
-        self._unique: list[dict[tuple[int, ...], int]] = [{} for _ in self.axes]
-        self._or: dict[tuple[int, int], int] = {}
-        self._and: dict[tuple[int, int], int] = {}
-        self._minus: dict[tuple[int, int], int] = {}
-        self._within: set[tuple[int, int]] = set()
-        self._apart: set[tuple[int, int]] = set()
-        self._cell_memo: dict[int, int] = {}
-        self._paths: tuple[dict[int, int], dict[int, int]] = ({EMPTY: 0, FULL: 1}, {EMPTY: 1, FULL: 0})
-        # _skip[l][m]: cells of the levels from l up to (not including) m.
-        self._skip = [[1] * (self.width + 1) for _ in range(self.width + 1)]
-        for low in range(self.width + 1):
-            for high in range(low + 1, self.width + 1):
-                self._skip[low][high] = self._skip[low][high - 1] * self.sizes[high - 1]
-        self._join, self._meet, self._subtract = _operations(self)
+        kind = CORES[next(iter(CORES)) if core is None else core]
+        self._core: Store = kind(self.sizes, self.axes)
+        #: The union, intersection and difference of two regions; whether every cell of the first is
+        #: in the second; whether they share a cell (the last two stop early and build nothing).
+        self.join: Callable[[int, int], int] = self._core.join
+        self.meet: Callable[[int, int], int] = self._core.meet
+        self.minus: Callable[[int, int], int] = self._core.minus
+        self.within: Callable[[int, int], bool] = self._core.within
+        self.intersects: Callable[[int, int], bool] = self._core.intersects
+        # _skip[l]: cells of the levels above l (the levels a node at l skipped count whole).
+        self._skip = [1] * (self.width + 1)
+        for level in range(1, self.width + 1):
+            self._skip[level] = self._skip[level - 1] * self.sizes[level - 1]
 
     def __len__(self) -> int:
         """Nodes built so far, terminals included."""
-        return len(self._level)
+        return len(self._core)
 
     def __enter__(self) -> Self:
         return self
@@ -118,37 +173,21 @@ class Diagram:
     def __exit__(self, *_exc: object) -> None:
         self.release()
 
+    @property
+    def core(self) -> str:
+        """The name of the core behind this store (a key of :data:`CORES`)."""
+        return next(name for name, kind in CORES.items() if type(self._core) is kind)
+
     def release(self) -> None:
         """Empty the store's tables (its nodes are then unusable) without waiting for a collection.
 
-        The store's walks are closures that refer to themselves, so the store is only freed by the
-        cyclic collector, which an analysis pauses: an analysis that builds one store per role hands
-        each back this way, keeping its memory to one role's. A store left to the collector costs
-        more: the first collection after the pause walks every tuple it holds (``with Diagram(...)``
-        releases on the way out).
+        The Python core's walks are closures that refer to themselves, so its store is only freed by
+        the cyclic collector, which an analysis pauses: an analysis that builds one store per role
+        hands each back this way, keeping its memory to one role's. A store left to the collector
+        costs more: the first collection after the pause walks every tuple it holds (``with
+        Diagram(...)`` releases on the way out).
         """
-        pairs: tuple[dict[tuple[int, int], int], ...] = (self._or, self._and, self._minus)
-        for memo in pairs:
-            memo.clear()
-        for counts in (self._cell_memo, *self._paths):
-            counts.clear()
-        for unique in self._unique:
-            unique.clear()
-        self._within.clear()
-        self._apart.clear()
-        del self._level[2:], self._kids[2:]
-
-    def _node(self, level: int, kids: tuple[int, ...]) -> int:
-        first = kids[0]
-        if kids.count(first) == len(kids):
-            return first
-        table = self._unique[level]
-        found = table.get(kids)
-        if found is None:
-            found = table[kids] = len(self._level)
-            self._level.append(level)
-            self._kids.append(kids)
-        return found
+        self._core.release()
 
     # ----------------------------------------------------------------------------------------------
     # building
@@ -156,14 +195,14 @@ class Diagram:
     def box(self, box: Box) -> int:
         """The node of one box (masks in the space's axis order)."""
         node = FULL
+        make = self._core.node
         for level in range(self.width - 1, -1, -1):
             mask = box[self.axes[level]]
             if mask == self.full[level]:
                 continue
             if not mask:
                 return EMPTY
-            node = self._node(level, tuple(node if mask >> v & 1 else EMPTY
-                                           for v in range(self.sizes[level])))
+            node = make(level, tuple(node if mask >> v & 1 else EMPTY for v in range(self.sizes[level])))
         return node
 
     def rules(self, boxes: Sequence[Box], grants: int, exclusions: int = 0) -> int:
@@ -199,170 +238,39 @@ class Diagram:
         pending = [0] * (width + 1)
         for level in range(width - 1, -1, -1):
             pending[level] = pending[level + 1] | constrained[level]
-        # Per level, the node of each live set met there (after the levels nobody tests are skipped
-        # and a covering grant stands for all; both keys are kept).
-        memo: list[dict[int, int]] = [{} for _ in range(width + 1)]
-        levels, kids_of, unique = self._level, self._kids, self._unique
-
-        def walk(level: int, live: int) -> int:
-            """The node of ``live`` (some grant among them) from ``level`` down."""
-            while level < width and not live & constrained[level]:
-                level += 1  # no live box tests this level: the node skips it
-            rest = pending[level]
-            e = live & exclusions
-            if e & ~rest:
-                return EMPTY
-            covering = live & grants & ~rest
-            if covering:
-                if not e:
-                    return FULL
-                live = (covering & -covering) | e  # one covering grant decides as well as all
-            here = memo[level]
-            found = here.get(live)
-            if found is not None:
-                return found
-            below = level + 1
-            under = memo[below]
-            seen: dict[int, int] = {}
-            kids: list[int] = []
-            add = kids.append
-            for admits in admit[level]:
-                sub = live & admits
-                kid = seen.get(sub)
-                if kid is None:
-                    if not sub & grants:
-                        kid = EMPTY
-                    else:
-                        kid = under.get(sub)
-                        if kid is None:
-                            kid = under[sub] = walk(below, sub)
-                    seen[sub] = kid
-                add(kid)
-            first = kids[0]
-            if kids.count(first) == len(kids):
-                found = first
-            else:
-                key = tuple(kids)
-                table = unique[level]
-                found = table.get(key)
-                if found is None:
-                    found = table[key] = len(levels)
-                    levels.append(level)
-                    kids_of.append(key)
-            here[live] = found
-            return found
-
-        found = walk(0, live)
-        for table in memo:  # ``walk`` refers to itself: free its memo without a collection
-            table.clear()
-        return found
+        return self._core.rules(constrained, admit, pending, grants, exclusions)
 
     def union(self, nodes: Iterable[int]) -> int:
         """The union of ``nodes``, combined pairwise in a balanced tree (small intermediate results)."""
         layer = [n for n in nodes if n != EMPTY]
         if not layer:
             return EMPTY
+        join = self.join
         while len(layer) > 1:
-            paired = [self.join(layer[i], layer[i + 1]) for i in range(0, len(layer) - 1, 2)]
+            paired = [join(layer[i], layer[i + 1]) for i in range(0, len(layer) - 1, 2)]
             if len(layer) % 2:
                 paired.append(layer[-1])
             layer = paired
         return layer[0]
-
-    def join(self, a: int, b: int) -> int:
-        """The union of two regions."""
-        if FULL in (a, b):
-            return FULL
-        if a in (EMPTY, b):
-            return b
-        if b == EMPTY:
-            return a
-        if a > b:
-            a, b = b, a
-        found = self._or.get((a, b))
-        if found is not None:
-            return found
-        return self._join(a, b)
-
-    def meet(self, a: int, b: int) -> int:
-        """The intersection of two regions."""
-        if EMPTY in (a, b):
-            return EMPTY
-        if a in (FULL, b):
-            return b
-        if b == FULL:
-            return a
-        if a > b:
-            a, b = b, a
-        found = self._and.get((a, b))
-        if found is not None:
-            return found
-        return self._meet(a, b)
-
-    def minus(self, a: int, b: int) -> int:
-        """The cells of ``a`` not in ``b``."""
-        if a == EMPTY or b in (FULL, a):
-            return EMPTY
-        if b == EMPTY:
-            return a
-        found = self._minus.get((a, b))
-        if found is not None:
-            return found
-        return self._subtract(a, b)
-
-    def _align(self, a: int, b: int) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
-        la, lb = self._level[a], self._level[b]
-        if la == lb:
-            return la, self._kids[a], self._kids[b]
-        if la < lb:
-            return la, self._kids[a], (b,) * self.sizes[la]
-        return lb, (a,) * self.sizes[lb], self._kids[b]
 
     # ----------------------------------------------------------------------------------------------
     # reading
 
     def cells(self, node: int, *, negated: bool = False) -> int:
         """How many cells the region holds (exact); ``negated``: the cells it does not hold."""
-        total = 1
-        for size in self.sizes:
-            total *= size
+        total = self._skip[self.width]
         if node in (EMPTY, FULL):
             held = total if node == FULL else 0
         else:
-            held = self._cells_below(node) * self._skip[0][self._level[node]]
+            held = self._core.cells_below(node) * self._skip[self._core.level(node)]
         return total - held if negated else held
-
-    def _cells_below(self, node: int) -> int:
-        """Cells of ``node`` over the levels from its own down (memoised in the store)."""
-        memo, levels, kids, skip = self._cell_memo, self._level, self._kids, self._skip
-        found = memo.get(node)
-        if found is not None:
-            return found
-        row = skip[levels[node] + 1]
-        total = 0
-        for kid in kids[node]:
-            if kid == FULL:
-                total += row[self.width]
-            elif kid != EMPTY:
-                total += (memo.get(kid) or self._cells_below(kid)) * row[levels[kid]]
-        memo[node] = total
-        return total
 
     def count_boxes(self, node: int, *, negated: bool = False) -> int:
         """How many canonical boxes the region (or, ``negated``, its complement) has, exactly.
 
         Counted on the diagram, without listing them.
         """
-        kids = self._kids
-        memo = self._paths[negated]
-
-        def paths(n: int) -> int:
-            found = memo.get(n)
-            if found is None:
-                found = memo[n] = sum(paths(k) for k in dict.fromkeys(kids[n]))
-            return found
-
-        return paths(node)
+        return self._core.count_paths(node, negated)
 
     def boxes(self, node: int, limit: int | None = None, *, negated: bool = False) -> list[Box]:
         """The canonical boxes of the region (``negated``: of its complement) in their fixed order.
@@ -370,59 +278,9 @@ class Diagram:
         Only the first ``limit`` if given. The work is bounded by the boxes returned (times the
         number of axes): a truncated listing of a huge region costs no more than its first boxes.
         """
-        out: list[Box] = []
-        inside, outside = (EMPTY, FULL) if negated else (FULL, EMPTY)
-        if node == outside or (limit is not None and limit <= 0):
-            return out
-        axes, levels, kids = self.axes, self._level, self._kids
-        masks: list[int] = [*self.full]  # per level, the mask of the current path
-        full = self.full
-
-        def emit() -> None:
-            flat = [0] * self.width
-            for level, axis in enumerate(axes):
-                flat[axis] = masks[level]
-            out.append(tuple(flat))
-
-        def walk(n: int) -> bool:
-            """Append ``n``'s paths (the current prefix fixed); False once ``limit`` is reached."""
-            if n == inside:
-                emit()
-                return limit is None or len(out) < limit
-            level = levels[n]
-            by_kid: dict[int, int] = {}
-            for v, kid in enumerate(kids[n]):
-                if kid != outside:
-                    by_kid[kid] = by_kid.get(kid, 0) | 1 << v
-            going = True
-            for kid, mask in by_kid.items():  # first-seen order: by the lowest value of each mask
-                masks[level] = mask
-                going = walk(kid)
-                if not going:
-                    break
-            masks[level] = full[level]
-            return going
-
-        walk(node)
-        return out
-
-    def within(self, a: int, b: int) -> bool:
-        """Whether every cell of ``a`` is in ``b`` (stops at the first cell that is not)."""
-        if a == EMPTY or b in (FULL, a):
-            return True
-        if b == EMPTY or a == FULL:
-            return False
-        key = (a, b)
-        if key in self._within:
-            return True
-        found = self._minus.get(key)
-        if found is not None:
-            return found == EMPTY
-        _level, kids_a, kids_b = self._align(a, b)
-        if all(map(self.within, kids_a, kids_b)):
-            self._within.add(key)
-            return True
-        return False
+        if limit is not None and limit <= 0:
+            return []
+        return self._core.boxes(node, -1 if limit is None else limit, negated, self.full)
 
     def covered(self, node: int, others: Sequence[int]) -> bool:
         """Whether every cell of ``node`` is in some region of ``others`` (builds nothing).
@@ -430,7 +288,7 @@ class Diagram:
         The same answer as ``within(node, union(others))``, walking the regions side by side and
         stopping at the first cell of ``node`` that none of them holds.
         """
-        levels, kids_of, within = self._level, self._kids, self.within
+        level_of, kids_of, within = self._core.level, self._core.kids, self.within
         held: set[tuple[int, tuple[int, ...]]] = set()
 
         def walk(n: int, group: tuple[int, ...]) -> bool:
@@ -441,9 +299,11 @@ class Diagram:
             key = (n, group)
             if key in held:
                 return True
-            level = min(levels[n], *(levels[g] for g in group))
-            own = kids_of[n] if levels[n] == level else None
-            rows = [kids_of[g] if levels[g] == level else None for g in group]
+            levels = [level_of(g) for g in group]
+            here = level_of(n)
+            level = min(here, *levels)
+            own = kids_of(n) if here == level else None
+            rows = [kids_of(g) if at == level else None for g, at in zip(group, levels, strict=True)]
             for v in range(self.sizes[level]):
                 below = {g if row is None else row[v] for g, row in zip(group, rows, strict=True)}
                 below.discard(EMPTY)
@@ -456,26 +316,6 @@ class Diagram:
         held.clear()  # ``walk`` refers to itself: free its memo without a collection
         return found
 
-    def intersects(self, a: int, b: int) -> bool:
-        """Whether the regions share a cell (stops at the first shared cell; builds nothing)."""
-        if EMPTY in (a, b):
-            return False
-        if a in (FULL, b) or b == FULL:
-            return True
-        if a > b:
-            a, b = b, a
-        key = (a, b)
-        if key in self._apart:
-            return False
-        found = self._and.get(key)
-        if found is not None:
-            return found != EMPTY
-        _level, kids_a, kids_b = self._align(a, b)
-        if any(map(self.intersects, kids_a, kids_b)):
-            return True
-        self._apart.add(key)
-        return False
-
     def contains(self, node: int, box: Box) -> bool:
         """Whether the region holds every cell of ``box``."""
         return self.within(self.box(box), node)
@@ -485,7 +325,7 @@ class Diagram:
         masks = [box[a] for a in self.axes]
         if EMPTY in masks:
             return False
-        levels, kids = self._level, self._kids
+        level_of, kids_of = self._core.level, self._core.kids
         barren: set[int] = set()
 
         def walk(n: int) -> bool:
@@ -493,8 +333,8 @@ class Diagram:
                 return True
             if n == EMPTY or n in barren:
                 return False
-            row = kids[n]
-            mask = masks[levels[n]]
+            row = kids_of(n)
+            mask = masks[level_of(n)]
             while mask:
                 low = mask & -mask
                 if walk(row[low.bit_length() - 1]):
@@ -528,125 +368,3 @@ class Diagram:
             if rest != EMPTY:
                 out[None] = self.join(out.get(None, EMPTY), rest)
         return out
-
-
-def _operations(store: Diagram) -> tuple[Callable[[int, int], int], Callable[[int, int], int],
-                                         Callable[[int, int], int]]:
-    """The memoised walks of union, intersection and difference over ``store``'s nodes.
-
-    Closures over the store's tables (which are only ever appended to), with the alignment of two
-    nodes and the building of a node written out inline: these walks visit every pair of nodes the
-    result is built from, millions for a role of overlapping candidates, so each lookup saved counts.
-    Each takes two non-terminal nodes (``a < b`` for the symmetric two) whose pair is not memoised.
-    """
-    levels, kids_of, unique, sizes = store._level, store._kids, store._unique, store.sizes  # noqa: SLF001
-    or_memo, and_memo, minus_memo = store._or, store._and, store._minus  # noqa: SLF001
-    or_get, and_get, minus_get = or_memo.get, and_memo.get, minus_memo.get
-
-    # join, meet and subtract repeat the alignment of their operands and the building of the result
-    # inline, on purpose: they are the innermost loops of check and diff, where a helper call per node
-    # pair shows in the profile. The terminals are compared as the literals 0 (EMPTY) and 1 (FULL):
-    # a global lookup or a tuple per comparison costs as much again.
-    def join(a: int, b: int) -> int:
-        la, lb = levels[a], levels[b]
-        if la == lb:
-            level, kids_a, kids_b = la, kids_of[a], kids_of[b]
-        elif la < lb:
-            level, kids_a, kids_b = la, kids_of[a], (b,) * sizes[la]
-        else:
-            level, kids_a, kids_b = lb, (a,) * sizes[lb], kids_of[b]
-        out: list[int] = []
-        add = out.append
-        for x, y in zip(kids_a, kids_b, strict=False):  # equal lengths: one level's values
-            if y == x or y == 0:  # noqa: PLR1714 - no tuple per comparison (above)
-                add(x)
-            elif x == 0:
-                add(y)
-            elif x == 1 or y == 1:
-                add(1)
-            else:
-                pair = (x, y) if x < y else (y, x)
-                found = or_get(pair)
-                add(join(*pair) if found is None else found)
-        first = out[0]
-        if out.count(first) == len(out):
-            found = first
-        else:
-            kids = tuple(out)
-            table = unique[level]
-            found = table.get(kids)
-            if found is None:
-                found = table[kids] = len(levels)
-                levels.append(level)
-                kids_of.append(kids)
-        or_memo[(a, b)] = found
-        return found
-
-    def meet(a: int, b: int) -> int:
-        la, lb = levels[a], levels[b]
-        if la == lb:
-            level, kids_a, kids_b = la, kids_of[a], kids_of[b]
-        elif la < lb:
-            level, kids_a, kids_b = la, kids_of[a], (b,) * sizes[la]
-        else:
-            level, kids_a, kids_b = lb, (a,) * sizes[lb], kids_of[b]
-        out: list[int] = []
-        add = out.append
-        for x, y in zip(kids_a, kids_b, strict=False):  # equal lengths: one level's values
-            if x == 0 or y == 0:
-                add(0)
-            elif x == y or x == 1:  # noqa: PLR1714
-                add(y)
-            elif y == 1:
-                add(x)
-            else:
-                pair = (x, y) if x < y else (y, x)
-                found = and_get(pair)
-                add(meet(*pair) if found is None else found)
-        first = out[0]
-        if out.count(first) == len(out):
-            found = first
-        else:
-            kids = tuple(out)
-            table = unique[level]
-            found = table.get(kids)
-            if found is None:
-                found = table[kids] = len(levels)
-                levels.append(level)
-                kids_of.append(kids)
-        and_memo[(a, b)] = found
-        return found
-
-    def subtract(a: int, b: int) -> int:
-        la, lb = levels[a], levels[b]
-        if la == lb:
-            level, kids_a, kids_b = la, kids_of[a], kids_of[b]
-        elif la < lb:
-            level, kids_a, kids_b = la, kids_of[a], (b,) * sizes[la]
-        else:
-            level, kids_a, kids_b = lb, (a,) * sizes[lb], kids_of[b]
-        out: list[int] = []
-        add = out.append
-        for x, y in zip(kids_a, kids_b, strict=False):  # equal lengths: one level's values
-            if x == 0 or y == 1 or y == x:  # noqa: PLR1714
-                add(0)
-            elif y == 0:
-                add(x)
-            else:
-                found = minus_get((x, y))
-                add(subtract(x, y) if found is None else found)
-        first = out[0]
-        if out.count(first) == len(out):
-            found = first
-        else:
-            kids = tuple(out)
-            table = unique[level]
-            found = table.get(kids)
-            if found is None:
-                found = table[kids] = len(levels)
-                levels.append(level)
-                kids_of.append(kids)
-        minus_memo[(a, b)] = found
-        return found
-
-    return join, meet, subtract

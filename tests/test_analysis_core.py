@@ -1,0 +1,224 @@
+"""The compiled diagram core against its Python twin: the same programs give the same nodes and answers.
+
+Also the compiled core's own edges (counts past 128 bits, masks past 64 values, box sets past one
+word, bad arguments), how the package picks a core, and the build hook that compiles it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import random
+import shutil
+import sys
+import sysconfig
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from capmatrix.analysis import _diagram, _pycore, check, diff
+from capmatrix.analysis._diagram import CORES, EMPTY, FULL, Diagram
+from capmatrix.model import Axis, AxisType
+from capmatrix.regions import Space
+
+ROOT = Path(__file__).resolve().parent.parent
+compiled = pytest.mark.skipif("compiled" not in CORES, reason="the compiled core is not built here")
+
+# An axis of 70 values: its masks take two words, and so do the box sets of a rule list past 64 boxes.
+SPACE = Space((
+    Axis(name="sm", type=AxisType.INT, values=(80, 90, 100), description="sm"),
+    Axis(name="head", type=AxisType.INT, values=tuple(range(1, 71)), description="head"),
+    Axis(name="sd", type=AxisType.BOOL, values=(False, True), description="sd"),
+    Axis(name="kv", type=AxisType.ENUM, values=("a", "b", "c", "d", "e"), description="kv"),
+))
+WHOLE = SPACE.full_box()
+box_strategy = st.tuples(*(st.integers(min_value=0, max_value=m) for m in WHOLE))
+# A program: steps that each combine two earlier results (by index) or build a kernel's rules.
+step = st.one_of(
+    st.tuples(st.sampled_from(["join", "meet", "minus", "within", "intersects"]),
+              st.integers(min_value=0), st.integers(min_value=0)),
+    st.tuples(st.just("rules"), st.lists(box_strategy, min_size=1, max_size=80), st.integers(min_value=0)),
+)
+
+
+def run(core: str, order: list[int], boxes: list[tuple[int, ...]], program: list[Any]) -> list[Any]:
+    """Every node and answer of ``program`` on one core, with each node's boxes, cells and counts."""
+    d = Diagram(SPACE, order, core=core)
+    nodes = [EMPTY, FULL, *(d.box(b) for b in boxes)]
+    seen: list[Any] = []
+    for op, x, y in program:
+        if op == "rules":
+            every = (1 << len(x)) - 1
+            node = d.rules(x, every & ~y, y & every)
+        else:
+            a, b = nodes[x % len(nodes)], nodes[y % len(nodes)]
+            node = getattr(d, op)(a, b)
+            if isinstance(node, bool):
+                seen.append(node)
+                continue
+        nodes.append(node)
+        seen.append((node, d.boxes(node), d.boxes(node, 3, negated=True), d.cells(node),
+                     d.cells(node, negated=True), d.count_boxes(node), d.count_boxes(node, negated=True)))
+    seen.append(len(d))
+    return seen
+
+
+@compiled
+@settings(max_examples=60, deadline=None)
+@given(st.permutations(range(4)), st.lists(box_strategy, max_size=8), st.lists(step, max_size=12))
+def test_the_cores_build_the_same_nodes_and_read_them_alike(order: list[int], boxes: list[Any],
+                                                           program: list[Any]) -> None:
+    assert run("compiled", order, boxes, program) == run("python", order, boxes, program)
+
+
+@compiled
+@pytest.mark.parametrize("seed", range(4))
+def test_rules_of_many_boxes_agree(seed: int) -> None:
+    """Past 64 boxes a live set takes several words in the compiled walk."""
+    rng = random.Random(seed)  # noqa: S311 - reproducible test data
+    boxes = [tuple(rng.randrange(1, m + 1) | rng.choice((0, m)) for m in WHOLE) for _ in range(150)]
+    exclusions = rng.getrandbits(150) & rng.getrandbits(150)
+    program = [("rules", boxes, exclusions), ("rules", boxes[:70], exclusions >> 80), ("join", -1, -2)]
+    assert run("compiled", [1, 0, 3, 2], [], program) == run("python", [1, 0, 3, 2], [], program)
+
+
+def parity(core: str, width: int) -> tuple[Diagram, int]:
+    """The cells of ``width`` binary axes with an odd number of True: 2**(width-1) cells and boxes."""
+    axes = tuple(Axis(name=f"b{i}", type=AxisType.BOOL, values=(False, True), description="b")
+                 for i in range(width))
+    d = Diagram(Space(axes), core=core)
+    odd, even = EMPTY, FULL  # past the last level: no True left, an even count
+    for level in range(width - 1, -1, -1):
+        odd, even = (d._core.node(level, (odd, even)),
+                     d._core.node(level, (even, odd)))
+    return d, odd
+
+
+@pytest.mark.parametrize("core", list(CORES))
+def test_counts_past_128_bits_are_exact(core: str) -> None:
+    d, odd = parity(core, 140)
+    assert d.cells(odd) == d.count_boxes(odd) == 2**139
+    assert d.cells(odd, negated=True) == d.count_boxes(odd, negated=True) == 2**139
+    assert len(d.boxes(odd, 2)) == 2
+    big = d.box((1,) * 140)  # one cell: the rest of the universe is 2**140 - 1
+    assert d.cells(big, negated=True) == 2**140 - 1
+    assert d.cells(d.join(big, odd)) == 2**139 + 1
+
+
+@compiled
+def test_bad_arguments_are_refused_with_a_reason() -> None:
+    core = CORES["compiled"]((2, 3), (0, 1))
+    node = core.node(1, (0, 1, 1))
+    with pytest.raises(ValueError, match="not a node of this store"):
+        core.join(node, 99)
+    with pytest.raises(ValueError, match="a child per value"):
+        core.node(0, (0, 1, 1))
+    with pytest.raises(ValueError, match="later level"):
+        core.node(1, (node, 0, 0))
+    with pytest.raises(ValueError, match="1 to 2\\*\\*20 values"):
+        CORES["compiled"]((0,), (0,))
+    with pytest.raises(TypeError, match="initialised once"):
+        core.__init__((2,), (0,))  # type: ignore[misc]
+    with pytest.raises(TypeError, match="must be an int"):
+        core.rules([1, 0, 0], [[1, 1], [1, "x", 1]], [1, 0, 0], 1, 0)  # type: ignore[list-item]
+    assert core.kids(node) == (0, 1, 1)
+    assert core.level(node) == 1
+    assert core.kids(FULL) == ()
+    core.release()
+    assert len(core) == 2
+
+
+def test_the_python_core_is_the_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CAPMATRIX_PURE_PYTHON", "1")
+    assert _diagram._compiled_core() is None
+    assert Diagram(SPACE, core="python").core == "python"
+    assert list(CORES)[-1] == "python"
+    assert CORES["python"] is _pycore.Core
+
+
+@compiled
+def test_a_core_built_from_other_source_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    from capmatrix.analysis import _core
+
+    monkeypatch.delenv("CAPMATRIX_PURE_PYTHON", raising=False)
+    assert _diagram._compiled_core() is _core.Core
+    monkeypatch.setattr(_core, "SOURCE_SHA256", "0" * 64)
+    with pytest.warns(RuntimeWarning, match="another revision"):
+        assert _diagram._compiled_core() is None
+    assert Diagram(SPACE).core == "compiled"  # the default: the compiled core first
+
+
+def _compiler_at_hand() -> bool:
+    cc = str(sysconfig.get_config_var("CC") or "cc").split()[0]
+    return (sys.platform != "win32" and shutil.which(cc) is not None
+            and (Path(sysconfig.get_paths()["include"]) / "Python.h").is_file())
+
+
+@pytest.mark.skipif(not _compiler_at_hand(), reason="no C compiler and Python headers here")
+def test_the_core_is_built_where_a_compiler_is() -> None:
+    """An install with a compiler at hand has the compiled core, from this very source."""
+    assert "compiled" in CORES
+    from capmatrix.analysis import _core
+
+    source = ROOT / "capmatrix" / "analysis" / "_core.c"
+    assert hashlib.sha256(source.read_bytes()).hexdigest() == _core.SOURCE_SHA256
+
+
+def _build_core_module() -> Any:
+    spec = importlib.util.spec_from_file_location("build_core", ROOT / "tools" / "build_core.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.skipif(not _compiler_at_hand(), reason="no C compiler and Python headers here")
+def test_the_build_hook_compiles_a_loadable_core(tmp_path: Path) -> None:
+    build = _build_core_module()
+    out = tmp_path / Path(build.MODULE).name
+    assert build.compile_core(out) is None
+    spec = importlib.util.spec_from_file_location("capmatrix.analysis._core", out)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert len(module.Core((2,), (0,))) == 2
+    assert [p.name for p in tmp_path.iterdir()] == [out.name]  # nothing half-written beside it
+
+
+def test_a_build_without_a_compiler_says_why_and_leaves_nothing(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    build = _build_core_module()
+    real = sysconfig.get_config_var
+    monkeypatch.setattr(sysconfig, "get_config_var",
+                        lambda name: "/nonexistent/cc" if name == "CC" else real(name))
+    reason = build.compile_core(tmp_path / "_core.so")
+    assert reason is not None
+    assert ("no C compiler" in reason or "Windows" in reason)
+    assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------------------------------------
+# the analyses on each core: every shape the benchmarks generate, check and diff read alike
+
+sys.path.insert(0, str(ROOT))
+from benchmarks import shapes  # noqa: E402
+
+
+@compiled
+@pytest.mark.parametrize("shape", shapes.family(), ids=lambda s: s.name)
+def test_check_and_diff_read_alike_on_either_core(
+    shape: shapes.Shape, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # six constrained axes of eight values make diagrams large: fewer rules keep the Python core quick
+    syn = shapes.generate(shape, 60 if shape.name == "six-axes" else 240)
+    old, new = syn.build(), shapes.twin(shape, syn).build()
+    reports = []
+    for core in ("compiled", "python"):
+        monkeypatch.setattr(_diagram, "CORES", {core: CORES[core]})
+        reports.append(([f.as_dict() for f in check(old)], diff(old, new).as_dict()))
+    assert reports[0] == reports[1]
