@@ -840,10 +840,12 @@ for role in m.roles.values():
 """
 
 
-def spawn_bounded(argv: list[str], timeout: float, ok: tuple[int, ...] = (0, 1)) -> Spawned | None:
-    """:func:`spawn` killed after ``timeout`` seconds (None then)."""
+def spawn_bounded(argv: list[str], timeout: float, ok: tuple[int, ...] = (0, 1),
+                  env: dict[str, str] | None = None) -> Spawned | None:
+    """:func:`spawn` killed after ``timeout`` seconds (None then); ``env`` added to the environment."""
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT,
+                            env=None if env is None else {**os.environ, **env})
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
@@ -925,6 +927,13 @@ def _cli_analysis_rows(sec: Section, quick: bool) -> None:
 SHAPE_TIMEOUT = 60.0
 
 
+def _diagram_cores() -> dict[str, Any]:
+    """The diagram cores of this install, the default first."""
+    from capmatrix.analysis._diagram import CORES  # noqa: PLC0415 - only the shapes section reads it
+
+    return dict(CORES)
+
+
 def section_shapes(quick: bool) -> Section:
     """`check`, role gaps and `diff` through the CLI on each shape of ``benchmarks.shapes``."""
     family = shapes.family()[:3] if quick else shapes.family()
@@ -939,7 +948,8 @@ def section_shapes(quick: bool) -> Section:
         "the role gaps (`load(DIR)` then `bounded_gap` of every role) and `capmatrix diff OLD NEW` against "
         f"its mutated twin. Value: CPU time of the child (user + system); wall time and peak RSS beside; "
         f"killed after {SHAPE_TIMEOUT:.0f} s. Targets at {big:,} rules: <= 10 s and <= 2 GB, and growth "
-        f"per 10x rules <= x12. The worst shape of each analysis is reported last.",
+        f"per 10x rules <= x12. The worst shape of each analysis is reported last. Diagram core: "
+        f"{next(iter(_diagram_cores()))} (`capmatrix/analysis/_core.c` where built, else `_pycore.py`).",
     )
     cli = Path(sys.executable).with_name("capmatrix")
     argv = [str(cli)] if cli.exists() else [sys.executable, "-m", "capmatrix"]
@@ -984,10 +994,27 @@ def section_shapes(quick: bool) -> Section:
                     worst[what] = (done.cpu, shape.name, row)
                 if shape is shapes.ISSUE and what in ("check", "diff"):
                     sec.rows.append(_json_report_row(command(*dirs[big]), what, shape.name, big, done))
+                    sec.rows.append(_core_row(command(*dirs[big]), what, shape.name, big, done))
     for what, (_cpu, name, row) in worst.items():
         sec.rows.append(Row(f"worst shape of `{what}`: `{name}`", row.value, row.baseline,
                             target=row.target, met=row.met, note=row.note))
     return sec
+
+
+def _core_row(argv: list[str], what: str, shape: str, n: int, default: Spawned) -> Row:
+    """The same command on the pure-Python diagram core (``CAPMATRIX_PURE_PYTHON=1``), as a ratio.
+
+    What an install without a C compiler gets; the figures above are those of the default core.
+    """
+    core = next(iter(_diagram_cores()))  # the parent's view of the install: the children's default
+    label = f"`{what}`, shape `{shape}`, {n:,} rules, on the pure-Python core"
+    done = spawn_bounded(argv, SHAPE_TIMEOUT, env={"CAPMATRIX_PURE_PYTHON": "1"})
+    if done is None:
+        return Row(label, f"> {SHAPE_TIMEOUT:.0f} s (killed)", f"{core} core: {fmt_time(default.cpu)} CPU")
+    return Row(label, f"{fmt_time(done.cpu)} CPU", f"{core} core: {fmt_time(default.cpu)} CPU",
+               ratio=f"{done.cpu / default.cpu:.2f}x" if default.cpu else "",
+               note=f"the {core} core is the default of this install; wall {fmt_time(done.wall)}; "
+               f"peak RSS {fmt_bytes(done.peak_rss)}")
 
 
 #: The JSON reports list up to 1,000 boxes per finding or change: a diff's is hundreds of MB.
