@@ -127,8 +127,27 @@ def test_bad_arguments_are_refused_with_a_reason() -> None:
     assert core.kids(node) == (0, 1, 1)
     assert core.level(node) == 1
     assert core.kids(FULL) == ()
+    with pytest.raises(ValueError, match="pending past the last level"):
+        core.rules([1, 1, 0], [[1, 1], [1, 1, 1]], [1, 1, 1], 1, 0)
+    with pytest.raises(ValueError, match="each axis once"):
+        CORES["compiled"]((2, 2), (0, 0))
+    from capmatrix.analysis import _core  # present: the test runs only where it is built
+
+    bare = _core.Core.__new__(_core.Core)
+    with pytest.raises(TypeError, match="not initialised"):
+        bare.rules([0], [], [0], 1, 0)
     core.release()
     assert len(core) == 2
+
+
+@pytest.mark.parametrize("core", list(CORES))
+def test_a_released_store_counts_afresh(core: str) -> None:
+    d = Diagram(SPACE, core=core)
+    box = (0b11, 1, 0b11, 0b101)
+    before = (d.count_boxes(d.box(box)), d.count_boxes(FULL), d.count_boxes(EMPTY, negated=True))
+    d.release()
+    assert (d.count_boxes(d.box(box)), d.count_boxes(FULL), d.count_boxes(EMPTY, negated=True)) == before
+    assert before == (1, 1, 1)
 
 
 def test_the_python_core_is_the_fallback(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -591,8 +591,11 @@ static void rules_free(Rules *r) {
     PyMem_Free(r->table);
 }
 
+static int ready(Core *c);
+
 static PyObject *Core_rules(Core *c, PyObject *args) {
     PyObject *constrained, *admit, *pending, *grants, *excl;
+    if (ready(c) < 0) return NULL;
     if (!PyArg_ParseTuple(args, "OOOOO:rules", &constrained, &admit, &pending, &grants, &excl)) return NULL;
     PyObject *live_obj = PyNumber_Or(grants, excl);
     if (!live_obj) return NULL;
@@ -661,6 +664,12 @@ static PyObject *Core_rules(Core *c, PyObject *args) {
         Py_DECREF(row);
     }
     if (to_words(grants, r.grants, W) < 0 || to_words(excl, r.excl, W) < 0) goto done;
+    for (int w = 0; w < W; w++) {  /* past the last level no box is tested: the walk stops there */
+        if (r.pending[(size_t)width * W + w]) {
+            PyErr_SetString(PyExc_ValueError, "capmatrix: no box is pending past the last level");
+            goto done;
+        }
+    }
     int granted = 0;
     for (int w = 0; w < W; w++) {
         r.grants[w] &= ~r.excl[w];
@@ -875,6 +884,7 @@ typedef struct {
 static PyObject *mask_to_int(const uint64_t *words, int W) {
     if (W == 1) return PyLong_FromUnsignedLongLong(words[0]);
     PyObject *out = PyLong_FromLong(0), *shift = PyLong_FromLong(64);
+    if (!shift) Py_CLEAR(out);
     for (int w = W - 1; out && shift && w >= 0; w--) {
         PyObject *up = PyNumber_Lshift(out, shift);
         PyObject *word = up ? PyLong_FromUnsignedLongLong(words[w]) : NULL;
@@ -1019,7 +1029,7 @@ static int Core_init(Core *c, PyObject *args, PyObject *kwds) {
     static char *names[] = {"sizes", "axes", NULL};
     PyObject *sizes, *axes;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO:Core", names, &sizes, &axes)) return -1;
-    if (c->rec) {
+    if (c->sizes) {  /* set first: a failed init is not retried over its buffers either */
         PyErr_SetString(PyExc_TypeError, "capmatrix: a core is initialised once");
         return -1;
     }
@@ -1046,6 +1056,12 @@ static int Core_init(Core *c, PyObject *args, PyObject *kwds) {
         if (size < 1 || size > (1L << 20) || axis < 0 || axis >= width) {
             PyErr_SetString(PyExc_ValueError, "capmatrix: a level has 1 to 2**20 values and names an axis");
             return -1;
+        }
+        for (Py_ssize_t k = 0; k < lv; k++) {
+            if (c->axes[k] == axis) {
+                PyErr_SetString(PyExc_ValueError, "capmatrix: the levels name each axis once");
+                return -1;
+            }
         }
         c->sizes[lv] = (int32_t)size;
         c->axes[lv] = (int32_t)axis;
@@ -1092,7 +1108,8 @@ static int two_nodes(Core *c, PyObject *args, const char *fmt, node_t *a, node_t
     long x, y;
     if (ready(c) < 0 || !PyArg_ParseTuple(args, fmt, &x, &y)) return -1;
     if (check_node(c, x, 1) < 0 || check_node(c, y, 1) < 0) return -1;
-    if (!c->or_m.slots && caches_fit(c) < 0) return -1;
+    if ((!c->or_m.slots || !c->and_m.slots || !c->minus_m.slots || !c->within_m.slots || !c->apart_m.slots)
+        && caches_fit(c) < 0) return -1;  /* a failed first sizing may have left some unmade */
     *a = (node_t)x;
     *b = (node_t)y;
     return 0;
@@ -1217,9 +1234,12 @@ PyMODINIT_FUNC PyInit__core(void) {
     if (PyType_Ready(&CoreType) < 0) return NULL;
     PyObject *m = PyModule_Create(&core_module);
     if (!m) return NULL;
+    if (PyModule_AddStringConstant(m, "SOURCE_SHA256", CORE_SOURCE_SHA256) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     Py_INCREF(&CoreType);
-    if (PyModule_AddObject(m, "Core", (PyObject *)&CoreType) < 0
-        || PyModule_AddStringConstant(m, "SOURCE_SHA256", CORE_SOURCE_SHA256) < 0) {
+    if (PyModule_AddObject(m, "Core", (PyObject *)&CoreType) < 0) {
         Py_DECREF(&CoreType);
         Py_DECREF(m);
         return NULL;

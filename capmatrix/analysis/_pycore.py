@@ -62,8 +62,9 @@ class Core:
         for memo in pairs:
             memo.clear()
         self._cell_memo.clear()
-        for counts in self._paths:
+        for counts, (empty, full) in zip(self._paths, ((0, 1), (1, 0)), strict=True):
             counts.clear()
+            counts.update({0: empty, 1: full})  # the terminals' own counts stay
         for unique in self._unique:
             unique.clear()
         self._within.clear()
