@@ -86,18 +86,24 @@ def bits(value: int, limit: int | None = None) -> list[int]:
 
 
 def _merge(boxes: set[Box], width: int) -> set[Box]:
-    """Merge disjoint boxes that differ on one axis only, axis by axis, until no pair merges."""
-    changed = True
-    while changed:
-        changed = False
-        for axis in range(width):
-            groups: dict[Box, int] = {}
-            for box in boxes:
-                key = box[:axis] + box[axis + 1 :]
-                if key in groups:
-                    changed = True
-                groups[key] = groups.get(key, 0) | box[axis]
+    """Merge disjoint boxes that differ on one axis only, axis by axis, until no pair merges.
+
+    The axes are taken in turn, round after round, and the walk stops once ``width`` passes in a row
+    merged nothing (the set they saw is then the fixed point); a pass that merges nothing leaves the
+    set as it is.
+    """
+    still = axis = 0
+    while still < width:
+        groups: dict[Box, int] = {}
+        for box in boxes:
+            key = box[:axis] + box[axis + 1 :]
+            groups[key] = groups.get(key, 0) | box[axis]
+        if len(groups) < len(boxes):
             boxes = {(*key[:axis], mask, *key[axis:]) for key, mask in groups.items()}
+            still = 1
+        else:
+            still += 1
+        axis = (axis + 1) % width
     return boxes
 
 
