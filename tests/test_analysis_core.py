@@ -241,3 +241,84 @@ def test_check_and_diff_read_alike_on_either_core(
         monkeypatch.setattr(_diagram, "CORES", {core: CORES[core]})
         reports.append(([f.as_dict() for f in check(old)], diff(old, new).as_dict()))
     assert reports[0] == reports[1]
+
+
+# --------------------------------------------------------------------------------------------------
+# The compiled merge of a region's boxes (``Region.merged(MERGE)``) against ``merged()`` in Python.
+
+# Masks of 1, 3, 64 (one full word) and 7 values; disjoint box sets are drawn as regions.
+MERGE_SPACE = Space((
+    Axis(name="one", type=AxisType.BOOL, values=(True,), description="one"),
+    Axis(name="three", type=AxisType.ENUM, values=("a", "b", "c"), description="three"),
+    Axis(name="word", type=AxisType.INT, values=tuple(range(64)), description="word"),
+    Axis(name="seven", type=AxisType.INT, values=tuple(range(7)), description="seven"),
+))
+merge_box = st.tuples(*(st.integers(min_value=1, max_value=m) for m in MERGE_SPACE.full_box()))
+
+
+def _merge() -> Any:
+    from capmatrix.analysis import _core  # present: the tests run only where it is built
+
+    return _core.merge
+
+
+@compiled
+@settings(max_examples=300, deadline=None)
+@given(st.lists(merge_box, max_size=40), st.booleans())
+def test_the_compiled_merge_gives_merged_boxes_in_order(boxes: list[tuple[int, ...]], repeat: bool) -> None:
+    from capmatrix.regions import Region
+
+    region = Region(MERGE_SPACE, boxes)  # made disjoint
+    given_boxes = list(region.boxes) * (2 if repeat else 1)  # a box given twice is one box
+    python = Region(MERGE_SPACE, given_boxes, disjoint=True).merged()
+    ordered = _merge()(given_boxes)
+    assert ordered == list(python.boxes)
+    assert _diagram.MERGE is not None
+    assert list(Region(MERGE_SPACE, given_boxes, disjoint=True).merged(_diagram.MERGE).boxes) == ordered
+
+
+@compiled
+def test_the_compiled_merge_on_a_diagram_s_canonical_boxes() -> None:
+    """The analyses' own input: a region's canonical boxes, thousands of them, merged alike."""
+    from capmatrix.regions import Region
+
+    rng = random.Random(7)
+    space = Space(tuple(Axis(name=f"x{i}", type=AxisType.INT, values=tuple(range(5)), description="x")
+                        for i in range(6)))
+    d = Diagram(space, [5, 3, 1, 0, 2, 4])
+    node = EMPTY
+    for _ in range(80):
+        # a rule's box: two to four axes constrained to one or two values
+        box = [0b11111] * 6
+        for axis in rng.sample(range(6), rng.randint(2, 4)):
+            box[axis] = sum(1 << v for v in rng.sample(range(5), rng.randint(1, 2)))
+        node = d.join(node, d.box(tuple(box))) if rng.random() < 0.8 else d.minus(node, d.box(tuple(box)))
+    boxes = d.boxes(node)
+    assert len(boxes) > 300
+    python = Region(space, boxes, disjoint=True).merged()
+    assert len(python.boxes) < len(boxes)
+    assert _merge()(boxes) == list(python.boxes)
+
+
+@compiled
+def test_the_compiled_merge_leaves_wide_masks_to_python_and_refuses_bad_boxes() -> None:
+    from capmatrix.regions import Region
+
+    merge = _merge()
+    assert merge([]) == []
+    assert merge(((1 << 63 | 1, 1), (1 << 63 | 2, 1))) == [((1 << 63) | 3, 1)]  # 64 bits fit
+    wide = [(1 << 64, 1), (1, 1)]
+    assert merge(wide) is None  # past 64 bits: merged() merges them itself
+    space = Space((Axis(name="h", type=AxisType.INT, values=tuple(range(65)), description="h"),
+                   Axis(name="b", type=AxisType.BOOL, values=(True,), description="b")))
+    assert list(Region(space, wide, disjoint=True).merged(merge).boxes) == [((1 << 64) | 1, 1)]
+    with pytest.raises(TypeError, match="box 1 is list"):
+        merge([(1, 2), [1, 2]])
+    with pytest.raises(ValueError, match="box 1 has 3 masks"):
+        merge([(1, 2), (1, 2, 3)])
+    with pytest.raises(ValueError, match="negative"):
+        merge([(1, -2)])
+    with pytest.raises(TypeError, match="not an int"):
+        merge([(1, "2")])
+    with pytest.raises(TypeError, match="sequence of boxes"):
+        merge(3)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from capmatrix._partition import TABLE_SAMPLE_MIN, mostly_disjoint, partition, reduce_kernel
+from capmatrix.analysis._diagram import MERGE
 from capmatrix.model import Axis, AxisValue, Effect
 from capmatrix.regions import Region, bits, box_of, subtract
 
@@ -242,7 +243,7 @@ class Area:
 
 def areas(region: Region) -> tuple[Area, ...]:
     """The merged boxes of a region, as areas (largest first)."""
-    merged = region.merged()
+    merged = region.merged(MERGE)
     return tuple(Area(merged.space, box) for box in merged.boxes)
 
 

@@ -1223,11 +1223,208 @@ static PyTypeObject CoreType = {
     .tp_as_sequence = &Core_as_sequence,
 };
 
+/* ---------------------------------------------------------------------------------------------- */
+/* Merging a region's boxes: regions.Region.merged's merge and order, for masks of up to 64 bits.  */
+
+typedef struct {
+    uint64_t *rows;      /* n rows of `width` masks */
+    Py_ssize_t n;
+} Rows;
+
+static uint64_t row_hash(const uint64_t *row, const int *axes, int k, int skip) {
+    uint64_t h = 0x9e3779b97f4a7c15ULL;
+    for (int j = 0; j < k; j++) {
+        if (j == skip) continue;
+        h = mix64(h ^ row[axes[j]]);
+    }
+    return h;
+}
+
+static int row_same(const uint64_t *a, const uint64_t *b, const int *axes, int k, int skip) {
+    for (int j = 0; j < k; j++) {
+        if (j != skip && a[axes[j]] != b[axes[j]]) return 0;
+    }
+    return 1;
+}
+
+/* One pass of the merge on varying axis `on` (skip -1: none, which removes repeated boxes): rows
+ * equal on every other varying axis become one row, their masks on `on` or-ed. Writes `out` (room
+ * for n rows) and returns its row count. */
+static Py_ssize_t merge_pass(const Rows *in, uint64_t *out, int32_t *table, size_t mask, int width,
+                             const int *axes, int k, int on) {
+    memset(table, 0xff, (mask + 1) * sizeof(int32_t));
+    Py_ssize_t m = 0;
+    for (Py_ssize_t i = 0; i < in->n; i++) {
+        const uint64_t *row = in->rows + (size_t)i * (size_t)width;
+        size_t slot = (size_t)row_hash(row, axes, k, on) & mask;
+        for (;;) {
+            int32_t at = table[slot];
+            if (at < 0) {
+                table[slot] = (int32_t)m;
+                memcpy(out + (size_t)m * (size_t)width, row, (size_t)width * sizeof(uint64_t));
+                m++;
+                break;
+            }
+            uint64_t *there = out + (size_t)at * (size_t)width;
+            if (row_same(there, row, axes, k, on)) {
+                if (on >= 0) there[axes[on]] |= row[axes[on]];
+                break;
+            }
+            slot = (slot + 1) & mask;
+        }
+    }
+    return m;
+}
+
+static int order_width;  /* qsort has no context argument: the width of the rows being sorted */
+
+/* Region.merged's order: more values first on each axis in turn, then the smaller masks first. */
+static int row_order(const void *pa, const void *pb) {
+    const uint64_t *a = pa, *b = pb;
+    for (int j = 0; j < order_width; j++) {
+        int ca = __builtin_popcountll(a[j]), cb = __builtin_popcountll(b[j]);
+        if (ca != cb) return ca > cb ? -1 : 1;
+    }
+    for (int j = 0; j < order_width; j++) {
+        if (a[j] != b[j]) return a[j] < b[j] ? -1 : 1;
+    }
+    return 0;
+}
+
+/* merge(boxes) -> the merged boxes in Region.merged's order, or None where a mask does not fit in
+ * 64 bits (the caller merges those in Python). The same passes as regions._merge: the varying
+ * axes in turn, until as many passes in a row as there are varying axes merged nothing. */
+static PyObject *core_merge(PyObject *Py_UNUSED(module), PyObject *arg) {
+    PyObject *seq = PySequence_Fast(arg, "merge() takes a sequence of boxes");
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    PyObject *result = NULL;
+    uint64_t *a = NULL, *b = NULL;
+    int32_t *table = NULL;
+    int *axes = NULL;
+    Py_ssize_t width = -1;
+    int k = 0;
+    size_t cap = 16;
+    Rows rows;
+    if (n == 0) {
+        Py_DECREF(seq);
+        return PyList_New(0);
+    }
+    if (n > INT32_MAX / 2) {
+        PyErr_SetString(PyExc_OverflowError, "merge(): too many boxes");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyTuple_Check(items[i])) {
+            PyErr_Format(PyExc_TypeError, "merge(): box %zd is %.80s, not a tuple", i, Py_TYPE(items[i])->tp_name);
+            goto done;
+        }
+        Py_ssize_t w = PyTuple_GET_SIZE(items[i]);
+        if (width < 0) width = w;
+        else if (w != width) {
+            PyErr_Format(PyExc_ValueError, "merge(): box %zd has %zd masks, box 0 has %zd", i, w, width);
+            goto done;
+        }
+    }
+    if (width > 4096) {
+        PyErr_SetString(PyExc_OverflowError, "merge(): too many axes");
+        goto done;
+    }
+    a = PyMem_Malloc((size_t)n * (size_t)(width ? width : 1) * sizeof(uint64_t));
+    b = PyMem_Malloc((size_t)n * (size_t)(width ? width : 1) * sizeof(uint64_t));
+    axes = PyMem_Malloc((size_t)(width ? width : 1) * sizeof(int));
+    while (cap < (size_t)n * 2) cap *= 2;
+    table = PyMem_Malloc(cap * sizeof(int32_t));
+    if (!a || !b || !axes || !table) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        for (Py_ssize_t j = 0; j < width; j++) {
+            PyObject *v = PyTuple_GET_ITEM(items[i], j);
+            if (!PyLong_Check(v)) {
+                PyErr_Format(PyExc_TypeError, "merge(): mask %zd of box %zd is %.80s, not an int", j, i,
+                             Py_TYPE(v)->tp_name);
+                goto done;
+            }
+            int overflow = 0;
+            long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+            if (x == -1 && PyErr_Occurred()) goto done;
+            if (overflow > 0) {
+                /* past 63 bits: a 64-bit mask still fits, wider ones are the caller's */
+                unsigned long long u = PyLong_AsUnsignedLongLong(v);
+                if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+                    PyErr_Clear();
+                    result = Py_NewRef(Py_None);
+                    goto done;
+                }
+                x = (long long)u;
+            } else if (overflow < 0 || x < 0) {
+                PyErr_Format(PyExc_ValueError, "merge(): mask %zd of box %zd is negative", j, i);
+                goto done;
+            }
+            a[(size_t)i * (size_t)width + (size_t)j] = (uint64_t)x;
+        }
+    }
+    for (Py_ssize_t j = 0; j < width; j++) {
+        for (Py_ssize_t i = 1; i < n; i++) {
+            if (a[(size_t)i * (size_t)width + (size_t)j] != a[(size_t)j]) { axes[k++] = (int)j; break; }
+        }
+    }
+    rows.rows = a;
+    rows.n = n;
+    /* the set of boxes first: a box given twice is one box */
+    rows.n = merge_pass(&rows, b, table, cap - 1, (int)width, axes, k, -1);
+    { uint64_t *t = a; a = b; b = t; rows.rows = a; }
+    if (rows.n > 1 && k > 0) {
+        int still = 0, on = 0;
+        while (still < k) {
+            Py_ssize_t m = merge_pass(&rows, b, table, cap - 1, (int)width, axes, k, on);
+            if (m < rows.n) {
+                uint64_t *t = a; a = b; b = t;
+                rows.rows = a;
+                rows.n = m;
+                still = 1;
+            } else {
+                still++;
+            }
+            on = (on + 1) % k;
+        }
+    }
+    order_width = (int)width;
+    qsort(a, (size_t)rows.n, (size_t)width * sizeof(uint64_t), row_order);
+    PyObject *out = PyList_New(rows.n);
+    if (!out) goto done;
+    for (Py_ssize_t i = 0; i < rows.n; i++) {
+        PyObject *box = PyTuple_New(width);
+        if (!box) { Py_DECREF(out); goto done; }
+        PyList_SET_ITEM(out, i, box);
+        for (Py_ssize_t j = 0; j < width; j++) {
+            PyObject *v = PyLong_FromUnsignedLongLong(a[(size_t)i * (size_t)width + (size_t)j]);
+            if (!v) { Py_DECREF(out); goto done; }
+            PyTuple_SET_ITEM(box, j, v);
+        }
+    }
+    result = out;
+done:
+    PyMem_Free(a);
+    PyMem_Free(b);
+    PyMem_Free(axes);
+    PyMem_Free(table);
+    Py_DECREF(seq);
+    return result;
+}
+
+static PyMethodDef module_methods[] = {
+    {"merge", (PyCFunction)core_merge, METH_O,
+     "Region.merged's boxes: merged as regions._merge merges them, in its order (None past 64-bit masks)."},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef core_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "_core",
     .m_doc = "The compiled decision-diagram core (see _pycore.py).",
     .m_size = -1,
+    .m_methods = module_methods,
 };
 
 PyMODINIT_FUNC PyInit__core(void) {

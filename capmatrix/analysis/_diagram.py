@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
     from capmatrix.regions import Box, Space
 
-__all__ = ["CORES", "EMPTY", "FULL", "Diagram", "axis_order", "collection_paused"]
+__all__ = ["CORES", "EMPTY", "FULL", "MERGE", "Diagram", "axis_order", "collection_paused"]
 
 #: The terminal node of the empty region.
 EMPTY = 0
@@ -125,6 +125,10 @@ CORES: dict[str, Callable[[Sequence[int], Sequence[int]], Store]] = {
     for name, core in (("compiled", _compiled_core()), ("python", _pycore.Core))
     if core is not None
 }
+
+#: The compiled core's merge of a region's boxes, for ``Region.merged(MERGE)`` (None where the
+#: compiled core is not used: ``merged()`` then merges in Python, to the same boxes).
+MERGE: Callable[[Sequence[Box]], list[Box] | None] | None = _core.merge if "compiled" in CORES else None
 
 
 class Diagram:
