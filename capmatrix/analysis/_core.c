@@ -1184,6 +1184,22 @@ static PyObject *Core_kids(Core *c, PyObject *arg) {
 static PyObject *Core_release(Core *c, PyObject *Py_UNUSED(ignored)) {
     if (ready(c) < 0) return NULL;
     core_clear(c);
+    /* the node records and children too, back to their first size: a store kept alive after its
+     * analysis (by a caller's reference) holds kilobytes, not the hundreds of MB it grew to */
+    Rec *rec = PyMem_Calloc(1024, sizeof(Rec));
+    node_t *pool = PyMem_Malloc(4096 * sizeof(node_t));
+    if (!rec || !pool) {
+        PyMem_Free(rec);
+        PyMem_Free(pool);
+        return PyErr_NoMemory();
+    }
+    PyMem_Free(c->rec);
+    PyMem_Free(c->pool);
+    c->rec = rec;
+    c->cap = 1024;
+    c->pool = pool;
+    c->pool_cap = 4096;
+    c->rec[0].level = c->rec[1].level = (int32_t)c->width;
     c->n = 2;
     c->pool_n = 0;
     Py_RETURN_NONE;
