@@ -12,6 +12,7 @@ import random
 import shutil
 import sys
 import sysconfig
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -228,6 +229,25 @@ def test_the_build_hook_compiles_a_loadable_core(tmp_path: Path) -> None:
     spec.loader.exec_module(module)
     assert len(module.Core((2,), (0,))) == 2
     assert [p.name for p in tmp_path.iterdir()] == [out.name]  # nothing half-written beside it
+
+
+@pytest.mark.skipif(not _compiler_at_hand(), reason="no C compiler and Python headers here")
+def test_a_wheel_build_hands_the_core_over_and_leaves_no_scratch(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hook builds the wheel's core in a scratch directory and removes it once the wheel is written."""
+    build = _build_core_module()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.delenv("CAPMATRIX_NO_CORE", raising=False)
+    hook = build.CoreBuildHook.__new__(build.CoreBuildHook)  # no hatchling project around it here
+    data: dict[str, Any] = {"force_include": {}}
+    hook.initialize("standard", data)
+    [(built, inside)] = data["force_include"].items()
+    assert inside == build.MODULE
+    assert Path(built).is_file()
+    assert Path(built).parent.parent == tmp_path
+    hook.finalize("standard", data, str(tmp_path / "capmatrix.whl"))
+    assert list(tmp_path.iterdir()) == []
+    hook.finalize("standard", data, str(tmp_path / "capmatrix.whl"))  # twice: nothing left to remove
 
 
 def test_a_build_without_a_compiler_says_why_and_leaves_nothing(tmp_path: Path,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -77,7 +78,8 @@ class CoreBuildHook(BuildHookInterface):
         if version == "editable":
             reason = compile_core(ROOT / MODULE)
         else:
-            built = Path(tempfile.mkdtemp(prefix="capmatrix-core-")) / Path(MODULE).name
+            self._scratch: str = tempfile.mkdtemp(prefix="capmatrix-core-")
+            built = Path(self._scratch) / Path(MODULE).name
             reason = compile_core(built)
             if reason is None:
                 build_data["force_include"][str(built)] = MODULE
@@ -85,6 +87,13 @@ class CoreBuildHook(BuildHookInterface):
                 build_data["infer_tag"] = True
         if reason is not None:
             _warn(reason)
+
+    def finalize(self, version: str, build_data: dict[str, Any], artifact_path: str) -> None:  # noqa: ARG002
+        """The wheel holds its copy of the core now: remove the scratch directory it was built in."""
+        scratch: str | None = getattr(self, "_scratch", None)
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+            del self._scratch
 
 
 if __name__ == "__main__":
