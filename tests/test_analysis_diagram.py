@@ -188,3 +188,21 @@ def test_collection_is_paused_inside_and_left_as_it_was(enabled: bool) -> None:
         assert gc.isenabled() is enabled
     finally:
         (gc.enable if was else gc.disable)()
+
+
+@each_core
+def test_the_side_by_side_walks_leave_no_cycle_holding_the_store(core: str) -> None:
+    """covered and meets recurse through a closure: it must not keep the store (and its nodes) alive
+    after them while the analyses hold the collector off."""
+    import sys
+
+    d = Diagram(SPACE, core=core)
+    a, b = d.box((0b00011, 0b011, 0b11, 0b111)), d.box((0b00110, 0b001, 0b11, 0b111))
+    c = d.box((0b00001, 0b111, 0b01, 0b111))
+    own, store = sys.getrefcount(d), sys.getrefcount(d._core)
+    with collection_paused():
+        assert not d.covered(a, [b, c])
+        assert d.covered(d.meet(a, b), [b, c])
+        assert d.meets(a, (0b00001, 0b001, 0b01, 0b001))
+        assert not d.meets(d.minus(a, b), (0b00100, 0b111, 0b11, 0b111))
+        assert (sys.getrefcount(d), sys.getrefcount(d._core)) == (own, store)

@@ -311,13 +311,15 @@ class Diagram:
             for v in range(self.sizes[level]):
                 below = {g if row is None else row[v] for g, row in zip(group, rows, strict=True)}
                 below.discard(EMPTY)
-                if not walk(n if own is None else own[v], tuple(sorted(below))):
+                if not walk(n if own is None else own[v], tuple(sorted(below))):  # noqa: F821 - see del
                     return False
             held.add(key)
             return True
 
         found = walk(node, tuple(sorted({g for g in others if g != EMPTY})))
-        held.clear()  # ``walk`` refers to itself: free its memo without a collection
+        # ``walk`` refers to itself (and, through its closure, to this store): emptying its cell
+        # breaks the cycle, so neither waits for a collection, which the analyses pause
+        del walk
         return found
 
     def contains(self, node: int, box: Box) -> bool:
@@ -341,14 +343,14 @@ class Diagram:
             mask = masks[level_of(n)]
             while mask:
                 low = mask & -mask
-                if walk(row[low.bit_length() - 1]):
+                if walk(row[low.bit_length() - 1]):  # noqa: F821 - deleted below, breaking the cycle
                     return True
                 mask ^= low
             barren.add(n)
             return False
 
         found = walk(node)
-        barren.clear()  # ``walk`` refers to itself: free its memo without a collection
+        del walk  # ``walk`` refers to itself: break the cycle (as in covered)
         return found
 
     def winners(
