@@ -357,6 +357,13 @@ def test_the_compiled_merge_leaves_wide_masks_to_python_and_refuses_bad_boxes() 
     space = Space((Axis(name="h", type=AxisType.INT, values=tuple(range(65)), description="h"),
                    Axis(name="b", type=AxisType.BOOL, values=(True,), description="b")))
     assert list(Region(space, wide, disjoint=True).merged(merge).boxes) == [((1 << 64) | 1, 1)]
+    assert merge([(0, 1), (0, 2), (1, 0)]) == []  # boxes with an empty mask hold no cell, as in Region
+    assert merge([(0, 1), (1, 2), (1, 1)]) == [(1, 3)]
+    assert merge([(1,) * 4097, (2,) * 4097]) is None  # more axes than a core has levels: Python merges
+    with pytest.raises(ValueError, match="negative"):
+        merge([(1 << 64,), (-1,)])  # a mask past 64 bits stops nothing else from being checked
+    with pytest.raises(TypeError, match="not an int"):
+        merge([(1 << 64,), ("x",)])
     with pytest.raises(TypeError, match="box 1 is list"):
         merge([(1, 2), [1, 2]])
     with pytest.raises(ValueError, match="box 1 has 3 masks"):

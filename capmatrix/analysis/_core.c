@@ -1188,18 +1188,19 @@ static PyObject *Core_release(Core *c, PyObject *Py_UNUSED(ignored)) {
      * analysis (by a caller's reference) holds kilobytes, not the hundreds of MB it grew to */
     Rec *rec = PyMem_Calloc(1024, sizeof(Rec));
     node_t *pool = PyMem_Malloc(4096 * sizeof(node_t));
-    if (!rec || !pool) {
+    if (!rec || !pool) {  /* no room for the small ones: keep the large ones, emptied all the same */
         PyMem_Free(rec);
         PyMem_Free(pool);
-        return PyErr_NoMemory();
+    } else {
+        PyMem_Free(c->rec);
+        PyMem_Free(c->pool);
+        c->rec = rec;
+        c->cap = 1024;
+        c->pool = pool;
+        c->pool_cap = 4096;
     }
-    PyMem_Free(c->rec);
-    PyMem_Free(c->pool);
-    c->rec = rec;
-    c->cap = 1024;
-    c->pool = pool;
-    c->pool_cap = 4096;
     c->rec[0].level = c->rec[1].level = (int32_t)c->width;
+    c->rec[0].off = c->rec[1].off = 0;
     c->n = 2;
     c->pool_n = 0;
     Py_RETURN_NONE;
@@ -1327,8 +1328,8 @@ static PyObject *core_merge(PyObject *Py_UNUSED(module), PyObject *arg) {
         Py_DECREF(seq);
         return PyList_New(0);
     }
-    if (n > INT32_MAX / 2) {
-        PyErr_SetString(PyExc_OverflowError, "merge(): too many boxes");
+    if (n > INT32_MAX / 2) {  /* past the table's indexes: the caller merges them */
+        result = Py_NewRef(Py_None);
         goto done;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -1343,8 +1344,8 @@ static PyObject *core_merge(PyObject *Py_UNUSED(module), PyObject *arg) {
             goto done;
         }
     }
-    if (width > 4096) {
-        PyErr_SetString(PyExc_OverflowError, "merge(): too many axes");
+    if (width > 4096) {  /* as many axes as a core has levels at most; the caller merges more */
+        result = Py_NewRef(Py_None);
         goto done;
     }
     a = PyMem_Malloc((size_t)n * (size_t)(width ? width : 1) * sizeof(uint64_t));
@@ -1353,7 +1354,12 @@ static PyObject *core_merge(PyObject *Py_UNUSED(module), PyObject *arg) {
     while (cap < (size_t)n * 2) cap *= 2;
     table = PyMem_Malloc(cap * sizeof(int32_t));
     if (!a || !b || !axes || !table) { PyErr_NoMemory(); goto done; }
+    /* Every box is read and checked; a box with an empty mask holds no cell and is dropped, as
+     * Region drops it; `kept` rows are read. */
+    Py_ssize_t kept = 0;
+    int too_wide = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
+        int empty = 0;
         for (Py_ssize_t j = 0; j < width; j++) {
             PyObject *v = PyTuple_GET_ITEM(items[i], j);
             if (!PyLong_Check(v)) {
@@ -1369,16 +1375,27 @@ static PyObject *core_merge(PyObject *Py_UNUSED(module), PyObject *arg) {
                 unsigned long long u = PyLong_AsUnsignedLongLong(v);
                 if (u == (unsigned long long)-1 && PyErr_Occurred()) {
                     PyErr_Clear();
-                    result = Py_NewRef(Py_None);
-                    goto done;
+                    too_wide = 1;  /* the caller merges these; the rest is still checked */
+                    continue;
                 }
                 x = (long long)u;
             } else if (overflow < 0 || x < 0) {
                 PyErr_Format(PyExc_ValueError, "merge(): mask %zd of box %zd is negative", j, i);
                 goto done;
             }
-            a[(size_t)i * (size_t)width + (size_t)j] = (uint64_t)x;
+            if (x == 0) empty = 1;
+            a[(size_t)kept * (size_t)width + (size_t)j] = (uint64_t)x;
         }
+        if (!empty) kept++;
+    }
+    if (too_wide) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    n = kept;
+    if (n == 0) {
+        result = PyList_New(0);
+        goto done;
     }
     for (Py_ssize_t j = 0; j < width; j++) {
         for (Py_ssize_t i = 1; i < n; i++) {
