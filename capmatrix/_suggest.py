@@ -15,9 +15,9 @@ not yet tried are left out and the result's ``truncated`` is true.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from itertools import combinations
 
+from capmatrix._record import record
 from capmatrix.errors import InvalidQuery, UnknownName
 from capmatrix.model import format_value
 from capmatrix.resolver import Verdict
@@ -48,7 +48,7 @@ MAX_CHANGES = 2
 MAX_OPEN_TESTS = 1000
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class Suggestion:
     """A minimal set of axis changes under which the query's kernel is supported.
 

@@ -10,8 +10,6 @@ limits and scalar forms are :mod:`capmatrix._yaml_limits`.
 from __future__ import annotations
 
 import re
-from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -22,6 +20,11 @@ from capmatrix._yaml_fast import OUTLINE_DEPTH, _fast_read
 from capmatrix._yaml_limits import MAX_DEPTH, MAX_INT_BITS, MAX_NODES, MAX_TEXT_CHARS
 from capmatrix._yaml_source import SourceMap, format_path, printable
 from capmatrix.errors import CapabilityError, CapabilityErrors
+
+TYPE_CHECKING = False  # not typing's: a load the cache misses would import it for annotations only
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
 
 __all__ = [
     "MAX_DEPTH",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import yaml
 
@@ -18,6 +17,10 @@ from capmatrix._yaml_limits import (
 )
 from capmatrix._yaml_source import JsonPath, format_path, printable
 from capmatrix.errors import CapabilityError, echo
+
+TYPE_CHECKING = False  # not typing's: imported for annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__: list[str] = []
 

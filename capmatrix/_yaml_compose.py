@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import yaml
 
 from capmatrix._yaml_limits import MAX_DEPTH, MAX_NODES, _CParser, _resolve_scalar
+
+TYPE_CHECKING = False  # not typing's: imported for annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__: list[str] = []
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 import yaml
 
@@ -22,6 +21,10 @@ from capmatrix._yaml_limits import (
     _resolve_scalar,
 )
 from capmatrix._yaml_source import JsonPath, SourceMap
+
+TYPE_CHECKING = False  # not typing's: imported for annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["OUTLINE_DEPTH"]
 

@@ -7,11 +7,14 @@ and the event reader (:mod:`capmatrix._yaml_fast`), so that all three refuse and
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import yaml
 
 from capmatrix._files import MAX_FILE_BYTES
+
+TYPE_CHECKING = False  # not typing's: imported for annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["MAX_DEPTH", "MAX_INT_BITS", "MAX_NODES", "MAX_TEXT_CHARS"]
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
+from capmatrix._record import field, record
 from capmatrix.errors import MAX_ECHO, CapabilityError, echo
 
 __all__ = ["JsonPath", "SourceMap", "format_path", "printable"]
@@ -15,7 +15,7 @@ _PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+\Z")
 JsonPath = tuple[str | int, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SourceMap:
     """Positions (1-based line, column) of every value and mapping key of one document."""
 

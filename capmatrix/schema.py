@@ -9,8 +9,8 @@ imports jsonschema.
 from __future__ import annotations
 
 import json
+import os
 from functools import cache
-from pathlib import Path
 
 from capmatrix._fastschema import Unsupported, compile_schema
 from capmatrix._hints import suggest
@@ -32,7 +32,10 @@ __all__ = ["is_valid", "schema", "shape_problems", "validator"]
 @cache
 def schema() -> dict[str, Any]:
     """The JSON Schema (Draft 2020-12) of one capability file."""
-    text = (Path(__file__).parent / "schema" / "capabilities.schema.json").read_text(encoding="utf-8")
+    # os.path, not pathlib: a load the cache misses should not import pathlib for one file name
+    with open(os.path.join(os.path.dirname(__file__), "schema", "capabilities.schema.json"),  # noqa: PTH118, PTH120, PTH123
+              encoding="utf-8") as f:
+        text = f.read()
     data: dict[str, Any] = json.loads(text)
     return data
 

@@ -20,7 +20,7 @@ CORE: dict[str, int] = {
     "capmatrix._hints": 1,
     "capmatrix._classes": 1,
     "capmatrix._record": 1,
-    "capmatrix._yaml_source": 1,
+    "capmatrix._yaml_source": 2,
     "capmatrix._yaml_limits": 2,
     "capmatrix._yaml_build": 3,
     "capmatrix._yaml_compose": 3,

@@ -157,3 +157,24 @@ def test_a_cached_load_imports_no_dataclasses(tmp_path: Path) -> None:
     runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
             for _ in range(2)]
     assert runs[1].stdout.strip() == "[]"  # the second reads the entry the first wrote
+
+
+def test_a_load_the_cache_misses_imports_no_dataclasses_typing_or_pathlib() -> None:
+    """Every edit of a capability file is a cache miss (a pre-commit hook's usual run): its path
+    parses and validates, with records and plain paths, none of these modules."""
+    code = ("import sys, capmatrix; capmatrix.load(); print(sorted(m for m in "
+            "('dataclasses', 'inspect', 'typing', 'pathlib') if m in sys.modules))")
+    env = {**os.environ, "CAPMATRIX_CACHE": "off"}
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert run.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("cache", ["off", "on"])
+def test_a_cli_query_imports_no_dataclasses_or_typing(cache: str, tmp_path: Path) -> None:
+    code = ("import sys\nfrom capmatrix.cli._main import main\n"
+            "status = main(['query', 'xqa', '--sm', '120', '--model', 'llama', '--spec-dec', 'one_model'])\n"
+            "print(status, sorted(m for m in ('dataclasses', 'inspect', 'typing') if m in sys.modules))")
+    env = {**os.environ, "CAPMATRIX_CACHE": cache, "CAPMATRIX_CACHE_DIR": str(tmp_path)}
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+            for _ in range(2)]
+    assert runs[1].stdout.strip().splitlines()[-1] == "0 []"  # supported, and none of them imported

@@ -5,11 +5,9 @@ from __future__ import annotations
 import contextvars
 import os
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
 
+from capmatrix._record import record
 from capmatrix.cli._json import write_json
 from capmatrix.engine.hf import query_from_hf_config, read_hf_config
 from capmatrix.errors import InvalidQuery, InvalidValue, UnknownName, did_you_mean, echo
@@ -18,9 +16,11 @@ from capmatrix.matrix import gpu_spelling
 from capmatrix.model import AxisType, format_value
 from capmatrix.query import ANY, KernelQuery
 
+TYPE_CHECKING = False  # not typing's: every command would import it for annotations only
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
+    from typing import Any, TextIO
 
     from capmatrix.matrix import Matrix
     from capmatrix.model import Axis, AxisValue
@@ -33,7 +33,6 @@ __all__ = [
     "EXIT_OK",
     "MATRIX_DEFAULT_HELP",
     "MATRIX_ENV",
-    "Handler",
     "MatrixChoice",
     "add_axis_options",
     "add_format_option",
@@ -52,9 +51,10 @@ __all__ = [
 
 EXIT_OK, EXIT_FAIL, EXIT_ERROR, EXIT_DEPENDS = 0, 1, 2, 3
 
-#: ``cmd_<name>(args, prepared, stdout, stderr) -> exit status``; ``prepared`` is what the command's
-#: ``configure_<name>`` returned (the matrix it loaded to declare the axis options, or None).
-Handler = Callable[[Any, Any, TextIO, TextIO], int]
+if TYPE_CHECKING:
+    #: ``cmd_<name>(args, prepared, stdout, stderr) -> exit status``; ``prepared`` is what the
+    #: command's ``configure_<name>`` returned (the matrix it loaded to declare the axis options, or None).
+    Handler = Callable[[Any, Any, TextIO, TextIO], int]
 
 
 #: The environment variable naming the matrix directory when no ``--matrix`` (or PATH) is given.
@@ -65,7 +65,7 @@ FROM_ARGUMENT, FROM_ENV, FROM_WORKING_TREE, FROM_PACKAGE = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MatrixChoice:
     """The matrix directory a command uses, and where that choice came from.
 

@@ -7,8 +7,7 @@ the property values are escaped as the Actions runner reads them back: ``%``, CR
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+TYPE_CHECKING = False  # not typing's: every command would import it for annotations only
 if TYPE_CHECKING:
     from capmatrix.analysis import Finding
     from capmatrix.errors import CapabilityError

@@ -12,8 +12,8 @@ build the whole tree first.
 from __future__ import annotations
 
 from json.encoder import encode_basestring_ascii
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # not typing's: every command would import it for annotations only
 if TYPE_CHECKING:
     from typing import TextIO
 

@@ -9,14 +9,15 @@ import argparse
 import contextlib
 import importlib
 import sys
-from typing import TYPE_CHECKING, TextIO
 
 from capmatrix.cli._common import EXIT_ERROR, EXIT_OK, brief_load_errors, forget_matrix_choice
 from capmatrix.errors import CapabilityErrors, CapmatrixError
 
+TYPE_CHECKING = False  # not typing's: every command would import it for annotations only
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
+    from typing import TextIO
 
     from capmatrix.cli._common import Handler
 

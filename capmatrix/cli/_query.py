@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TextIO
-
 from capmatrix._default import derived_values, resolve, select, suggest
 from capmatrix.cli._common import (
     EXIT_DEPENDS,
@@ -26,9 +24,11 @@ from capmatrix.loader import load
 from capmatrix.model import format_value
 from capmatrix.resolver import CLOSEST_GRANTS, OriginKind, ReasonKind, Verdict
 
+TYPE_CHECKING = False  # not typing's: every command would import it for annotations only
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Collection, Iterable, Sequence
+    from typing import TextIO
 
     from capmatrix._suggest import Suggestion
     from capmatrix.errors import CapabilityError

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
 
 from capmatrix._default import default_matrix, resolve
+from capmatrix._record import field, record
 from capmatrix.errors import CapmatrixError, InvalidQuery, UnknownName
 from capmatrix.query import KernelQuery
 from capmatrix.resolver import Verdict
@@ -42,7 +42,7 @@ class UnboundAxes(CapmatrixError, ValueError):
 DynamicSpec = Sequence[str] | Mapping[str, Mapping[Hashable, "AxisValue"]]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class BoundDecision:
     """One kernel's or gate's answers for an engine, precomputed for every dynamic key.
 
