@@ -322,6 +322,33 @@ def test_the_compiled_merge_gives_merged_boxes_in_order(boxes: list[tuple[int, .
     assert list(Region(MERGE_SPACE, given_boxes, disjoint=True).merged(_diagram.MERGE).boxes) == ordered
 
 
+# Off the grid above: any width (none to a dozen axes), masks anywhere in 0 .. 2**65 (empty ones,
+# bools, one full word, past it), boxes not made disjoint first, repeated or not.
+wide_mask = st.one_of(st.integers(min_value=0, max_value=(1 << 65)), st.booleans(),
+                      st.sampled_from([1 << 63, (1 << 64) - 1, 1 << 64]))
+
+
+@compiled
+@settings(max_examples=300, deadline=None)
+@given(st.integers(min_value=0, max_value=12).flatmap(
+    lambda w: st.lists(st.tuples(*[wide_mask] * w), max_size=30)))
+def test_the_compiled_merge_reads_as_merged_on_any_boxes(boxes: list[tuple[int, ...]]) -> None:
+    from capmatrix.regions import Region
+
+    width = len(boxes[0]) if boxes else 0
+    space = Space(tuple(Axis(name=f"a{i}", type=AxisType.INT, values=tuple(range(66)), description="a")
+                        for i in range(width)))
+    python = Region(space, boxes, disjoint=True).merged()
+    compiled_one = Region(space, boxes, disjoint=True).merged(_merge())
+    assert list(compiled_one.boxes) == list(python.boxes)
+    direct = _merge()(boxes)
+    if direct is None:  # a mask past 64 bits: Python merged them
+        assert any(m >= 1 << 64 for box in boxes for m in box)
+    else:
+        assert direct == list(python.boxes)
+        assert all(type(m) is int for box in direct for m in box)
+
+
 @compiled
 def test_the_compiled_merge_on_a_diagram_s_canonical_boxes() -> None:
     """The analyses' own input: a region's canonical boxes, thousands of them, merged alike."""
