@@ -7,6 +7,7 @@ guard, models, roles, GPUs, and the engine vocabularies each reads.
 from __future__ import annotations
 
 from capmatrix import _hints
+from capmatrix._classes import signatures
 from capmatrix._record import replace
 from capmatrix._values import _Values, _when_text, open_domains
 from capmatrix.errors import CapabilityError, echo
@@ -30,9 +31,8 @@ from capmatrix.model import (
     Status,
     ValueOf,
     format_value,
-    signature,
 )
-from capmatrix.regions import Region, Space
+from capmatrix.regions import Region, Space, bits
 
 TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
@@ -428,8 +428,7 @@ class _Semantics(_Values):
                     conditions[axis.name] = Condition(axis=axis.name, text="[]")
                     break
                 mask = box[i]
-                own_mask = axis.full_mask if own is None else sum(
-                    1 << j for j, v in enumerate(axis.values) if own.contains(v))
+                own_mask = axis.full_mask if own is None else own.mask(axis.values)
                 if mask == own_mask:
                     if own is not None:
                         conditions[axis.name] = own
@@ -441,9 +440,11 @@ class _Semantics(_Values):
                     listed.append("and ints like " + ", ".join(others))
                 shown = "[" + ", ".join(listed) + "]"
                 if axis.cuts:  # an open int axis: the chosen classes, so that every int is answered
+                    # Each chosen value's signature, read from the axis's (memoised) signatures.
+                    sigs = signatures(axis.values, axis.cuts)
                     conditions[axis.name] = Condition(
                         axis=axis.name, text=shown, values=frozenset(v for v in chosen if v in axis.known),
-                        signatures=frozenset(signature(v, axis.cuts) for v in chosen if type(v) is int),
+                        signatures=frozenset(s for j in bits(mask) if (s := sigs[j]) is not None),
                         cuts=axis.cuts, optional=axis.optional,
                         admits_none=any(v == NONE and type(v) is str for v in chosen),
                     )

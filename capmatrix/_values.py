@@ -411,8 +411,7 @@ class _Values:
         masks = []
         for axis in self.space.axes:
             cond = conditions.get(axis.name)
-            masks.append(axis.full_mask if cond is None else
-                         sum(1 << i for i, v in enumerate(axis.values) if cond.contains(v)))
+            masks.append(axis.full_mask if cond is None else cond.mask(axis.values))
         region = Region(self.space, [tuple(masks)], disjoint=True)
         for name, cond in conditions.items():
             if name in self.derived:

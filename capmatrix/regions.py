@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import accumulate, count
-from operator import add
+from operator import add, and_
 
 from capmatrix._record import field, record
 
@@ -171,14 +171,21 @@ class Space:
 
 def intersect(a: Box, b: Box) -> Box | None:
     """The intersection of two boxes, or None when they are disjoint."""
-    out = tuple(x & y for x, y in zip(a, b, strict=True))
+    if len(a) != len(b):
+        msg = f"boxes of {len(a)} and {len(b)} axes"
+        raise ValueError(msg)
+    out = tuple(map(and_, a, b))  # map, not a generator: loading a matrix intersects thousands
     return None if 0 in out else out
 
 
 def subtract(a: Box, b: Box) -> list[Box]:
     """``a - b`` as disjoint boxes (at most one per axis)."""
-    if intersect(a, b) is None:
-        return [a]
+    if len(a) != len(b):
+        msg = f"boxes of {len(a)} and {len(b)} axes"
+        raise ValueError(msg)
+    for x, y in zip(a, b):  # noqa: B905 - lengths checked above
+        if not x & y:  # disjoint: nothing of ``a`` is taken
+            return [a]
     pieces: list[Box] = []
     head = list(a)
     for i, (x, y) in enumerate(zip(a, b, strict=True)):

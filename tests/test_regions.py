@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 import capmatrix
 from capmatrix.model import Axis, AxisType
-from capmatrix.regions import Region, Space, _merge, box_of, subtract
+from capmatrix.regions import Region, Space, _merge, box_of, intersect, subtract
 
 SPACE = Space(
     (
@@ -58,6 +59,24 @@ def test_subtract_pieces_are_disjoint() -> None:
     assert len(pieces) == 3
     total = Region(SPACE, pieces, disjoint=True)
     assert total.cells() == SPACE.cells(FULL) - 2
+
+
+@given(boxes, boxes)
+def test_intersect_and_subtract_match_cell_sets(a: tuple[int, ...], b: tuple[int, ...]) -> None:
+    one, other = Region(SPACE, [a], disjoint=True), Region(SPACE, [b], disjoint=True)
+    met = intersect(a, b)
+    assert cells(Region(SPACE, [met] if met else [], disjoint=True)) == cells(one) & cells(other)
+    pieces = subtract(a, b)
+    assert cells(Region(SPACE, pieces, disjoint=True)) == cells(one) - cells(other)
+    assert sum(SPACE.cells(p) for p in pieces) == len(cells(one) - cells(other))  # disjoint pieces
+    if met is None:
+        assert pieces == [a]  # a disjoint box is left as it is
+
+
+def test_boxes_of_other_widths_are_refused() -> None:
+    for op in (intersect, subtract):
+        with pytest.raises(ValueError, match="boxes of 3 and 2 axes"):
+            op(FULL, FULL[:2])
 
 
 def test_describe_and_witness() -> None:

@@ -11,7 +11,10 @@ build the whole tree first.
 
 from __future__ import annotations
 
-from json.encoder import encode_basestring_ascii
+try:  # the C helper itself: importing json.encoder would import json, its decoder and their patterns
+    from _json import encode_basestring_ascii
+except ImportError:  # pragma: no cover - an interpreter built without it
+    from json.encoder import encode_basestring_ascii
 
 TYPE_CHECKING = False  # not typing's: every command would import it for annotations only
 if TYPE_CHECKING:

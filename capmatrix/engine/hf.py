@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import numbers
 import os
 from collections.abc import Mapping
@@ -361,6 +360,8 @@ def read_hf_config(path: str | os.PathLike[str]) -> dict[str, object]:
             f"{where}:{line}:{column}: not UTF-8 (byte 0x{raw[exc.start]:02x}); a config.json is "
             "UTF-8 JSON, pass the model's config.json as downloaded"
         ) from None
+    import json  # noqa: PLC0415 - only reading a config file needs it, not every query's start
+
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
