@@ -54,7 +54,10 @@ if TYPE_CHECKING:
 
     from capmatrix.matrix import Matrix
 
-__all__ = ["FORMAT", "MAX_ENTRIES", "cache_dir", "key", "lookup", "store"]
+__all__ = [
+    "FORMAT", "MAX_ENTRIES", "PREBUILT_NAME", "cache_dir", "entry_text", "key", "lookup", "prebuilt",
+    "prebuilt_key", "store", "turned_off",
+]
 
 #: The layout of an entry; bump it whenever the payload (``_cache_json``) or the digest changes.
 FORMAT = 4
@@ -95,12 +98,17 @@ class _Mismatch(Exception):
     """An entry that does not hold what its key says (control flow inside this module)."""
 
 
+def turned_off() -> bool:
+    """Whether ``CAPMATRIX_CACHE=off`` (or no, 0, false, disable...): every file is then parsed."""
+    return os.environ.get("CAPMATRIX_CACHE", "").strip().lower() in _OFF
+
+
 def cache_dir() -> str | None:
     """The cache directory, or None when the cache is off (``CAPMATRIX_CACHE=off``).
 
     A path string: pathlib's imports would be a tenth of a cached start.
     """
-    if os.environ.get("CAPMATRIX_CACHE", "").strip().lower() in _OFF:
+    if turned_off():
         return None
     explicit = os.environ.get("CAPMATRIX_CACHE_DIR")
     if explicit:
@@ -255,23 +263,94 @@ def store(matrix: Matrix, wanted: str, names: Sequence[str]) -> None:
     """Write ``matrix`` (validated, loaded from the files of key ``wanted``); failures are ignored."""
     if cache_dir() is None:
         return
-    try:
-        import json  # noqa: PLC0415 - only a write encodes
-
-        payload = json.dumps(encode(matrix), ensure_ascii=True, allow_nan=False, separators=(",", ":"))
-    except (TypeError, ValueError):  # a value JSON cannot hold exactly (e.g. a date in hf_config)
+    text = entry_text(matrix, wanted)
+    if text is None:
         return
-    check = _digest(payload.encode("ascii")).hexdigest()
     directory = _entries_dir(create=True)
     if directory is None:
         return
     try:
         with contextlib.suppress(OSError):
-            text = f"{_MAGIC} {FORMAT} {wanted} {check}\n{payload}"
             _write_entry(directory, _slot(matrix.root, names), text)
             _prune(directory)
     finally:
         os.close(directory)
+
+
+def entry_text(matrix: Matrix, wanted: str) -> str | None:
+    """The text of an entry of ``matrix`` under key ``wanted`` (None: a value JSON cannot hold)."""
+    try:
+        import json  # noqa: PLC0415 - only a write encodes
+
+        payload = json.dumps(encode(matrix), ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError):  # a value JSON cannot hold exactly (e.g. a date in hf_config)
+        return None
+    check = _digest(payload.encode("ascii")).hexdigest()
+    return f"{_MAGIC} {FORMAT} {wanted} {check}\n{payload}"
+
+
+# --------------------------------------------------------------------------------------------------
+# The entry a wheel carries: its shipped matrix, validated when the wheel was built
+
+#: Its name in the package, beside ``_capabilities/`` (``tools/prebuild_matrix.py`` writes it).
+PREBUILT_NAME = "_shipped_matrix.entry"
+
+
+def _package() -> str:
+    return os.path.dirname(os.path.realpath(__file__))  # noqa: PTH120 - no pathlib here
+
+
+def prebuilt_key(package: str, files: Sequence[tuple[str, bytes]]) -> str:
+    """The key of a prebuilt entry: this package's modules and schema, and every file's name and bytes.
+
+    The modules enter by name and size, not by modification time as in :func:`key`: installing a wheel
+    rewrites the times, not the bytes, and the build and the installed package must agree. Neither
+    the root (the build's is a scratch directory) nor PyYAML (the build's may be another release of
+    the same major version, and the shipped files use nothing that differs between them) enters.
+    """
+    digest = _digest(f"{_MAGIC} {FORMAT} prebuilt".encode())
+    for directory, suffix in ((package, ".py"), (os.path.join(package, "schema"), ".json")):  # noqa: PTH118
+        where = os.path.basename(directory)  # noqa: PTH119
+        with os.scandir(directory) as listing:
+            found = sorted((e.name, e.stat().st_size) for e in listing
+                           if e.name.endswith(suffix) and e.is_file())
+        for name, size in found:
+            _frame(digest, f"{where}/{name} {size}".encode("utf-8", "surrogateescape"))
+    for name, raw in files:
+        _frame(digest, name.encode("utf-8", "surrogateescape"))
+        _frame(digest, raw)
+    return digest.hexdigest()
+
+
+def prebuilt(root: str, files: Sequence[tuple[str, bytes]], package: str | None = None) -> Matrix | None:
+    """The shipped matrix from the entry its wheel carries, or None (a checkout, a miss, any doubt).
+
+    Only for ``root`` the package's own ``_capabilities`` and only when its files are, byte for byte,
+    those the entry was built from (and the package's modules those that built it): a fresh install
+    then loads without parsing, before any cache directory exists (or where none can be written).
+    ``CAPMATRIX_CACHE=off`` turns it off with the cache: every file is then parsed and checked. The
+    entry is trusted as far as the package's own modules are: whoever can write one can write the
+    other. It is read as a cache entry is (a regular file, within the size bound, its checksum).
+    """
+    package = _package() if package is None else package
+    if turned_off() or root != os.path.join(package, "_capabilities"):  # noqa: PTH118
+        return None
+    try:
+        fd = os.open(os.path.join(package, PREBUILT_NAME), _READ_FLAGS)  # noqa: PTH118
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_ENTRY_BYTES:
+                return None
+            blob = handle.read(st.st_size + 1)
+        matrix = _decode_entry(blob, prebuilt_key(package, files), root=root)
+    except Exception:  # noqa: BLE001 - any doubt about the entry is a miss, and the files are loaded
+        return None
+    if matrix.files != tuple(name for name, _raw in files):
+        return None
+    return matrix
 
 
 def _write_entry(directory: int, name: str, text: str) -> None:
@@ -328,8 +407,10 @@ def _prune(directory: int) -> None:
             os.unlink(name, dir_fd=directory)
 
 
-def _decode_entry(blob: bytes, wanted: str) -> Matrix:
+def _decode_entry(blob: bytes, wanted: str, root: str | None = None) -> Matrix:
     """The matrix of an entry whose header names ``wanted`` and whose payload has its checksum.
+
+    ``root``: the matrix root to give it (a prebuilt entry's was the build's scratch directory).
 
     :raises Exception: of any kind, for anything else (the caller treats every one as a miss).
     """
@@ -341,7 +422,10 @@ def _decode_entry(blob: bytes, wanted: str) -> Matrix:
         raise _Mismatch
     if _digest(payload).hexdigest() != parts[3]:
         raise _Mismatch
-    return decode(_loads(payload.decode("ascii")))
+    data = _loads(payload.decode("ascii"))
+    if root is not None:
+        data["root"] = root
+    return decode(data)
 
 
 class _PlainJSON:

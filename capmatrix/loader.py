@@ -358,7 +358,10 @@ def _build(root: str, problems: list[CapabilityError]) -> Matrix | None:
     readable = len(inputs) == len(raws) and bool(inputs)
     if readable:
         with _gc_paused():
-            cached, key = _cache.lookup(root, inputs)
+            # The wheel's own entry of its shipped matrix first: a fresh install has no cache entry yet.
+            cached = _cache.prebuilt(root, inputs)
+            if cached is None:
+                cached, key = _cache.lookup(root, inputs)
         if cached is not None:
             return cached
     # A clean matrix needs the positions of entries and rules only; a problem anywhere reads the

@@ -794,3 +794,157 @@ def test_a_load_leaves_the_garbage_collector_as_it_found_it(
         gc.enable()
     assert seen == [False, False, False]  # the hit's lookup and compilation, the broken file's lookup
     assert matrix._compiled is not None
+
+
+# --------------------------------------------------------------------------------------------------
+# The prebuilt entry a wheel carries (tools/prebuild_matrix.py writes it, _cache.prebuilt reads it)
+
+
+def _prebuild() -> Callable[..., str | None]:
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        from prebuild_matrix import prebuild  # a tool beside the hook, not a package
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    return prebuild
+
+
+@pytest.fixture
+def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A package laid out as a wheel installs it: modules, schema, ``_capabilities`` and the entry."""
+    package = Path(os.path.realpath(tmp_path)) / "site" / "capmatrix"
+    (package / "schema").mkdir(parents=True)
+    for source in (ROOT / "capmatrix").glob("*.py"):
+        shutil.copy(source, package / source.name)
+    for source in (ROOT / "capmatrix" / "schema").glob("*.json"):
+        shutil.copy(source, package / "schema" / source.name)
+    shutil.copytree(ROOT / "capabilities", package / "_capabilities")
+    assert _prebuild()(package / _cache.PREBUILT_NAME, package=package) is None
+    monkeypatch.delenv("CAPMATRIX_CACHE", raising=False)
+    monkeypatch.setenv("CAPMATRIX_CACHE_DIR", str(tmp_path / "cache"))
+    return package
+
+
+def _inputs(root: Path) -> list[tuple[str, bytes]]:
+    return [(display, Path(path).read_bytes()) for path, display in loader._discover(str(root))]
+
+
+def _parsed(root: Path, monkeypatch: pytest.MonkeyPatch) -> capmatrix.Matrix:
+    with monkeypatch.context() as patch:
+        patch.setenv("CAPMATRIX_CACHE", "off")
+        return capmatrix.load(root)
+
+
+def test_prebuilt_entry_is_the_matrix_the_loader_builds(
+    installed: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = installed / "_capabilities"
+    found = _cache.prebuilt(str(root), _inputs(root), package=str(installed))
+    assert found is not None
+    parsed = _parsed(root, monkeypatch)
+    assert found.root == parsed.root == str(root)
+    assert found.files == parsed.files
+    assert found.files[0] == "capabilities/axes.yaml"  # the names an installed load gives them
+    assert deep(found) == deep(parsed)  # every field, locations included
+
+
+def test_the_loader_takes_the_prebuilt_entry_of_the_installed_matrix(
+    installed: Path, monkeypatch: pytest.MonkeyPatch, cache: Path
+) -> None:
+    root = installed / "_capabilities"
+    parsed = _parsed(root, monkeypatch)
+    monkeypatch.setattr(_cache, "_package", lambda: str(installed))
+
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        msg = "parsed although the prebuilt entry matches"
+        raise AssertionError(msg)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(loader, "_parse", refuse)
+        matrix = capmatrix.load(root)
+    assert deep(matrix) == deep(parsed)
+    assert entries(cache) == []  # nothing written: the entry answers every fresh process alike
+    query = KernelQuery("xqa", sm=121, model="llama", spec_dec="one_model")
+    answer = capmatrix.resolve(query, matrix)
+    assert answer.verdict == capmatrix.resolve(query, parsed).verdict == "supported"
+    assert answer.reasons[0].path == "capabilities/kernels/xqa.yaml"
+
+
+def _edit_yaml(package: Path) -> None:
+    axes = package / "_capabilities" / "axes.yaml"
+    axes.write_bytes(axes.read_bytes() + b"\n# an edit\n")
+
+
+def _edit_module(package: Path) -> None:
+    module = package / "loader.py"
+    module.write_bytes(module.read_bytes() + b"\n# an edit\n")
+
+
+def _flip_payload(package: Path) -> None:
+    entry = package / _cache.PREBUILT_NAME
+    blob = bytearray(entry.read_bytes())
+    blob[-10] ^= 1
+    entry.write_bytes(bytes(blob))
+
+
+def _truncate(package: Path) -> None:
+    entry = package / _cache.PREBUILT_NAME
+    entry.write_bytes(entry.read_bytes()[:-100])
+
+
+def _remove(package: Path) -> None:
+    (package / _cache.PREBUILT_NAME).unlink()
+
+
+def _directory(package: Path) -> None:
+    _remove(package)
+    (package / _cache.PREBUILT_NAME).mkdir()
+
+
+def _fifo(package: Path) -> None:
+    _remove(package)
+    os.mkfifo(package / _cache.PREBUILT_NAME)  # opened without blocking, then refused
+
+
+@pytest.mark.parametrize("spoil", [
+    _edit_yaml, _edit_module, _flip_payload, _truncate, _remove, _directory, _fifo,
+], ids=lambda f: f.__name__.strip("_"))
+def test_a_prebuilt_entry_in_doubt_is_a_miss_and_the_files_are_parsed(
+    installed: Path, monkeypatch: pytest.MonkeyPatch, spoil: Callable[[Path], None]
+) -> None:
+    root = installed / "_capabilities"
+    spoil(installed)
+    assert _cache.prebuilt(str(root), _inputs(root), package=str(installed)) is None
+    monkeypatch.setattr(_cache, "_package", lambda: str(installed))
+    parsed = capmatrix.load(root)  # the loader goes on to the cache and the files
+    assert parsed.root == str(root)
+    assert parsed.files == tuple(name for name, _raw in _inputs(root))
+
+
+def test_a_prebuilt_entry_answers_only_its_own_root_and_not_when_the_cache_is_off(
+    installed: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    root = installed / "_capabilities"
+    inputs = _inputs(root)
+    assert _cache.prebuilt(str(root), inputs, package=str(installed)) is not None
+    # The same files elsewhere (a checkout, a copy): the entry is the installed package's own.
+    elsewhere = tmp_path / "copy" / "_capabilities"
+    shutil.copytree(root, elsewhere)
+    assert _cache.prebuilt(str(elsewhere), _inputs(elsewhere), package=str(installed)) is None
+    # The files of another matrix under the installed root: another key.
+    assert _cache.prebuilt(str(root), inputs[1:], package=str(installed)) is None
+    monkeypatch.setenv("CAPMATRIX_CACHE", "off")
+    assert _cache.prebuilt(str(root), inputs, package=str(installed)) is None
+
+
+def test_a_matrix_with_problems_gets_no_prebuilt_entry(tmp_path: Path) -> None:
+    source = tmp_path / "caps"
+    shutil.copytree(ROOT / "capabilities", source)
+    kernel = next(iter(sorted((source / "kernels").glob("*.yaml"))))
+    kernel.write_text(kernel.read_text(encoding="utf-8") + "\nkernels: 3\n", encoding="utf-8")
+    out = tmp_path / "entry"
+    reason = _prebuild()(out, source=source)
+    assert reason is not None
+    assert "problems" in reason
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == [source]  # no partial file either

@@ -57,6 +57,22 @@ def _warn(reason: str) -> None:
           "pure-Python core, the same answers more slowly.", file=sys.stderr)
 
 
+def _prebuild_entry(scratch: Path, build_data: dict[str, Any]) -> None:
+    """Put the shipped matrix's prebuilt entry in the wheel (a warning, and none, where it fails)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        from prebuild_matrix import ENTRY, prebuild  # noqa: PLC0415 - beside this hook, not a package
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    entry = scratch / Path(ENTRY).name
+    reason = prebuild(entry)
+    if reason is None:
+        build_data["force_include"][str(entry)] = ENTRY
+    else:
+        print(f"capmatrix: the wheel carries no prebuilt matrix ({reason}); its first load parses the "
+              "YAML, as without a cache.", file=sys.stderr)
+
+
 if TYPE_CHECKING:
     BuildHookInterface = object
 else:
@@ -67,18 +83,24 @@ else:
 
 
 class CoreBuildHook(BuildHookInterface):
-    """Compile the core into the wheel (or, for an editable install, beside its source)."""
+    """Compile the core into the wheel (or, for an editable install, beside its source).
+
+    A wheel also carries the shipped matrix's prebuilt entry (``tools/prebuild_matrix.py``); an
+    editable install reads the checkout's matrix, which changes under it, and gets none.
+    """
 
     PLUGIN_NAME = "custom"
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
         """Build the core for this wheel; ``CAPMATRIX_NO_CORE=1`` builds a pure-Python one."""
+        if version != "editable":
+            self._scratch: str = tempfile.mkdtemp(prefix="capmatrix-core-")
+            _prebuild_entry(Path(self._scratch), build_data)
         if os.environ.get("CAPMATRIX_NO_CORE", "") not in ("", "0"):
             return
         if version == "editable":
             reason = compile_core(ROOT / MODULE)
         else:
-            self._scratch: str = tempfile.mkdtemp(prefix="capmatrix-core-")
             built = Path(self._scratch) / Path(MODULE).name
             reason = compile_core(built)
             if reason is None:

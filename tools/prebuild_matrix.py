@@ -1,0 +1,81 @@
+"""Prebuild the shipped matrix's entry for a wheel: the build hook's second step, and a script.
+
+A fresh install has no compiled-matrix cache yet (and some never get one: a read-only home, a
+container started once), so its first ``load()`` would parse, check and build every YAML file. The
+wheel carries instead ``capmatrix/_shipped_matrix.entry``: the shipped matrix loaded here, through the
+loader with every check, and written in the cache's entry format under a key of the files' names
+and bytes and of the package's modules (``capmatrix._cache.prebuilt_key``). The installed package
+reads it only while its files are byte for byte those it was built from (``capmatrix._cache.prebuilt``).
+
+``python tools/prebuild_matrix.py OUT`` writes the entry of this checkout's matrix to OUT.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+#: The entry's path inside the wheel.
+ENTRY = "capmatrix/_shipped_matrix.entry"
+
+
+def prebuild(
+    out: Path, *, source: Path = ROOT / "capabilities", package: Path = ROOT / "capmatrix"
+) -> str | None:
+    """Write the entry of the matrix in ``source`` to ``out`` (whole or not at all); why not, or None.
+
+    ``package`` is the capmatrix package the wheel ships (its modules enter the key); the matrix is
+    loaded by this checkout's loader, from a copy named as the installed package names it, so that
+    its files carry the names an installed load gives them (``capabilities/...``).
+    """
+    try:
+        import yaml  # noqa: F401, PLC0415 - the loader's parser; a build without it ships no entry
+    except ImportError:
+        return "PyYAML is not installed where the wheel is built"
+    sys.path.insert(0, str(ROOT))
+    try:
+        from capmatrix import _cache, loader  # noqa: PLC0415 - this checkout's package, not an installed one
+        from capmatrix._record import replace  # noqa: PLC0415
+        from capmatrix.errors import CapabilityErrors  # noqa: PLC0415
+        from capmatrix.matrix import ROOT_LABEL  # noqa: PLC0415
+    finally:
+        sys.path.remove(str(ROOT))
+    with tempfile.TemporaryDirectory(prefix="capmatrix-prebuild-") as tmp:
+        shipped = Path(tmp) / "_capabilities"
+        shutil.copytree(source, shipped)
+        root = str(shipped)
+        before = os.environ.get("CAPMATRIX_CACHE")
+        os.environ["CAPMATRIX_CACHE"] = "off"  # parsed and checked here, never read from a cache
+        try:
+            matrix = loader.load(root)
+        except CapabilityErrors as exc:
+            return f"the shipped matrix has problems:\n{exc}"
+        finally:
+            if before is None:
+                del os.environ["CAPMATRIX_CACHE"]
+            else:
+                os.environ["CAPMATRIX_CACHE"] = before
+        files = [(display, Path(path).read_bytes()) for path, display in loader._discover(root)]  # noqa: SLF001
+    if tuple(name for name, _raw in files) != matrix.files:
+        return "the matrix's files changed while it was built"
+    text = _cache.entry_text(replace(matrix, root=ROOT_LABEL), _cache.prebuilt_key(str(package), files))
+    if text is None:
+        return "the shipped matrix holds a value the entry format cannot"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_name(f".{out.name}.partial")
+    partial.write_text(text, encoding="ascii")
+    partial.replace(out)
+    return None
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: python tools/prebuild_matrix.py OUT")
+    problem = prebuild(Path(sys.argv[1]))
+    if problem is not None:
+        sys.exit(f"capmatrix: no prebuilt entry: {problem}")
+    print(f"wrote {sys.argv[1]}")
