@@ -234,20 +234,67 @@ def test_the_build_hook_compiles_a_loadable_core(tmp_path: Path) -> None:
 @pytest.mark.skipif(not _compiler_at_hand(), reason="no C compiler and Python headers here")
 def test_a_wheel_build_hands_the_core_over_and_leaves_no_scratch(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """The hook builds the wheel's core in a scratch directory and removes it once the wheel is written."""
+    """The hook builds the wheel's core and its prebuilt matrix in a scratch directory, removed once the
+    wheel is written (the matrix's own scratch copy is gone already)."""
     build = _build_core_module()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.delenv("CAPMATRIX_NO_CORE", raising=False)
     hook = build.CoreBuildHook.__new__(build.CoreBuildHook)  # no hatchling project around it here
     data: dict[str, Any] = {"force_include": {}}
     hook.initialize("standard", data)
-    [(built, inside)] = data["force_include"].items()
-    assert inside == build.MODULE
-    assert Path(built).is_file()
-    assert Path(built).parent.parent == tmp_path
+    inside = {where: Path(built) for built, where in data["force_include"].items()}
+    assert sorted(inside) == sorted([build.MODULE, "capmatrix/_shipped_matrix.entry"])
+    for built in inside.values():
+        assert built.is_file()
+        assert built.parent.parent == tmp_path
+    assert len(list(tmp_path.iterdir())) == 1  # the one scratch directory
     hook.finalize("standard", data, str(tmp_path / "capmatrix.whl"))
     assert list(tmp_path.iterdir()) == []
     hook.finalize("standard", data, str(tmp_path / "capmatrix.whl"))  # twice: nothing left to remove
+
+
+def test_a_pure_python_wheel_still_carries_the_prebuilt_matrix(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    build = _build_core_module()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("CAPMATRIX_NO_CORE", "1")
+    hook = build.CoreBuildHook.__new__(build.CoreBuildHook)
+    data: dict[str, Any] = {"force_include": {}}
+    hook.initialize("standard", data)
+    assert list(data["force_include"].values()) == ["capmatrix/_shipped_matrix.entry"]
+    hook.finalize("standard", data, str(tmp_path / "capmatrix.whl"))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_wheel_whose_matrix_cannot_be_prebuilt_says_why_and_ships_without_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    build = _build_core_module()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("CAPMATRIX_NO_CORE", "1")
+    monkeypatch.syspath_prepend(str(ROOT / "tools"))
+    import prebuild_matrix  # the module the hook's own import finds
+
+    reason = "PyYAML is not installed where the wheel is built"
+    monkeypatch.setattr(prebuild_matrix, "prebuild", lambda _out: reason)
+    hook = build.CoreBuildHook.__new__(build.CoreBuildHook)
+    data: dict[str, Any] = {"force_include": {}}
+    hook.initialize("standard", data)
+    assert data["force_include"] == {}
+    assert "no prebuilt matrix (PyYAML is not installed" in capsys.readouterr().err
+    hook.finalize("standard", data, str(tmp_path / "capmatrix.whl"))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_editable_build_prebuilds_no_matrix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    build = _build_core_module()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("CAPMATRIX_NO_CORE", "1")  # the core of an editable build lands in the checkout
+    hook = build.CoreBuildHook.__new__(build.CoreBuildHook)
+    data: dict[str, Any] = {"force_include": {}}
+    hook.initialize("editable", data)
+    assert data["force_include"] == {}
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_build_without_a_compiler_says_why_and_leaves_nothing(tmp_path: Path,
