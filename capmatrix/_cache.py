@@ -228,12 +228,32 @@ def _read_entry(directory: int, name: str) -> bytes | None:
         fd = os.open(name, _READ_FLAGS, dir_fd=directory)
     except OSError:
         return None
-    with os.fdopen(fd, "rb") as handle:
+    return _read_regular(fd, mine=True)
+
+
+def _read_regular(fd: int, *, mine: bool) -> bytes | None:
+    """The bytes of open file ``fd`` (closed here, whatever happens), or None.
+
+    None unless it is a regular file (``mine``: of this user) within :data:`MAX_ENTRY_BYTES`; it is
+    read no further than the size it had when opened (grown since: not a whole entry).
+    """
+    try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_size > MAX_ENTRY_BYTES:
+        if (not stat.S_ISREG(st.st_mode) or (mine and st.st_uid != os.geteuid())
+                or st.st_size > MAX_ENTRY_BYTES):
             return None
-        blob = handle.read(st.st_size + 1)
-    return blob if len(blob) <= st.st_size else None  # grown since it was opened: not a whole entry
+        chunks = []
+        left = st.st_size + 1
+        while left > 0:
+            chunk = os.read(fd, left)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    finally:
+        os.close(fd)
+    blob = b"".join(chunks)
+    return blob if len(blob) <= st.st_size else None
 
 
 def lookup(root: str, files: Sequence[tuple[str, bytes]]) -> tuple[Matrix | None, str]:
@@ -309,8 +329,9 @@ def prebuilt_key(package: str, files: Sequence[tuple[str, bytes]]) -> str:
     the same major version, and the shipped files use nothing that differs between them) enters.
     """
     digest = _digest(f"{_MAGIC} {FORMAT} prebuilt".encode())
-    for directory, suffix in ((package, ".py"), (os.path.join(package, "schema"), ".json")):  # noqa: PTH118
-        where = os.path.basename(directory)  # noqa: PTH119
+    # Labels, not the directories' names: the package's real directory may be named otherwise.
+    for where, directory, suffix in (("package", package, ".py"),
+                                     ("schema", os.path.join(package, "schema"), ".json")):  # noqa: PTH118
         with os.scandir(directory) as listing:
             found = sorted((e.name, e.stat().st_size) for e in listing
                            if e.name.endswith(suffix) and e.is_file())
@@ -337,14 +358,9 @@ def prebuilt(root: str, files: Sequence[tuple[str, bytes]], package: str | None 
         return None
     try:
         fd = os.open(os.path.join(package, PREBUILT_NAME), _READ_FLAGS)  # noqa: PTH118
-    except OSError:
-        return None
-    try:
-        with os.fdopen(fd, "rb") as handle:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_ENTRY_BYTES:
-                return None
-            blob = handle.read(st.st_size + 1)
+        blob = _read_regular(fd, mine=False)
+        if blob is None:
+            return None
         matrix = _decode_entry(blob, prebuilt_key(package, files), root=root)
     except Exception:  # noqa: BLE001 - any doubt about the entry is a miss, and the files are loaded
         return None

@@ -132,6 +132,8 @@ def _value(v: object) -> object:
 
 
 def _values(values: Sequence[object] | frozenset[object]) -> list[object]:
+    if isinstance(values, frozenset):  # in a fixed order: the same matrix writes the same bytes
+        return sorted((_value(v) for v in values), key=lambda v: (type(v).__name__, v))
     return [_value(v) for v in values]
 
 

@@ -32,6 +32,15 @@ def prebuild(
     loaded by this checkout's loader, from a copy named as the installed package names it, so that
     its files carry the names an installed load gives them (``capabilities/...``).
     """
+    quiet = sys.dont_write_bytecode
+    sys.dont_write_bytecode = True  # modules imported here (lazily too) leave no bytecode in the checkout
+    try:
+        return _prebuild(out, source, package)
+    finally:
+        sys.dont_write_bytecode = quiet
+
+
+def _prebuild(out: Path, source: Path, package: Path) -> str | None:
     try:
         import yaml  # noqa: F401, PLC0415 - the loader's parser; a build without it ships no entry
     except ImportError:
@@ -40,7 +49,6 @@ def prebuild(
     try:
         from capmatrix import _cache, loader  # noqa: PLC0415 - this checkout's package, not an installed one
         from capmatrix._record import replace  # noqa: PLC0415
-        from capmatrix.errors import CapabilityErrors  # noqa: PLC0415
         from capmatrix.matrix import ROOT_LABEL  # noqa: PLC0415
     finally:
         sys.path.remove(str(ROOT))
@@ -48,19 +56,24 @@ def prebuild(
         shipped = Path(tmp) / "_capabilities"
         shutil.copytree(source, shipped)
         root = str(shipped)
+
+        def read() -> list[tuple[str, bytes]]:
+            return [(display, Path(path).read_bytes()) for path, display in loader._discover(root)]  # noqa: SLF001
+
         before = os.environ.get("CAPMATRIX_CACHE")
         os.environ["CAPMATRIX_CACHE"] = "off"  # parsed and checked here, never read from a cache
         try:
+            files = read()
             matrix = loader.load(root)
-        except CapabilityErrors as exc:
-            return f"the shipped matrix has problems:\n{exc}"
+            again = read()
+        except Exception as exc:  # noqa: BLE001 - a problem (or a missing jsonschema to explain it): no entry
+            return f"the shipped matrix could not be loaded: {type(exc).__name__}: {exc}"
         finally:
             if before is None:
                 del os.environ["CAPMATRIX_CACHE"]
             else:
                 os.environ["CAPMATRIX_CACHE"] = before
-        files = [(display, Path(path).read_bytes()) for path, display in loader._discover(root)]  # noqa: SLF001
-    if tuple(name for name, _raw in files) != matrix.files:
+    if files != again or tuple(name for name, _raw in files) != matrix.files:
         return "the matrix's files changed while it was built"
     text = _cache.entry_text(replace(matrix, root=ROOT_LABEL), _cache.prebuilt_key(str(package), files))
     if text is None:
