@@ -98,7 +98,8 @@ def section_vllm(quick: bool) -> Section:
     repeated = per_call("select_backend(**kw)", ns, repeat=5 if quick else 7)
     sec.rows.append(Row("capmatrix `select_backend`, repeated configuration", fmt_timing(repeated),
                         note=f"answer {select_backend(**ns['kw'])}; SM90, head 128, BF16"))
-    n, samples = (200, 3) if quick else (1000, 5)
+    # Fifteen samples of a fraction of a second each: a burst of load on a shared machine spans five.
+    n, samples = (200, 3) if quick else (1000, 15)
     first, share = _first_selection(_cells(n, servable=True), samples)
     anyway, any_share = _first_selection(_cells(n, servable=False), samples)
     sec.rows.append(Row("capmatrix `select_backend`, first selection of a configuration", fmt_time(first),
