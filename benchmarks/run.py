@@ -19,6 +19,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -1017,6 +1018,33 @@ def _diagram_cores() -> dict[str, Any]:
     return dict(CORES)
 
 
+#: Runs of a shape's analysis at one size: the least CPU counts (a burst of load on the shared machine
+#: inflates one run by a third; growth is a ratio of two runs). A run past 10 s is not repeated.
+SHAPE_RUNS = 3
+
+
+def _least_of_runs(argv: list[str], timeout: float, scratch: Path) -> Spawned | None:
+    """The run of ``argv`` with the least CPU among up to :data:`SHAPE_RUNS` (None: killed).
+
+    Each run starts from a new, empty matrix cache, so that every run does the same work: the
+    matrices it reads are parsed, as on the first run over a new matrix.
+    """
+    best: Spawned | None = None
+    for _ in range(SHAPE_RUNS):
+        cache = tempfile.mkdtemp(prefix="cache-", dir=scratch)
+        try:
+            done = spawn_bounded(argv, timeout, env={"CAPMATRIX_CACHE_DIR": cache})
+        finally:
+            shutil.rmtree(cache, ignore_errors=True)
+        if done is None:
+            return best
+        if best is None or done.cpu < best.cpu:
+            best = done
+        if done.cpu > 10.0:  # the target: a run past it is measured once
+            break
+    return best
+
+
 def section_shapes(quick: bool) -> Section:
     """`check`, role gaps and `diff` through the CLI on each shape of ``benchmarks.shapes``."""
     family = shapes.family()[:3] if quick else shapes.family()
@@ -1029,7 +1057,10 @@ def section_shapes(quick: bool) -> Section:
         f"({shapes.ISSUE.describe()}; 10 axes x 8 values). Each shape is written as YAML at "
         f"{sizes[0]:,} and {big:,} rules and measured end to end in a fresh process: `capmatrix check DIR`, "
         "the role gaps (`load(DIR)` then `bounded_gap` of every role) and `capmatrix diff OLD NEW` against "
-        f"its mutated twin. Value: CPU time of the child (user + system); wall time and peak RSS beside; "
+        f"its mutated twin. Each run starts from a new, empty matrix cache (the matrices it reads are "
+        f"parsed, as on a first run over a new matrix). Value: CPU time of the child (user + system), the "
+        f"least of up to {SHAPE_RUNS} runs (one where a run takes more than 10 s); wall time and peak RSS "
+        f"of that run beside; "
         f"killed after {SHAPE_TIMEOUT:.0f} s ({SHAPE_TIMEOUT_BIG:.0f} s at {big:,} rules, so that a miss is "
         f"measured). Targets at {big:,} rules: <= 10 s and <= 2 GB, and growth "
         f"per 10x rules <= x12. The worst shape of each analysis is reported last. Diagram core: "
@@ -1051,7 +1082,8 @@ def section_shapes(quick: bool) -> Section:
                 dirs[n] = (str(syn.write(Path(tmp) / shape.name / f"old{n}")),
                            str(shapes.twin(shape, syn).write(Path(tmp) / shape.name / f"new{n}")))
             for what, command in commands.items():
-                runs = {n: spawn_bounded(command(*dirs[n]), SHAPE_TIMEOUT_BIG if n == big else SHAPE_TIMEOUT)
+                runs = {n: _least_of_runs(command(*dirs[n]), SHAPE_TIMEOUT_BIG if n == big else SHAPE_TIMEOUT,
+                                          Path(tmp))
                         for n in sizes}
                 done, small = runs[big], runs[sizes[0]]
                 label = f"`{what}`, shape `{shape.name}`, {big:,} rules"
