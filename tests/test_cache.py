@@ -937,6 +937,14 @@ def test_a_prebuilt_entry_answers_only_its_own_root_and_not_when_the_cache_is_of
     assert _cache.prebuilt(str(root), inputs, package=str(installed)) is None
 
 
+def test_a_prebuilt_entry_answers_a_package_folder_of_another_name(installed: Path) -> None:
+    """The key labels the package's folders: an install whose real folder is named otherwise still hits."""
+    renamed = installed.with_name("capmatrix-0.1.0")
+    installed.rename(renamed)
+    root = renamed / "_capabilities"
+    assert _cache.prebuilt(str(root), _inputs(root), package=str(renamed)) is not None
+
+
 def test_a_matrix_with_problems_gets_no_prebuilt_entry(tmp_path: Path) -> None:
     source = tmp_path / "caps"
     shutil.copytree(ROOT / "capabilities", source)
