@@ -148,12 +148,18 @@ def _code_digest() -> bytes:
     return _code
 
 
-def _stamp(digest: Any, directory: str, suffix: str) -> None:  # noqa: ANN401 - a hashlib object
-    """Add each file of ``directory`` whose name ends with ``suffix``: its path, size and mtime."""
+def _stamp(digest: Any, directory: str, suffix: str, label: str | None = None) -> None:  # noqa: ANN401 - a hashlib object
+    """Add each file of ``directory`` whose name ends with ``suffix``: its path, size and mtime.
+
+    With ``label``: the label in place of the directory, and no mtime (a prebuilt entry's key, which
+    the build and the installed package, wherever it lies and whenever it was installed, must share).
+    """
     with os.scandir(directory) as listing:
         found = sorted((e.name, e.stat()) for e in listing if e.name.endswith(suffix) and e.is_file())
     for name, st in found:
-        _frame(digest, f"{directory}/{name} {st.st_size} {st.st_mtime_ns}".encode("utf-8", "surrogateescape"))
+        text = (f"{directory}/{name} {st.st_size} {st.st_mtime_ns}" if label is None
+                else f"{label}/{name} {st.st_size}")
+        _frame(digest, text.encode("utf-8", "surrogateescape"))
 
 
 def _frame(digest: Any, data: bytes) -> None:  # noqa: ANN401 - a hashlib object
@@ -316,8 +322,15 @@ def entry_text(matrix: Matrix, wanted: str) -> str | None:
 PREBUILT_NAME = "_shipped_matrix.entry"
 
 
+_HERE: str | None = None
+
+
 def _package() -> str:
-    return os.path.dirname(os.path.realpath(__file__))  # noqa: PTH120 - no pathlib here
+    """The real directory of capmatrix (resolved once: every load of any matrix compares its root)."""
+    global _HERE  # noqa: PLW0603 - computed once per process
+    if _HERE is None:
+        _HERE = os.path.dirname(os.path.realpath(__file__))  # noqa: PTH120 - no pathlib here
+    return _HERE
 
 
 def prebuilt_key(package: str, files: Sequence[tuple[str, bytes]]) -> str:
@@ -330,13 +343,8 @@ def prebuilt_key(package: str, files: Sequence[tuple[str, bytes]]) -> str:
     """
     digest = _digest(f"{_MAGIC} {FORMAT} prebuilt".encode())
     # Labels, not the directories' names: the package's real directory may be named otherwise.
-    for where, directory, suffix in (("package", package, ".py"),
-                                     ("schema", os.path.join(package, "schema"), ".json")):  # noqa: PTH118
-        with os.scandir(directory) as listing:
-            found = sorted((e.name, e.stat().st_size) for e in listing
-                           if e.name.endswith(suffix) and e.is_file())
-        for name, size in found:
-            _frame(digest, f"{where}/{name} {size}".encode("utf-8", "surrogateescape"))
+    _stamp(digest, package, ".py", "package")
+    _stamp(digest, os.path.join(package, "schema"), ".json", "schema")  # noqa: PTH118
     for name, raw in files:
         _frame(digest, name.encode("utf-8", "surrogateescape"))
         _frame(digest, raw)

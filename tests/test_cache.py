@@ -870,6 +870,40 @@ def test_the_loader_takes_the_prebuilt_entry_of_the_installed_matrix(
     assert answer.reasons[0].path == "capabilities/kernels/xqa.yaml"
 
 
+@pytest.mark.parametrize(
+    "spelling", ["trailing slash", "doubled slash", "dot segment", "relative", "dot-dot"]
+)
+def test_the_installed_matrix_spelled_otherwise_loads_alike(
+    installed: Path, monkeypatch: pytest.MonkeyPatch, spelling: str
+) -> None:
+    """The root as users spell it: the spellings the loader normalises to the installed root take the
+    entry; the others (relative to the working directory, through ``..``) parse, to the same matrix."""
+    root = installed / "_capabilities"
+    parsed = _parsed(root, monkeypatch)
+    monkeypatch.setattr(_cache, "_package", lambda: str(installed))
+    monkeypatch.chdir(installed)
+    path = {
+        "trailing slash": f"{root}/", "doubled slash": str(root).replace("/_capabilities", "//_capabilities"),
+        "dot segment": f"{installed}/./_capabilities", "relative": "_capabilities",
+        "dot-dot": f"{installed}/schema/../_capabilities",
+    }[spelling]
+    taken = spelling in ("trailing slash", "doubled slash", "dot segment")
+    calls: list[object] = []
+    real = loader._parse
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls.append(args)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loader, "_parse", counted)
+    matrix = capmatrix.load(path)
+    assert bool(calls) is not taken
+    assert matrix.kernels == parsed.kernels
+    assert matrix.files == parsed.files  # an installed matrix is shown as capabilities/..., however named
+    query = KernelQuery("xqa", sm=121, model="llama", spec_dec="one_model")
+    assert capmatrix.resolve(query, matrix).verdict == capmatrix.resolve(query, parsed).verdict
+
+
 def _edit_yaml(package: Path) -> None:
     axes = package / "_capabilities" / "axes.yaml"
     axes.write_bytes(axes.read_bytes() + b"\n# an edit\n")
