@@ -130,9 +130,14 @@ def _condition(rng: random.Random, shape: Shape, axis: AxisSpec) -> Any:
     return chosen[0] if len(chosen) == 1 else chosen
 
 
-def generate(shape: Shape, n_rules: int) -> Synthetic:
-    """``n_rules`` rules of ``shape`` (at least one kernel and role)."""
-    rng = random.Random(f"shape/{shape}/{n_rules}")
+def generate(shape: Shape, n_rules: int, *, draw: int = 0) -> Synthetic:
+    """``n_rules`` rules of ``shape`` (at least one kernel and role).
+
+    ``draw`` picks another matrix of the same shape and size (another seed); draw 0 is the one
+    the benchmark has always measured. A matrix of few roles (two at 1,000 rules) costs what its
+    few roles happen to cost, so a baseline is taken over several draws.
+    """
+    rng = random.Random(f"shape/{shape}/{n_rules}" + (f"/draw {draw}" if draw else ""))
     axes = make_axes(shape.n_axes, shape.values_per_axis)
     n_kernels = max(1, n_rules // shape.per_kernel)
     kernels = tuple(f"k{i:04d}" for i in range(n_kernels))
@@ -164,7 +169,7 @@ def generate(shape: Shape, n_rules: int) -> Synthetic:
             region[enums[0].name] = enums[0].values[j % n]
             region[enums[1].name] = enums[1].values[(j // n) % n]
         rules.append((kernel, effect, dict(sorted(region.items()))))
-    name = f"{shape.name}-{n_rules}"
+    name = f"{shape.name}-{n_rules}" + (f"-draw{draw}" if draw else "")  # the twin's seed too
     # 25 kernels a file, fewer for long kernels: a file stays within the loader's 50,000 nodes.
     docs = _documents(axes, rules, kernels, roles, per_file=max(1, min(25, 1_250 // shape.per_kernel)))
     return Synthetic(name, axes, docs, n_rules, kernels, tuple(roles))

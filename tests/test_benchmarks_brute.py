@@ -241,6 +241,13 @@ def test_the_issue_shape_and_the_family() -> None:
     assert 0 < changed <= 500
     names = [s.name for s in shapes.family()]
     assert len(set(names)) == len(names)
+    # Another draw: the same shape and size, other rules and another twin; each draw reproducible.
+    other = shapes.generate(shapes.ISSUE, 10_000, draw=1)
+    assert (other.n_rules, len(other.kernels), len(other.roles)) == (10_000, 200, 25)
+    assert other.documents != syn.documents
+    assert shapes.generate(shapes.ISSUE, 10_000, draw=1).documents == other.documents
+    assert shapes.generate(shapes.ISSUE, 10_000, draw=0).documents == syn.documents
+    assert shapes.twin(shapes.ISSUE, other).documents == shapes.twin(shapes.ISSUE, other).documents
     from benchmarks import profiles
 
     assert set(profiles._SHAPE_NAMES) == set(names)  # every shape's workloads can be profiled
@@ -273,6 +280,19 @@ def test_hardcoded_conditional_equals_the_gate_and_the_bound_decision() -> None:
     cases, wrong = agreement(None, None)
     assert cases == 11 * 2 * 2 * 2 * 2 * 2 * 3
     assert wrong == {"bound": 0, "resolve": 0, "zen-engine": 0, "cedarpy": 0}
+
+
+def test_growth_baseline_is_the_median_draw() -> None:
+    from benchmarks.run import Spawned, _median_run
+
+    def run(cpu: float) -> Spawned:
+        return Spawned(cpu=cpu, wall=cpu, peak_rss=1)
+
+    assert _median_run([run(0.4), run(0.9), run(0.5), run(0.3), run(0.6)]).cpu == 0.5
+    assert _median_run([run(0.4), None, run(0.5)]).cpu == 0.5  # a killed draw is the slowest
+    assert _median_run([run(0.4), run(0.2)]).cpu == 0.4
+    assert _median_run([None, None, run(0.1)]) is None
+    assert _median_run([]) is None
 
 
 def test_report_marks_missed_targets() -> None:
