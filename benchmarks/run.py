@@ -1132,8 +1132,9 @@ def section_shapes(quick: bool) -> Section:
                     sec.rows.append(_json_report_row(command(*dirs[big]), what, shape.name, big, done))
                     sec.rows.append(_core_row(command(*dirs[big]), what, shape.name, big, done))
     for what, (_cpu, name, row) in worst.items():
+        # The shape's own run: profiled once, under the shape's row (the same workload).
         sec.rows.append(Row(f"worst shape of `{what}`: `{name}`", row.value, row.baseline,
-                            target=row.target, met=row.met, note=row.note))
+                            target=row.target, met=row.met, note=row.note, profile=row.profile))
     return sec
 
 
