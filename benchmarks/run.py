@@ -1320,6 +1320,8 @@ def section_profiles(sections: list[Section]) -> Section:
             for r in rows
         )
         sec.body += [f"### {heading}", ""]
+        if key in profiles.CAUSES:
+            sec.body += [f"Why: {profiles.CAUSES[key]}", ""]
         if not key:
             sec.body += ["No workload is defined for this row: not profiled.", ""]
             continue

@@ -98,6 +98,18 @@ def test_report_profiles_each_missed_target_once(monkeypatch: pytest.MonkeyPatch
     assert "Not met: a (3 ns, target <= 2 ns, x1.50 the limit);" in text
 
 
+def test_a_known_cause_is_printed_with_its_profile(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(profiles.WORKLOADS, "tiny",
+                        profiles.Workload("sorting", "xs = [3, 1, 2]", "sorted(xs)"))
+    monkeypatch.setitem(profiles.CAUSES, "tiny", "three numbers take no time.")
+    rows = [Row("a", "3 ns", target="<= 2 ns", met=False, over=1.5, profile="tiny"),
+            Row("b", "1 ns", target="<= 2 ns", met=True, profile="load-shipped")]
+    text = "\n".join(section_profiles([Section("T", "intro", rows=rows)]).body)
+    assert "### a: 3 ns, target <= 2 ns (x1.50 the limit)\n\nWhy: three numbers take no time.\n" in text
+    assert text.count("Why:") == 1  # a met row's cause is not printed
+    assert set(profiles.CAUSES) <= set(profiles.WORKLOADS)  # every cause names a workload
+
+
 def test_nothing_is_profiled_when_every_target_is_met() -> None:
     sec = section_profiles([Section("T", "intro", rows=[Row("a", "1 ns", target="<= 2 ns", met=True)])])
     assert sec.body == []
