@@ -269,9 +269,9 @@ CAUSES: dict[str, str] = {
     **{f"{what}-shape-six-axes": _SIX_AXES for what in _SHAPE_STMTS},
     "diff-shape-twin-20pct": (
         "per 10x rules this shape's roles grow 12.5x (2 to 25) and a 20 % twin changes every kernel, "
-        "so the diff's per-role work alone grows about 12.5x; only the parse, which grows about 7x, "
-        "keeps the whole below that. The 10,000-rule diff is memory-bound (diagram tables of hundreds "
-        "of MB), so load on a shared machine inflates it more than the 1,000-rule runs."),
+        "so the diff's per-role work alone grows about 12.5x; the parse (about 7x) is the only part "
+        "that grows less. The 10,000-rule diff is memory-bound (diagram tables of hundreds of MB), so "
+        "load on a shared machine inflates it more than the 1,000-rule runs."),
 }
 
 
