@@ -1071,6 +1071,7 @@ def section_shapes(quick: bool) -> Section:
     family = shapes.family()[:3] if quick else shapes.family()
     sizes = (100, 1_000) if quick else (1_000, 10_000)
     big = sizes[-1]
+    few, many = (len(shapes.generate(shapes.ISSUE, n).roles) for n in sizes)
     sec = Section(
         "3b. Analyses on every shape",
         "The analyses must be fast on any matrix an author may write, not on one generator: "
@@ -1083,7 +1084,8 @@ def section_shapes(quick: bool) -> Section:
         f"least of up to {SHAPE_RUNS} runs (one where a run takes more than 10 s); wall time and peak RSS "
         f"of that run beside. Growth is the {big:,}-rule run over the median of {SHAPE_DRAWS} draws (seeds) "
         f"of the shape at {sizes[0]:,} rules, each the least of its runs as above: a {sizes[0]:,}-rule "
-        f"matrix has two roles, and one draw's cost is what those two happen to cost; "
+        f"matrix of the issue's shape has {few} role{'s' if few > 1 else ''} ({many} at {big:,}), and "
+        f"one draw costs what {'those' if few > 1 else 'that one'} happen{'' if few > 1 else 's'} to cost; "
         f"killed after {SHAPE_TIMEOUT:.0f} s ({SHAPE_TIMEOUT_BIG:.0f} s at {big:,} rules, so that a miss is "
         f"measured). Targets at {big:,} rules: <= 10 s and <= 2 GB, and growth "
         f"per 10x rules <= x12. The worst shape of each analysis is reported last. Diagram core: "
