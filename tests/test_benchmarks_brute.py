@@ -288,9 +288,13 @@ def test_growth_baseline_is_the_median_draw() -> None:
     def run(cpu: float) -> Spawned:
         return Spawned(cpu=cpu, wall=cpu, peak_rss=1)
 
-    assert _median_run([run(0.4), run(0.9), run(0.5), run(0.3), run(0.6)]).cpu == 0.5
-    assert _median_run([run(0.4), None, run(0.5)]).cpu == 0.5  # a killed draw is the slowest
-    assert _median_run([run(0.4), run(0.2)]).cpu == 0.4
+    def cpu(runs: list[Spawned | None]) -> float | None:
+        found = _median_run(runs)
+        return None if found is None else found.cpu
+
+    assert cpu([run(0.4), run(0.9), run(0.5), run(0.3), run(0.6)]) == 0.5
+    assert cpu([run(0.4), None, run(0.5)]) == 0.5  # a killed draw is the slowest
+    assert cpu([run(0.4), run(0.2)]) == 0.4
     assert _median_run([None, None, run(0.1)]) is None
     assert _median_run([]) is None
 
