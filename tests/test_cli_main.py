@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import io
 import shlex
 import subprocess
@@ -115,3 +116,31 @@ def test_brief_load_errors_says_one_line(write_matrix: Any, command: list[str]) 
     assert brief.endswith("); `capmatrix validate` reports them\n")
     assert brief.count("\n") == 1
     assert "untestd" not in brief
+
+
+@pytest.mark.parametrize("columns", ["50", "120", "0", "wide", None])
+def test_help_width_is_shutils(columns: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The help wraps at the width ``shutil.get_terminal_size`` gives (argparse's own formatter's)."""
+    import shutil
+
+    from capmatrix.cli._main import _columns
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert _columns() == shutil.get_terminal_size().columns
+    ours = cli("query", "--help")
+    monkeypatch.setattr("capmatrix.cli._main._Formatter", argparse.RawDescriptionHelpFormatter)
+    assert ours == cli("query", "--help")  # the same help, wrapped alike
+
+
+def test_a_command_does_not_import_shutil() -> None:
+    """argparse's formatter would import shutil (and bz2, lzma) on every start; ours reads os."""
+    code = ("import sys, io, contextlib\nfrom capmatrix.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    main(['query', 'xqa', '--sm', '120', '--model', 'llama', '--spec-dec', 'one_model'])\n"
+            "print('shutil' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
+                          timeout=120, env={"CAPMATRIX_CACHE": "off", "PATH": ""})
+    assert done.stdout.strip() == "False", done.stderr

@@ -23,7 +23,6 @@ EPILOG = """example:
 def configure_export(parser: argparse.ArgumentParser, _argv: Sequence[str] = ()) -> None:
     """Arguments of ``capmatrix export``."""
     parser.epilog = EPILOG
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     add_matrix_option(parser)
     parser.add_argument("--out", metavar="FILE", default="-",
                         help="where to write the JSON (default: standard output)")
@@ -49,7 +48,6 @@ CODEGEN_EPILOG = """example:
 def configure_codegen(parser: argparse.ArgumentParser, _argv: Sequence[str] = ()) -> None:
     """Arguments of ``capmatrix codegen``."""
     parser.epilog = CODEGEN_EPILOG
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("language", choices=["cpp"], help="cpp: a self-contained C++17 header")
     parser.add_argument("--kernel", metavar="K", nargs="+", action="extend", default=[],
                         help="kernels or gates to answer (repeatable)")

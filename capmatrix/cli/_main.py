@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import os
 import sys
 
 from capmatrix.cli._common import EXIT_ERROR, EXIT_OK, brief_load_errors, forget_matrix_choice
@@ -108,6 +109,33 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """argparse's help formatter, the terminal's width read without importing ``shutil``.
+
+    argparse makes a formatter for every option it adds, and its own reads the width through
+    ``shutil``, whose import (with ``bz2`` and ``lzma``) is a few per cent of a command's start.
+    """
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        super().__init__(prog, indent_increment, max_help_position,
+                         _columns() - 2 if width is None else width)
+
+
+def _columns() -> int:
+    """The terminal's columns as ``shutil.get_terminal_size`` reads them: $COLUMNS, stdout's, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
 class _Parser(argparse.ArgumentParser):
     """An argparse parser that raises instead of exiting, so ``main`` owns the exit status."""
 
@@ -129,7 +157,7 @@ def _subcommand(argv: Sequence[str]) -> str | None:
 def _build_parser(argv: Sequence[str]) -> tuple[_Parser, dict[str, tuple[Handler, object]]]:
     """The parser, and for the chosen subcommand its handler with what its configure step prepared."""
     parser = _Parser(prog="capmatrix", description=_DESCRIPTION, epilog=_EPILOG,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                     formatter_class=_Formatter)
     parser.add_argument("--version", action=_VersionAction)
     parser.add_argument(
         "--brief-load-errors", action="store_true",
@@ -144,7 +172,7 @@ def _build_parser(argv: Sequence[str]) -> tuple[_Parser, dict[str, tuple[Handler
         epilog = ("example" + ("s" if len(examples) > 1 else "") + ":\n"
                   + "\n".join(f"  {line}" for line in examples)) if examples else None
         sub = subparsers.add_parser(name, help=help_text, description=help_text, epilog=epilog,
-                                    formatter_class=argparse.RawDescriptionHelpFormatter)
+                                    formatter_class=_Formatter)
         if name == chosen:
             module = importlib.import_module(module_name)
             attr = name.replace("-", "_")
