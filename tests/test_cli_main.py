@@ -118,7 +118,9 @@ def test_brief_load_errors_says_one_line(write_matrix: Any, command: list[str]) 
     assert "untestd" not in brief
 
 
-@pytest.mark.parametrize("columns", ["50", "120", "0", "wide", None])
+@pytest.mark.parametrize(
+    "columns", ["50", "120", "0", "wide", None, "-5", " 90 ", "1e2", "+70", "", "100000"]
+)
 def test_help_width_is_shutils(columns: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
     """The help wraps at the width ``shutil.get_terminal_size`` gives (argparse's own formatter's)."""
     import shutil
