@@ -20,11 +20,13 @@ from capmatrix.model import (
     DerivedAxis,
     DerivedRow,
     Effect,
+    EngineReleases,
     Guard,
     Interval,
     Kernel,
     Location,
     ModelFamily,
+    Release,
     Role,
     RoleOrder,
     Rule,
@@ -356,6 +358,34 @@ def _ungpu(data: list[Any]) -> GPU:
                source=_opt_str(source), location=location)
 
 
+def _releases(r: EngineReleases) -> list[Any]:
+    versions = [[v.version, v.date, dict(v.pins), v.source, _loc(v.location)] for v in r.versions]
+    words = [[vocabulary, [[w, list(vs)] for w, vs in items]] for vocabulary, items in r.words.items()]
+    return [r.engine, r.axis, r.description, _loc(r.location), versions, words]
+
+
+def _unrelease(data: list[Any]) -> Release:
+    version, date, pins, source, loc = data
+    location = _unloc(loc)
+    if location is None or type(pins) is not dict:
+        raise _Mismatch
+    return Release(version=_str(version), date=_opt_str(date), source=_opt_str(source), location=location,
+                   pins={_str(k): _str(v) for k, v in pins.items()})
+
+
+def _unreleases(data: list[Any]) -> EngineReleases:
+    engine, axis, description, loc, versions, words = data
+    location = _unloc(loc)
+    if location is None:
+        raise _Mismatch
+    return EngineReleases(
+        engine=_str(engine), axis=_str(axis), description=_str(description), location=location,
+        versions=tuple(_unrelease(v) for v in versions),
+        words={_str(vocabulary): tuple((_str(w), tuple(map(_str, vs))) for w, vs in items)
+               for vocabulary, items in words},
+    )
+
+
 def encode(m: Matrix) -> dict[str, Any]:
     """The validated matrix as plain JSON data (lists, strings, numbers; conditions written once)."""
     global _table  # noqa: PLW0603 - the condition table of the entry being written
@@ -390,6 +420,7 @@ def _encode_tables(m: Matrix) -> dict[str, Any]:
         "models": [_model(x) for x in m.models.values()],
         "roles": [_role(r) for r in m.roles.values()],
         "gpus": [_gpu(g) for g in m.gpus.values()],
+        "releases": [_releases(r) for r in m.releases.values()],
     }
 
 
@@ -399,6 +430,7 @@ def _decode_tables(data: dict[str, Any]) -> Matrix:
     models = [_unmodel(x) for x in data["models"]]
     roles = [_unrole(r) for r in data["roles"]]
     gpus = [_ungpu(g) for g in data["gpus"]]
+    releases = [_unreleases(r) for r in data["releases"]]
     return Matrix(
         root=_str(data["root"]),
         files=tuple(map(_str, data["files"])),
@@ -408,4 +440,5 @@ def _decode_tables(data: dict[str, Any]) -> Matrix:
         roles={r.name: r for r in roles},
         derived={_str(name): _underived(d) for name, d in data["derived"]},
         gpus={g.key: g for g in gpus},
+        releases={r.engine: r for r in releases},
     )

@@ -69,6 +69,7 @@ class _Semantics(_Values):
                 )
             return None
         all_axes = self._axes(*axes_docs[0])
+        all_axes.update(self._releases(docs, all_axes))
         self.known = all_axes
         self.derived = self._derived(all_axes, *axes_docs[0])
         axes = {n: a for n, a in all_axes.items() if n not in self.derived}
@@ -105,6 +106,7 @@ class _Semantics(_Values):
             roles=roles,
             derived={n: d for n, d in self.derived.items() if n in all_axes},
             gpus=_gpus(self, docs, axes),
+            releases=dict(self.releases),
         )
 
     def _entries(
@@ -270,6 +272,9 @@ class _Semantics(_Values):
                                        admit_none=effect is Effect.GRANT)
                 if cond is not None:
                     conditions[axis_name] = cond
+            released = self._release_condition(raw.get("engine"), raw_rule, smap, path)
+            if released is not None:
+                self._add_release(conditions, released, smap, path)
             rule = Rule(
                 id=rule_id,
                 kernel=name,
@@ -296,6 +301,18 @@ class _Semantics(_Values):
             source=raw.get("source"),
             guards=None if "guards" not in raw else self._guard(name, kind, raw["guards"], smap, axes),
         )
+
+    def _add_release(
+        self, conditions: dict[str, Condition], released: tuple[str, Condition], smap: _yaml.SourceMap,
+        path: tuple[str | int, ...],
+    ) -> None:
+        """Put a ``since`` / ``until`` condition into ``conditions`` (E262 when they name the axis too)."""
+        axis, cond = released
+        if axis in conditions:
+            self.fail(smap, path, f"the releases are given twice: by 'since' / 'until' and by {echo(axis)}",
+                      hint="keep one of them", code="E262")
+            return
+        conditions[axis] = cond
 
     def _guard(
         self, name: str, kind: str, raw: Any, smap: _yaml.SourceMap, axes: dict[str, Axis],  # noqa: ANN401
@@ -526,6 +543,9 @@ class _Semantics(_Values):
                 seen.add(candidate)
                 if candidate not in everyone:
                     everyone.append(candidate)
+        # A role is its engine's when its candidates name one (kernels of no engine are shared).
+        engines = {kernels[c].engine for c in everyone if c in kernels} - {None}
+        engine = next(iter(engines)) if len(engines) == 1 else None
         orders: list[RoleOrder] = []
         for k, order in enumerate(raw.get("orders", [])):
             opath: tuple[str | int, ...] = ("roles", name, "orders", k)
@@ -533,6 +553,12 @@ class _Semantics(_Values):
                               unknown_code="E230")
             if when is None:
                 continue
+            released = self._release_condition(engine, order, smap, opath)
+            if released is not None:
+                boxes = [dict(box) for box in when] or [{}]
+                for box in boxes:
+                    self._add_release(box, released, smap, opath)
+                when = tuple(boxes)
             line, col = smap.locate(opath)
             location = Location(path=smap.path, line=line, column=col)
             self.order_paths[(name, location)] = (smap, opath)

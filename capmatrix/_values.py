@@ -14,6 +14,7 @@ import re
 from capmatrix import _hints
 from capmatrix._classes import representatives
 from capmatrix._record import replace
+from capmatrix._versions import order_key, span_text
 from capmatrix.errors import CapabilityError, echo
 from capmatrix.model import (
     CORE,
@@ -24,8 +25,10 @@ from capmatrix.model import (
     Condition,
     DerivedAxis,
     DerivedRow,
+    EngineReleases,
     Interval,
     Location,
+    Release,
 )
 from capmatrix.regions import Region, Space
 
@@ -103,6 +106,8 @@ class _Values:
         self.order_paths: dict[tuple[str, Location], tuple[_yaml.SourceMap, tuple[str | int, ...]]] = {}
         #: Names gates guard, checked once every kernel and role is known: (file, path, gate, name).
         self.guarded: list[tuple[_yaml.SourceMap, tuple[str | int, ...], str, str]] = []
+        #: The engines' modelled releases (``releases:``), by engine.
+        self.releases: dict[str, EngineReleases] = {}
 
     def is_broken(self, smap: _yaml.SourceMap, path: tuple[str | int, ...]) -> bool:
         """Whether a shape error lies at or below ``path`` (or right above it)."""
@@ -122,6 +127,149 @@ class _Values:
         self, smap: _yaml.SourceMap, path: tuple[str | int, ...], message: str, **kw: Any  # noqa: ANN401
     ) -> None:
         self.problems.append(smap.error(path, message, **kw))
+
+    # -- engine releases ------------------------------------------------------------------------
+
+    def _releases(
+        self, docs: list[tuple[dict[str, Any], _yaml.SourceMap]], axes: dict[str, Axis],
+    ) -> dict[str, Axis]:
+        """Read every ``releases:`` entry into :attr:`releases`; return the release axis of each engine.
+
+        An engine's release axis is an enum axis of its scope whose values are the versions, oldest
+        first, and whose default is the newest (what a question naming no release is answered as).
+        """
+        made: dict[str, Axis] = {}
+        for data, smap in docs:
+            for engine, raw in (data.get("releases") or {}).items():
+                path: tuple[str | int, ...] = ("releases", engine)
+                if self._skip_entry(smap, "releases", engine):
+                    continue
+                if engine in self.releases:
+                    self.fail(smap, path, f"the releases of engine {echo(engine)} are declared again "
+                              f"(first at {self.releases[engine].location})", key=True,
+                              hint="keep an engine's releases in one entry", code="E260")
+                    continue
+                name = raw["axis"]
+                taken = name in axes or name in made or name in RESERVED_AXIS_NAMES or any(
+                    name in axis.aliases for axis in axes.values())
+                if taken:
+                    self.fail(smap, (*path, "axis"), f"axis {echo(name)} is already a name of the matrix "
+                              "or of the command line", hint=f"name the release axis {engine}_release",
+                              code="E260")
+                    continue
+                versions: list[Release] = []
+                for i, entry in enumerate(raw["versions"]):
+                    where = (*path, "versions", i, "version")
+                    version = entry["version"]
+                    key = order_key(version)
+                    if any(r.version == version for r in versions):
+                        self.fail(smap, where, f"release {echo(version)} is listed twice", code="E260")
+                        continue
+                    if key is None:
+                        self.fail(smap, where, f"{echo(version)} does not read as a version",
+                                  hint="write versions as the engine does: 0.34.0, 1.2.0rc1, 1.2.1.post1",
+                                  code="E260")
+                        continue
+                    if versions and key <= (order_key(versions[-1].version) or key):
+                        self.fail(smap, where, f"release {echo(version)} is listed after "
+                                  f"{echo(versions[-1].version)}", hint="list the releases oldest first",
+                                  code="E260")
+                        continue
+                    line, col = smap.locate((*path, "versions", i))
+                    versions.append(Release(
+                        version=version, date=entry.get("date"), pins=dict(entry.get("pins") or {}),
+                        source=entry.get("source"), location=Location(path=smap.path, line=line, column=col),
+                    ))
+                if not versions:
+                    continue
+                line, col = smap.locate(path, key=True)
+                location = Location(path=smap.path, line=line, column=col)
+                releases = EngineReleases(engine=engine, axis=name, versions=tuple(versions),
+                                          location=location, description=raw["description"])
+                self.releases[engine] = releases
+                self.releases[engine] = replace(releases, words=self._words(releases, raw, smap, path))
+                made[name] = Axis(
+                    name=name, type=AxisType.ENUM, values=releases.names, default=releases.newest,
+                    description=raw["description"], location=location, environment=True, scope=engine,
+                )
+        return made
+
+    def _words(
+        self, releases: EngineReleases, raw: dict[str, Any], smap: _yaml.SourceMap,
+        path: tuple[str | int, ...],
+    ) -> dict[str, tuple[tuple[str, tuple[str, ...]], ...]]:
+        """An engine's vocabularies: each word with the releases that know it (E264: a word twice)."""
+        out: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {}
+        for vocabulary, items in (raw.get("words") or {}).items():
+            words: list[tuple[str, tuple[str, ...]]] = []
+            for i, item in enumerate(items):
+                where = (*path, "words", vocabulary, i)
+                word = item if isinstance(item, str) else item["word"]
+                span = releases.names if isinstance(item, str) else self._span(
+                    releases.engine, item, smap, where)
+                if span is None:
+                    continue
+                clash = [v for w, vs in words if w == word for v in vs if v in span]
+                if clash:
+                    self.fail(smap, where, f"{echo(word)} is already a word of {echo(vocabulary)} in "
+                              f"release {clash[0]}", hint="give each entry of a word its own releases "
+                              "(since / until)", code="E264")
+                    continue
+                words.append((word, span))
+            out[vocabulary] = tuple(words)
+        return out
+
+    def _span(
+        self, engine: str | None, raw: dict[str, Any], smap: _yaml.SourceMap, path: tuple[str | int, ...],
+    ) -> tuple[str, ...] | None:
+        """The releases of ``engine`` that ``since`` / ``until`` in ``raw`` name, oldest first.
+
+        Every release when neither is given; None after an error (E261 an undeclared release, E262 an
+        empty span, E263 an engine without releases).
+        """
+        since, until = raw.get("since"), raw.get("until")
+        releases = self.releases.get(engine) if engine is not None else None
+        if releases is None:
+            if since is None and until is None:
+                return ()
+            first = "since" if since is not None else "until"
+            owner = "it has no engine" if engine is None else f"engine {echo(engine)} declares no releases"
+            self.fail(smap, (*path, first), f"{first!r} names a release, but {owner}",
+                      key=True, hint="declare the engine's releases under 'releases:' (releases.yaml)"
+                      if engine is not None else "set 'engine:' on the kernel", code="E263")
+            return None
+        names = releases.names
+        bounds = []
+        for word, default in (("since", 0), ("until", len(names))):
+            value = raw.get(word)
+            if value is None:
+                bounds.append(default)
+                continue
+            if value not in names:
+                self.fail(smap, (*path, word), f"{engine} {value} is not a modelled release",
+                          hint=f"{engine}'s releases: {', '.join(names)}", code="E261")
+                return None
+            bounds.append(names.index(value))
+        lo, hi = bounds
+        if hi <= lo:
+            self.fail(smap, (*path, "until"), f"'until: {until}' is not after 'since: {since}': "
+                      "no release lies in between", hint="'until' names the first release without it",
+                      code="E262")
+            return None
+        return names[lo:hi]
+
+    def _release_condition(
+        self, engine: str | None, raw: dict[str, Any], smap: _yaml.SourceMap, path: tuple[str | int, ...],
+    ) -> tuple[str, Condition] | None:
+        """The condition ``since`` / ``until`` put on ``engine``'s release axis; None where they do not."""
+        span = self._span(engine, raw, smap, path)
+        if not span or engine is None:
+            return None
+        releases = self.releases[engine]
+        if len(span) == len(releases.names):
+            return None
+        return releases.axis, Condition(axis=releases.axis, text=span_text(releases.names, span),
+                                        values=frozenset(span))
 
     # -- axes ---------------------------------------------------------------------------------
 

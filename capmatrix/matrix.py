@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
-    from capmatrix.model import GPU, Axis, AxisValue, DerivedAxis, ModelFamily, Role, Rule
+    from capmatrix.model import GPU, Axis, AxisValue, DerivedAxis, EngineReleases, ModelFamily, Role, Rule
 
 __all__ = ["ROOT_LABEL", "Matrix", "gpu_spelling"]
 
@@ -38,6 +38,8 @@ class Matrix:
     derived: Mapping[str, DerivedAxis] = field(default_factory=dict)
     #: GPU products by key, each with its compute capability (``--gpu NAME`` answers as ``--sm``).
     gpus: Mapping[str, GPU] = field(default_factory=dict)
+    #: The modelled releases of each engine that declares some (``releases:``), by engine.
+    releases: Mapping[str, EngineReleases] = field(default_factory=dict)
     _compiled: Any = field(default=None, repr=False, compare=False)
 
     @property

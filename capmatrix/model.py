@@ -23,11 +23,13 @@ __all__ = [
     "DerivedAxis",
     "DerivedRow",
     "Effect",
+    "EngineReleases",
     "Guard",
     "Interval",
     "Kernel",
     "Location",
     "ModelFamily",
+    "Release",
     "Role",
     "RoleOrder",
     "Rule",
@@ -698,3 +700,55 @@ class Role:
             if inside:
                 return order.candidates, True
         return (), True
+
+
+@record(kw_only=True)
+class Release:
+    """One modelled release of an engine: its version and what pins it (wheel digest, commit, tag)."""
+
+    version: str
+    location: Location
+    date: str | None = None
+    #: How the release is identified: ``wheel``, ``sha256``, ``commit``, ``tag`` (whichever are known).
+    pins: Mapping[str, str] = field(default_factory=dict)
+    source: str | None = None
+
+
+@record(kw_only=True)
+class EngineReleases:
+    """The modelled releases of one engine, oldest first, and the words each release knows.
+
+    The releases are the values of the enum axis :attr:`axis` (scope: the engine; default: the
+    newest), so a rule, order or guard of the engine that holds in some releases only is a condition on
+    that axis (``since`` / ``until`` in the YAML); everything else holds in every release.
+    """
+
+    engine: str
+    axis: str
+    versions: tuple[Release, ...]
+    location: Location
+    description: str = ""
+    #: The engine's own vocabularies (backend names, KV-cache dtype words, ...): per vocabulary, each
+    #: word with the versions that know it, in the engine's order.
+    words: Mapping[str, tuple[tuple[str, tuple[str, ...]], ...]] = field(default_factory=dict)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The versions, oldest first."""
+        return tuple(r.version for r in self.versions)
+
+    @property
+    def newest(self) -> str:
+        """The newest modelled version: what a question that names no release is answered as."""
+        return self.versions[-1].version
+
+    def release(self, version: str) -> Release | None:
+        """The release called ``version``, or None."""
+        for release in self.versions:
+            if release.version == version:
+                return release
+        return None
+
+    def words_at(self, vocabulary: str, version: str) -> tuple[str, ...]:
+        """The words of ``vocabulary`` that release ``version`` knows, in the engine's order."""
+        return tuple(word for word, versions in self.words.get(vocabulary, ()) if version in versions)
