@@ -47,7 +47,8 @@ __all__ = ["ENUM_VALUE", "RESERVED_AXIS_NAMES", "open_domains"]
 ENUM_VALUE = re.compile(r"[a-z0-9][a-z0-9_.+-]{0,63}\Z", re.ASCII)
 #: Axis names whose ``--<axis>`` option would collide with an option of the command line.
 RESERVED_AXIS_NAMES = frozenset({
-    "check", "exit_code", "expect", "format", "help", "hf_config", "json", "kernel", "markdown",
+    "check", "engine", "engine_version", "exit_code", "expect", "format", "help", "hf_config", "json",
+    "kernel", "markdown",
     "matrix", "model", "out", "out_dir", "role", "strict", "version", "where",
 })
 

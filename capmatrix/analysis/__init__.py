@@ -43,6 +43,9 @@ from capmatrix.analysis._legacy import compare_legacy as compare_legacy
 from capmatrix.analysis._legacy import compare_legacy_file as compare_legacy_file
 from capmatrix.analysis._legacy import load_predicate as load_predicate
 from capmatrix.analysis._legacy import parse_where as parse_where
+from capmatrix.analysis._releases import ReleaseDiff as ReleaseDiff
+from capmatrix.analysis._releases import SelectionChange as SelectionChange
+from capmatrix.analysis._releases import release_diff as release_diff
 from capmatrix.analysis._roles import Gap as Gap
 from capmatrix.analysis._roles import TooManyRegions as TooManyRegions
 from capmatrix.analysis._roles import bounded_gap as bounded_gap
@@ -67,8 +70,10 @@ __all__ = [
     "LegacyError",
     "MatrixDiff",
     "PredicateOutput",
+    "ReleaseDiff",
     "RoleDiff",
     "RoleShift",
+    "SelectionChange",
     "Severity",
     "TooManyRegions",
     "Witness",
@@ -83,6 +88,7 @@ __all__ = [
     "load_predicate",
     "parse_where",
     "problem_findings",
+    "release_diff",
     "role_gap",
     "role_regions",
     "run_case",

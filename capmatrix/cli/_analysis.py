@@ -25,6 +25,7 @@ from capmatrix.analysis import (
     compare_legacy_file,
     diff,
     parse_where,
+    release_diff,
     run_expectations,
 )
 from capmatrix.cli._common import (
@@ -32,6 +33,7 @@ from capmatrix.cli._common import (
     FROM_WORKING_TREE,
     MATRIX_DEFAULT_HELP,
     add_format_option,
+    add_matrix_option,
     announce_matrix,
     brief_load_errors,
     choose_matrix,
@@ -39,7 +41,7 @@ from capmatrix.cli._common import (
 )
 from capmatrix.cli._git import extract_revision
 from capmatrix.cli._github import finding_annotation
-from capmatrix.errors import CapmatrixError
+from capmatrix.errors import CapmatrixError, InvalidArgument
 from capmatrix.loader import load
 
 if TYPE_CHECKING:
@@ -54,6 +56,7 @@ if TYPE_CHECKING:
         LegacyComparison,
         MatrixDiff,
         PredicateOutput,
+        ReleaseDiff,
     )
     from capmatrix.matrix import Matrix
 
@@ -286,6 +289,12 @@ def configure_diff(parser: argparse.ArgumentParser, _argv: Sequence[str]) -> Non
     parser.add_argument(
         "--exit-code", action="store_true", help="exit 1 when the matrices answer differently"
     )
+    parser.add_argument(
+        "--engine", metavar="ENGINE",
+        help="compare two releases of ENGINE in one matrix: OLD and NEW are its versions "
+             "(`capmatrix list versions`), the matrix is --matrix's",
+    )
+    add_matrix_option(parser)
 
 
 def _open_matrix(spec: str | None, stack: ExitStack, err: TextIO) -> tuple[Matrix, str]:
@@ -322,9 +331,11 @@ def _area_lines(
     return lines
 
 
-def render_diff_text(result: MatrixDiff, matrix: str | None = None) -> str:
-    """The text report of ``capmatrix diff``."""
+def render_diff_text(result: MatrixDiff, matrix: str | None = None, *, note: str = "") -> str:
+    """The text report of ``capmatrix diff`` (``note``: a line under the heading)."""
     lines = [f"capmatrix diff {result.old} -> {result.new}"]
+    if note:
+        lines.append(note)
     lines.extend(f"  {note}" for note in result.axes)
     same_k = same_r = 0
     for k in result.kernels:
@@ -357,12 +368,12 @@ def _md_areas(areas: Sequence[Area], total: int, kind: str, name: str) -> list[s
     return lines
 
 
-def render_diff_markdown(result: MatrixDiff) -> str:
-    """A ready-to-post PR comment."""
+def render_diff_markdown(result: MatrixDiff, extra: Sequence[str] = ()) -> str:
+    """A ready-to-post PR comment (``extra``: lines after the kernels and roles)."""
     lines = [f"### capmatrix diff: `{result.old}` → `{result.new}`", ""]
     if not result.changed:
         lines.append("No semantic change: every kernel and role answers exactly as before.")
-        return "\n".join(lines)
+        return "\n".join([*lines, *(["", *extra] if extra else [])])
     if result.axes:
         lines.append("**Universe:** " + "; ".join(result.axes))
         lines.append("")
@@ -395,12 +406,61 @@ def render_diff_markdown(result: MatrixDiff) -> str:
         lines.append("")
     same_k = sum(1 for k in result.kernels if k not in changed)
     same_r = sum(1 for r in result.roles if not r.changed)
+    lines.extend(extra)
+    if extra:
+        lines.append("")
     lines.append(f"<sub>{same_k} kernels and {same_r} roles unchanged.</sub>")
     return "\n".join(lines)
 
 
+def _release_diff(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """``capmatrix diff --engine ENGINE OLD NEW``: two releases of one engine in one matrix."""
+    if args.new is None:
+        raise InvalidArgument("NEW", None, f"a second release of {args.engine} to compare with {args.old}")
+    choice = choose_matrix(args.matrix)
+    announce_matrix(choice, err)
+    result = release_diff(load(choice.path), args.engine, args.old, args.new)
+    if args.json:
+        print_json(result.as_dict(lazy=True), out)
+    elif args.markdown:
+        out.write(render_diff_markdown(result.matrix, _selection_markdown(result)) + "\n")
+    else:
+        out.write(render_diff_text(result.matrix, note=_release_note(result)) + "\n")
+        out.writelines(line + "\n" for line in _selection_lines(result))
+    return 1 if args.exit_code and result.changed else 0
+
+
+def _release_note(result: ReleaseDiff) -> str:
+    axis = f"--engine-version {result.engine}="
+    return (f"  (the gates, kernels and roles of {result.engine}; a witness asks one release with "
+            f"{axis}{result.old} or {axis}{result.new})")
+
+
+def _selection_lines(result: ReleaseDiff) -> list[str]:
+    if not result.selections:
+        return ["models: no model of models.yaml changes its selection on any GPU of gpus.yaml"]
+    lines = [f"models: {len(result.selections)} selections change (models.yaml x gpus.yaml)"]
+    lines.extend(f"  {change.describe()}" for change in result.selections)
+    return lines
+
+
+def _selection_markdown(result: ReleaseDiff) -> list[str]:
+    if not result.selections:
+        return ["No model of `models.yaml` changes its selection on any GPU of `gpus.yaml`."]
+    lines = ["#### Your model's selection", "", "| model | role | from | to | GPUs |",
+             "|---|---|---|---|---|"]
+    for c in result.selections:
+        gpus = ", ".join(f"{name} (sm {sm})" for _key, name, sm in c.gpus)
+        lines.append(f"| `{c.model}` | `{c.role}` | `{c.old or 'none'}` | `{c.new or 'none'}` | {gpus} |")
+    return lines
+
+
 def cmd_diff(args: argparse.Namespace, _prepared: None, out: TextIO, err: TextIO) -> int:
-    """Compare two matrices; exit 0 (or 1 with --exit-code when they differ)."""
+    """Compare two matrices, or two engine releases; exit 0 (or 1 with --exit-code when they differ)."""
+    if args.engine is not None:
+        return _release_diff(args, out, err)
+    if args.matrix is not None:
+        raise InvalidArgument("--matrix", args.matrix, "--engine with it (two matrices are OLD and NEW)")
     with ExitStack() as stack:
         old, old_label = _open_matrix(args.old, stack, err)
         new, new_label = _open_matrix(args.new, stack, err)

@@ -10,11 +10,12 @@ from pathlib import Path
 from capmatrix._record import record
 from capmatrix.cli._json import write_json
 from capmatrix.engine.hf import query_from_hf_config, read_hf_config
-from capmatrix.errors import InvalidQuery, InvalidValue, UnknownName, did_you_mean, echo
+from capmatrix.errors import InvalidArgument, InvalidQuery, InvalidValue, UnknownName, did_you_mean, echo
 from capmatrix.loader import RESERVED_AXIS_NAMES, default_path, load
 from capmatrix.matrix import gpu_spelling
 from capmatrix.model import AxisType, format_value
 from capmatrix.query import ANY, KernelQuery
+from capmatrix.releases import engine_releases, release
 
 TYPE_CHECKING = False  # not typing's: every command would import it for annotations only
 if TYPE_CHECKING:
@@ -218,6 +219,12 @@ def add_axis_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Ma
     """One ``--<axis> VALUE`` option per axis of the matrix named by ``--matrix``; return that matrix."""
     matrix = load_matrix(prescan(argv, "--matrix"))
     group = parser.add_argument_group("axes ('*' makes an axis range over all its values)")
+    if matrix.releases:
+        modelled = "; ".join(f"{e}: {', '.join(r.names)}" for e, r in matrix.releases.items())
+        group.add_argument(
+            "--engine-version", dest="engine_versions", metavar="ENGINE=VERSION", action="append",
+            help=f"ask as this release of the engine (default: its newest). Modelled: {modelled}",
+        )
     for axis in matrix.axes.values():
         if axis.name in RESERVED_AXIS_NAMES:
             continue  # the loader refuses such names; a hand-built matrix may still hold one
@@ -285,6 +292,27 @@ def _convert(axis: Axis, text: str) -> AxisValue | _Any:
         raise InvalidQuery(f"{_option(axis.name)} expects {exc.expected}, got {echo(text)}") from None
 
 
+def engine_versions(args: argparse.Namespace, matrix: Matrix) -> dict[str, str]:
+    """The releases ``--engine-version ENGINE=VERSION`` names, by engine (each checked against the matrix).
+
+    :raises InvalidArgument: for a word without ``=``, an engine without releases or a release the
+        matrix does not model (the message lists the modelled ones).
+    """
+    out: dict[str, str] = {}
+    for text in getattr(args, "engine_versions", None) or ():
+        engine, sep, version = text.partition("=")
+        if not sep:
+            raise InvalidArgument("--engine-version", text, "ENGINE=VERSION, e.g. vllm=0.33.0")
+        engine = engine.strip()
+        # One home for the engine names and the releases: capmatrix.releases.
+        version = release(matrix, engine_releases(matrix, engine, argument="--engine-version").engine,
+                          version, argument="--engine-version")
+        if out.setdefault(engine, version) != version:
+            raise InvalidArgument("--engine-version", text, f"one release of {engine} (also given: "
+                                  f"{engine}={out[engine]})")
+    return out
+
+
 def query_from_args(args: argparse.Namespace, matrix: Matrix, kernel: str | None) -> KernelQuery:
     """Build a KernelQuery from the parsed ``--<axis>`` options of ``matrix``'s axes."""
     axes = {}
@@ -297,6 +325,12 @@ def query_from_args(args: argparse.Namespace, matrix: Matrix, kernel: str | None
                 raise InvalidQuery(
                     f"{_option(name)} is {_option(axis.name)} by another name; give one of them")
             axes[axis.name] = _convert(axis, text)
+    for engine, version in engine_versions(args, matrix).items():
+        axis = matrix.releases[engine].axis
+        if axes.get(axis, version) != version:
+            raise InvalidQuery(f"--engine-version {engine}={version} and {_option(axis)} "
+                               f"{format_value(axes[axis])} disagree; give one of them")
+        axes[axis] = version
     gpu = getattr(args, "gpu", None)
     if gpu is not None:
         sm = gpu_sm(matrix, gpu)

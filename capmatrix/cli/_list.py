@@ -70,6 +70,15 @@ def _gpus(matrix: Matrix) -> list[Row]:
     ]
 
 
+def _versions(matrix: Matrix) -> list[Row]:
+    return [
+        {"name": f"{engine} {r.version}", "engine": engine, "version": r.version, "axis": releases.axis,
+         "newest": r.version == releases.newest, "date": r.date, "pins": dict(r.pins), "source": r.source,
+         "location": str(r.location)}
+        for engine, releases in matrix.releases.items() for r in releases.versions
+    ]
+
+
 #: What ``capmatrix list`` can list -> the rows of that listing.
 LISTS: dict[str, Callable[[Matrix], list[Row]]] = {
     "kernels": lambda m: _kernels(m, "kernel"),
@@ -78,6 +87,7 @@ LISTS: dict[str, Callable[[Matrix], list[Row]]] = {
     "models": _models,
     "axes": _axes,
     "gpus": _gpus,
+    "versions": _versions,
 }
 
 
@@ -100,6 +110,12 @@ def _line(what: str, row: Row) -> str:
         assert isinstance(values, list)  # noqa: S101 - built above
         default = f" (default {row['default']})" if row["default"] is not None else ""
         return f"{name}: {row['type']} {', '.join(values)}{default}"
+    if what == "versions":
+        pins = row["pins"]
+        assert isinstance(pins, dict)  # noqa: S101 - built above
+        pinned = ", ".join(f"{k} {v[:12] if k == 'sha256' else v}" for k, v in pins.items())
+        newest = " (newest, the default)" if row["newest"] else ""
+        return f"{name}{newest}: {pinned or 'no pins'}" + (f"; {row['date']}" if row["date"] else "")
     aliases = row["aliases"]
     assert isinstance(aliases, list)  # noqa: S101 - built above
     also = f" (also {', '.join(aliases)})" if aliases else ""
@@ -121,7 +137,7 @@ def configure_list(parser: argparse.ArgumentParser, _argv: Sequence[str]) -> Non
 
 
 def cmd_list(args: argparse.Namespace, _prepared: None, out: TextIO, err: TextIO) -> int:
-    """List the kernels, gates, roles, models, axes or GPUs of a matrix; exit 0."""
+    """List the kernels, gates, roles, models, axes, GPUs or engine releases of a matrix; exit 0."""
     choice = choose_matrix(args.matrix)
     announce_matrix(choice, err)
     matrix = load(choice.path)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from capmatrix._answers import ReasonKind
 from capmatrix._default import _resolver
-from capmatrix.errors import InvalidQuery, echo
+from capmatrix.errors import InvalidArgument
 from capmatrix.model import Effect
 from capmatrix.query import KernelQuery
 
@@ -121,16 +121,6 @@ _TEXTS: dict[str, str] = {
 #: string hashing (PYTHONHASHSEED), so no order is SGLang's; these are sorted.
 _GDN_ALLOWED = {"sm12x": "{'flashinfer', 'triton', 'trtllm_mha'}",
                 "sm10x_11x": "{'fa4', 'flashinfer', 'triton', 'trtllm_mha'}"}
-
-
-class InvalidArgument(InvalidQuery):
-    """An argument of :func:`resolve` has the wrong type or value; ``argument`` names it."""
-
-    def __init__(self, argument: str, value: object, expected: str) -> None:
-        self.argument = argument
-        self.value = value
-        self.expected = expected
-        super().__init__(f"argument {argument!r} expects {expected}, got {echo(value)}")
 
 
 @dataclass(frozen=True, slots=True)
