@@ -1,8 +1,10 @@
-"""vLLM's CUDA attention-backend choice (0.33.0), answered from the matrix's ``vllm_attention`` role.
+"""vLLM's CUDA attention-backend choice, answered from the matrix's ``vllm_attention`` role, per release.
 
 The arguments map to axes; the priority lists, the validity of each backend and every default live in
-the YAML (role ``vllm_attention``, kernels ``vllm_<backend>``). Backend names map to kernels by
-spelling: ``FLASH_ATTN`` is ``vllm_flash_attn``.
+the YAML (role ``vllm_attention``, kernels ``vllm_<backend>``), and so do vLLM's own words of each
+release (``releases.yaml``: the ``AttentionBackendEnum`` members, the KV-cache dtype words). Backend
+names map to kernels by spelling: ``FLASH_ATTN`` is ``vllm_flash_attn``. ``version`` picks the release
+(``0.33.0``); without it, the newest the matrix models.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from capmatrix._default import _resolver
 from capmatrix.errors import CapmatrixError, InvalidArgument, did_you_mean
 from capmatrix.model import NONE
 from capmatrix.query import KernelQuery
+from capmatrix.releases import release
 
 TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
@@ -21,8 +24,9 @@ if TYPE_CHECKING:
     from capmatrix.model import AxisValue
     from capmatrix.resolver import Resolution, Resolver
 
-__all__ = ["KV_CACHE_DTYPES", "ROLE", "VLLM_BACKENDS", "BackendNotModelled", "InvalidArgument",
-           "NoValidBackend", "backend_order", "select_backend"]
+# ``VLLM_BACKENDS`` and ``KV_CACHE_DTYPES`` are read from the data on first use (module __getattr__).
+__all__ = ["ENGINE", "ROLE", "BackendNotModelled", "InvalidArgument",
+           "NoValidBackend", "backend_order", "backends", "kv_cache_dtypes", "select_backend"]
 
 #: The role that holds vLLM's priority lists.
 ROLE = "vllm_attention"
@@ -36,55 +40,62 @@ _DTYPES = {"fp16": "fp16", "float16": "fp16", "half": "fp16", "bf16": "bf16", "b
 _NAMED_AXES = {"sm": "capability", "head_dim": "head_size", "dtype": "dtype",
                "kv_cache_dtype": "kv_cache_dtype", "vllm_kv_cache_dtype": "kv_cache_dtype",
                "tokens_per_block": "block_size", "block_size": "block_size", "attention": "use_mla",
-               "use_sparse": "use_sparse", "attention_sinks": "has_sink"}
-#: vLLM 0.33.0's ``CacheDType``, every spelling (vllm/config/cache.py:44-67 @ 4ba787ec9): the words
-#: ``kv_cache_dtype`` takes. Each is a value of the matrix's ``kv_cache_dtype`` axis or one of its
-#: spellings (``float16`` is ``fp16``).
-KV_CACHE_DTYPES: tuple[str, ...] = (
-    "auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla", "nvfp4_ds_mla",
-    "turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_3bit_nc", "octave_k3v4",
-    "octave_k3v3", "octave_k3v3_compact", "ultraquant_4bit", "int4_per_token_head", "int8_per_token_head",
-    "fp8_per_token_head", "nvfp4", "nvfp4_4over6",
-)
-_KV_WORDS = frozenset(KV_CACHE_DTYPES)
-#: Every ``AttentionBackendEnum`` member of vLLM 0.33.0 (vllm/v1/attention/backends/registry.py:34-161 @
-#: 4ba787ec9), in its order. A forced name among them that the matrix has no kernel for raises
-#: :class:`BackendNotModelled`; any other name is not vLLM's (it raises there too) and is an
-#: :class:`InvalidArgument`.
-VLLM_BACKENDS: tuple[str, ...] = (
-    "FLASH_ATTN", "FLASH_ATTN_DIFFKV", "TRITON_ATTN", "TRITON_ATTN_DIFFKV", "TRITON_FLASH_ATTN",
-    "ROCM_ATTN", "ROCM_SEGMENTED_ATTN", "ROCM_AITER_MLA", "ROCM_AITER_TRITON_MLA", "ROCM_AITER_FA",
-    "ROCM_AITER_MLA_SPARSE", "XPU_MLA_SPARSE", "TORCH_SDPA", "FLASHINFER", "TRITON_FLASHINFER",
-    "FLASHINFER_MLA", "TOKENSPEED_MLA", "FLASHINFER_MLA_SPARSE", "FLASHINFER_MLA_SPARSE_SM120",
-    "FLASHINFER_MLA_SPARSE_SM90", "TRITON_MLA", "CUTLASS_MLA", "FLASHMLA", "FLASHMLA_SPARSE",
-    "FLASHMLA_SPARSE_DSV4", "FLASHINFER_MLA_SPARSE_DSV4", "ROCM_FLASHMLA_SPARSE_DSV4",
-    "FLASHMLA_SPARSE_DSV41", "FLASHINFER_MLA_SPARSE_DSV41", "ROCM_FLASHMLA_SPARSE_DSV41",
-    "FLASHMLA_MEGA_ATTN_DSV41", "B12X", "FLASH_ATTN_MLA", "FLASH_ATTN_MLA_SPARSE",
-    "FLASH_ATTN_MLA_SPARSE_FA4", "MINIMAX_M3_SPARSE", "CUTLASS_MSA", "TRITON_MSA", "STEP5_DSA",
-    "NO_ATTENTION", "FLEX_ATTENTION", "HPC_ATTN", "ROCM_AITER_UNIFIED_ATTN", "CPU_ATTN", "CPU_MLA",
-    "AMX_MLA", "TURBOQUANT", "ROCM_OCTAVE", "ULTRAQUANT", "CUSTOM",
-)
-#: Aliases AttentionConfig turns into automatic selection for dense layers (MiniMax M3's sparse decode
-#: kernel choice; vllm/config/attention.py:172-181 @ 4ba787ec9).
-_AUTOMATIC_ALIASES = frozenset({"CUTLASS_MSA", "TRITON_MSA"})
+               "use_sparse": "use_sparse", "attention_sinks": "has_sink", "vllm_release": "version"}
+#: The engine's name in ``releases.yaml`` and its vocabularies there.
+ENGINE = "vllm"
+_BACKENDS, _KV_WORDS, _AUTOMATIC = "backends", "kv_cache_dtypes", "automatic_aliases"
 _MAX_MINOR = 9
 
 
+def __getattr__(name: str) -> object:
+    """``VLLM_BACKENDS`` and ``KV_CACHE_DTYPES``: the newest modelled release's words (PEP 562)."""
+    if name == "VLLM_BACKENDS":
+        return backends()
+    if name == "KV_CACHE_DTYPES":
+        return kv_cache_dtypes()
+    msg = f"module {__name__!r} has no attribute {name!r}"
+    raise AttributeError(msg)
+
+
+def _words(matrix: Matrix, vocabulary: str, version: str) -> tuple[str, ...]:
+    return matrix.releases[ENGINE].words_at(vocabulary, version)
+
+
+def backends(version: str | None = None, matrix: Matrix | None = None) -> tuple[str, ...]:
+    """Every ``AttentionBackendEnum`` member of vLLM ``version`` (default: the newest), in its order.
+
+    A forced name among them that the matrix has no kernel for raises :class:`BackendNotModelled`; any
+    other name is not vLLM's (vLLM raises there too) and is an :class:`InvalidArgument`.
+    """
+    m = _resolver(matrix).matrix
+    return _words(m, _BACKENDS, release(m, ENGINE, version))
+
+
+def kv_cache_dtypes(version: str | None = None, matrix: Matrix | None = None) -> tuple[str, ...]:
+    """The ``CacheDType`` words of vLLM ``version`` (``vllm/config/cache.py``), default: the newest.
+
+    Each is a value or a spelling of the matrix's ``kv_cache_dtype`` axis (``float16`` is ``fp16``).
+    """
+    m = _resolver(matrix).matrix
+    return _words(m, _KV_WORDS, release(m, ENGINE, version))
+
+
 class BackendNotModelled(CapmatrixError, LookupError):
-    """The forced backend is one of vLLM 0.33.0's, but the matrix does not model it.
+    """The forced backend is one of the vLLM release's, but the matrix does not model it.
 
     vLLM would validate it (and may accept it on CUDA: FLASH_ATTN_DIFFKV, TRITON_ATTN_DIFFKV, HPC_ATTN,
     ...); the matrix cannot say whether it would, so it answers neither yes nor no.
     """
 
-    def __init__(self, backend: str, modelled: tuple[str, ...]) -> None:
-        super().__init__(backend, modelled)
+    def __init__(self, backend: str, modelled: tuple[str, ...], version: str = "") -> None:
+        super().__init__(backend, modelled, version)
         self.backend = backend
         self.modelled = modelled
+        self.version = version
 
     def __str__(self) -> str:
-        return (f"backend {self.backend!r} is vLLM 0.33.0's, but the matrix does not model it (modelled: "
-                f"{', '.join(self.modelled)}); ask vLLM itself, or leave 'selected' unset")
+        return (f"backend {self.backend!r} is vLLM {self.version}'s, but the matrix does not model it "
+                f"(modelled: {', '.join(self.modelled)}); ask vLLM itself, or leave 'selected' unset")
 
 
 class NoValidBackend(CapmatrixError, ValueError):
@@ -159,16 +170,19 @@ def _capability(value: object) -> int:
 
 
 def _query(
-    capability: object, head_size: object, dtype: object, kv_cache_dtype: object,
-    block_size: object, flags: tuple[object, object, object], extra: Mapping[str, AxisValue] | None,
+    matrix: Matrix, version: object, args: tuple[object, object, object, object, object],
+    flags: tuple[object, object, object], extra: Mapping[str, AxisValue] | None,
 ) -> KernelQuery:
+    capability, head_size, dtype, kv_cache_dtype, block_size = args
     use_mla, use_sparse, has_sink = flags
-    if not isinstance(kv_cache_dtype, str) or kv_cache_dtype not in _KV_WORDS:
+    version = release(matrix, ENGINE, version)
+    words = _words(matrix, _KV_WORDS, version)
+    if not isinstance(kv_cache_dtype, str) or kv_cache_dtype not in words:
         raise InvalidArgument(
-            "kv_cache_dtype", kv_cache_dtype, f"one of vLLM's KV-cache dtypes: {', '.join(KV_CACHE_DTYPES)}",
-            suggestion=did_you_mean(kv_cache_dtype, KV_CACHE_DTYPES) if isinstance(kv_cache_dtype, str)
-            else None)
+            "kv_cache_dtype", kv_cache_dtype, f"one of vLLM {version}'s KV-cache dtypes: {', '.join(words)}",
+            suggestion=did_you_mean(kv_cache_dtype, words) if isinstance(kv_cache_dtype, str) else None)
     axes: dict[str, AxisValue] = {
+        matrix.releases[ENGINE].axis: version,
         "sm": _capability(capability),
         "head_dim": _int("head_size", head_size, low=1),
         "dtype": _dtype(dtype),
@@ -188,7 +202,7 @@ def _query(
     return KernelQuery().replace(**{**axes, **extra})
 
 
-def _forced(resolver: Resolver, selected: object) -> str | None:
+def _forced(resolver: Resolver, selected: object, version: str) -> str | None:
     """The enum name vLLM validates for ``selected``, or None for automatic selection.
 
     vLLM's AttentionConfig upper-cases the name, takes ``auto`` (any case) as automatic and resets the
@@ -199,15 +213,18 @@ def _forced(resolver: Resolver, selected: object) -> str | None:
     if not isinstance(selected, str):
         raise InvalidArgument("selected", selected, "an AttentionBackendEnum name (a str) or None")
     name = selected.upper()
-    if name == "AUTO" or name in _AUTOMATIC_ALIASES:
+    matrix = resolver.matrix
+    if name == "AUTO" or name in _words(matrix, _AUTOMATIC, version):
         return None
-    if _PREFIX + name.lower() in resolver.matrix.kernels:
+    members = _words(matrix, _BACKENDS, version)
+    if name in members and _PREFIX + name.lower() in matrix.kernels:
         return name
-    modelled = tuple(b for b in VLLM_BACKENDS if _PREFIX + b.lower() in resolver.matrix.kernels)
-    if name in VLLM_BACKENDS:
-        raise BackendNotModelled(name, modelled)
-    raise InvalidArgument("selected", selected, "one of vLLM 0.33.0's AttentionBackendEnum names, or 'auto'",
-                          suggestion=did_you_mean(name, VLLM_BACKENDS))
+    modelled = tuple(b for b in members if _PREFIX + b.lower() in matrix.kernels)
+    if name in members:
+        raise BackendNotModelled(name, modelled, version)
+    raise InvalidArgument("selected", selected,
+                          f"one of vLLM {version}'s AttentionBackendEnum names, or 'auto'",
+                          suggestion=did_you_mean(name, members))
 
 
 def select_backend(
@@ -223,8 +240,12 @@ def select_backend(
     selected: str | None = None,
     extra: Mapping[str, AxisValue] | None = None,
     matrix: Matrix | None = None,
+    version: str | None = None,
 ) -> str:
-    """The ``AttentionBackendEnum`` name vLLM 0.33.0 picks (or validates, when ``selected``).
+    """The ``AttentionBackendEnum`` name vLLM ``version`` picks (or validates, when ``selected``).
+
+    ``version`` is one of the releases the matrix models (``capmatrix list versions``); None is the
+    newest. Another is an :class:`InvalidArgument` that lists them.
 
     ``dtype`` is ``fp16``/``bf16``/``fp32``, a torch name (``torch.bfloat16``, ``half``) or a
     ``torch.dtype`` object (read by name). ``selected`` is read as vLLM reads ``--attention-backend``:
@@ -253,6 +274,7 @@ def select_backend(
     key = (capability, type(capability), *(map(type, capability) if isinstance(capability, tuple) else ()),
            head_size, type(head_size), dtype, type(dtype), kv_cache_dtype, block_size, type(block_size),
            use_mla, type(use_mla), use_sparse, type(use_sparse), has_sink, type(has_sink), selected,
+           version, type(version),
            None if not extra else tuple(sorted((k, v, type(v)) for k, v in extra.items())))
     try:
         known = memo.get(key)
@@ -260,9 +282,9 @@ def select_backend(
         known = None
     if known is not None:
         return known
-    query = _query(capability, head_size, dtype, kv_cache_dtype, block_size,
+    query = _query(resolver.matrix, version, (capability, head_size, dtype, kv_cache_dtype, block_size),
                    (use_mla, use_sparse, has_sink), extra)
-    forced = _forced(resolver, selected)
+    forced = _forced(resolver, selected, release(resolver.matrix, ENGINE, version))
     if forced is not None:
         resolution = resolver.resolve(query.with_kernel(_PREFIX + forced.lower()))
         if not resolution:
@@ -292,15 +314,16 @@ def backend_order(
     has_sink: bool = False,
     extra: Mapping[str, AxisValue] | None = None,
     matrix: Matrix | None = None,
+    version: str | None = None,
 ) -> tuple[str, ...]:
-    """The priority list vLLM walks for the query (``_get_backend_priorities``), from the role's orders.
+    """The priority list vLLM ``version`` walks (``_get_backend_priorities``), from the role's orders.
 
     The arguments are read and checked as :func:`select_backend` reads them.
     """
     resolver = _resolver(matrix)
     if extra and not isinstance(extra, Mapping):
         raise InvalidArgument("extra", extra, "a mapping of axis names to values, or None")
-    query = _query(capability, head_size, dtype, kv_cache_dtype, block_size,
+    query = _query(resolver.matrix, version, (capability, head_size, dtype, kv_cache_dtype, block_size),
                    (use_mla, use_sparse, has_sink), extra)
     candidates, _decided = resolver.matrix.roles[ROLE].order_for(resolver.derived_values(query))
     return tuple(_backend(k) for k in candidates)
