@@ -26,16 +26,19 @@ from capmatrix._default import _resolver
 from capmatrix.errors import InvalidArgument
 from capmatrix.model import Effect
 from capmatrix.query import KernelQuery
+from capmatrix.releases import release
 
 if TYPE_CHECKING:
     from capmatrix.matrix import Matrix
     from capmatrix.model import AxisValue
     from capmatrix.resolver import Resolver
 
-__all__ = ["BACKENDS", "OVERRIDE_ROLE", "ROLE", "InvalidArgument", "Refusal", "Resolved", "SGLangModel",
-           "model_from_hf_config", "resolve"]
+__all__ = ["BACKENDS", "ENGINE", "OVERRIDE_ROLE", "ROLE", "InvalidArgument", "Refusal", "Resolved",
+           "SGLangModel", "model_from_hf_config", "resolve"]
 
 #: The role of the generic default, and the role of the model overrides that run before it.
+#: The engine's name in ``releases.yaml``.
+ENGINE = "sglang"
 ROLE = "sglang_attention"
 OVERRIDE_ROLE = "sglang_model_override"
 _PREFIX = "sglang_"
@@ -257,8 +260,11 @@ def resolve(
     prefill_attention_backend: str | None = None,
     decode_attention_backend: str | None = None,
     matrix: Matrix | None = None,
+    version: str | None = None,
 ) -> Resolved:
-    """What SGLang 0.5.23 resolves for these server arguments on a CUDA device of ``capability``.
+    """What SGLang ``version`` resolves for these server arguments on a CUDA device of ``capability``.
+
+    ``version`` is a release the matrix models (``capmatrix list versions``); None is the newest.
 
     ``speculative_eagle_topk`` is the typed value (None: not typed); the algorithm is None, ``EAGLE`` or
     ``NEXTN``. Backends are SGLang's names (:data:`BACKENDS`).
@@ -293,6 +299,8 @@ def resolve(
     }
     if page_size is not None:
         base["sglang_page_size"] = page_size
+    if ENGINE in resolver.matrix.releases:
+        base[resolver.matrix.releases[ENGINE].axis] = release(resolver.matrix, ENGINE, version)
     run = _Pipeline(resolver, base)
     state = _State(model, sm, kv_cache_dtype, page_size, attention_backend, prefill_attention_backend,
                    decode_attention_backend, speculative_algorithm, speculative_eagle_topk)

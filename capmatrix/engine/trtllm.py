@@ -24,6 +24,7 @@ from capmatrix.engine.bind import BoundDecision, bind
 from capmatrix.engine.hf import ATTENTION_MLA
 from capmatrix.errors import CapmatrixError
 from capmatrix.query import KernelQuery
+from capmatrix.releases import release
 
 if TYPE_CHECKING:
     from capmatrix.matrix import Matrix
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from capmatrix.resolver import Resolution
 
 __all__ = [
+    "ENGINE",
     "GATES",
     "AmbiguousGate",
     "SpecDecDecisions",
@@ -44,6 +46,8 @@ __all__ = [
 ]
 
 #: Which gate of the matrix answers which decision (the only place gate names appear).
+#: The engine's name in ``releases.yaml``.
+ENGINE: Final = "tensorrt_llm"
 GATES: Final[Mapping[str, str]] = {
     "need": "trtllm_spec_dec_mode",
     "extend_ctx": "trtllm_extend_ctx",
@@ -126,15 +130,19 @@ def bind_spec_dec(
     use_chain_drafter: bool,
     attention_backend: str,
     matrix: Matrix | None = None,
+    version: str | None = None,
 ) -> SpecDecDecisions:
     """Bind the spec-dec decisions of one engine (everything but ``is_first_draft`` is static).
 
     :param spec_dec: ``one_model`` or ``two_model`` (``none`` turns every gate off).
     :param attention_backend: ``trtllm``, ``flashinfer`` or ``vanilla``.
+    :param version: the TensorRT-LLM release (``capmatrix list versions``); None is the newest modelled.
     :raises capmatrix.InvalidQuery: for a value the matrix does not know.
+    :raises InvalidArgument: for a release the matrix does not model (it lists the modelled ones).
     :raises AmbiguousGate: when a gate answers differently for non-MLA attention types.
     """
     m = default_matrix() if matrix is None else matrix
+    released = {m.releases[ENGINE].axis: release(m, ENGINE, version)} if ENGINE in m.releases else {}
     passes: dict[Hashable, AxisValue] = {
         first: spec_dec_pass(
             is_draft_model=is_draft_model, is_first_draft=first, use_chain_drafter=use_chain_drafter
@@ -151,6 +159,7 @@ def bind_spec_dec(
             attention=attention,
             spec_dec=spec_dec,
             attention_backend=attention_backend,
+            **released,
         )
         for attention in attentions
     ]
@@ -159,9 +168,9 @@ def bind_spec_dec(
         raise AmbiguousGate(GATES["need"], attentions)
     ctx = bind(
         GATES["extend_ctx"], matrix=m, sm=sm, spec_dec=spec_dec,
-        attention_backend=attention_backend,
+        attention_backend=attention_backend, **released,
     )
-    kept = bind(GATES["kept"], matrix=m, sm=sm, attention_backend=attention_backend)
+    kept = bind(GATES["kept"], matrix=m, sm=sm, attention_backend=attention_backend, **released)
     need_table = {bool(k): v for k, v in need.table.items()}
     effective_table = {k: v and bool(kept.value) for k, v in need_table.items()}
     return SpecDecDecisions(
