@@ -326,11 +326,11 @@ def query_from_args(args: argparse.Namespace, matrix: Matrix, kernel: str | None
                     f"{_option(name)} is {_option(axis.name)} by another name; give one of them")
             axes[axis.name] = _convert(axis, text)
     for engine, version in engine_versions(args, matrix).items():
-        axis = matrix.releases[engine].axis
-        if axes.get(axis, version) != version:
-            raise InvalidQuery(f"--engine-version {engine}={version} and {_option(axis)} "
-                               f"{format_value(axes[axis])} disagree; give one of them")
-        axes[axis] = version
+        release_axis = matrix.releases[engine].axis
+        if axes.get(release_axis, version) != version:
+            raise InvalidQuery(f"--engine-version {engine}={version} and {_option(release_axis)} "
+                               f"{format_value(axes[release_axis])} disagree; give one of them")
+        axes[release_axis] = version
     gpu = getattr(args, "gpu", None)
     if gpu is not None:
         sm = gpu_sm(matrix, gpu)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from capmatrix._default import default_matrix, resolve
 from capmatrix.engine.bind import BoundDecision, bind
@@ -142,7 +142,8 @@ def bind_spec_dec(
     :raises AmbiguousGate: when a gate answers differently for non-MLA attention types.
     """
     m = default_matrix() if matrix is None else matrix
-    released = {m.releases[ENGINE].axis: release(m, ENGINE, version)} if ENGINE in m.releases else {}
+    released: dict[str, Any] = (
+        {m.releases[ENGINE].axis: release(m, ENGINE, version)} if ENGINE in m.releases else {})
     passes: dict[Hashable, AxisValue] = {
         first: spec_dec_pass(
             is_draft_model=is_draft_model, is_first_draft=first, use_chain_drafter=use_chain_drafter

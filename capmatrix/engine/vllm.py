@@ -47,6 +47,12 @@ _BACKENDS, _KV_WORDS, _AUTOMATIC = "backends", "kv_cache_dtypes", "automatic_ali
 _MAX_MINOR = 9
 
 
+#: Every ``AttentionBackendEnum`` member and every ``CacheDType`` word of the newest modelled release
+#: (annotations only: :func:`__getattr__` reads them from the data on first use).
+VLLM_BACKENDS: tuple[str, ...]
+KV_CACHE_DTYPES: tuple[str, ...]
+
+
 def __getattr__(name: str) -> object:
     """``VLLM_BACKENDS`` and ``KV_CACHE_DTYPES``: the newest modelled release's words (PEP 562)."""
     if name == "VLLM_BACKENDS":
