@@ -38,15 +38,19 @@ def shipped() -> Matrix:
 
 @pytest.fixture(scope="module")
 def seed_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The shipped matrix with the before-fix gate: mla_sm12x_one_model loses its attention condition."""
+    """The shipped matrix with the before-fix gate in every release: sm12x_one_model loses its ``until``.
+
+    (The shipped matrix has the before-fix gate as TensorRT-LLM 1.2.0rc8; this copy asks what ``check``
+    says of a matrix that knows only that gate, as the engine's code read before the fix.)
+    """
     root = tmp_path_factory.mktemp("seed") / "capabilities"
     shutil.copytree(default_path(), root)
     path = root / "kernels" / "trtllm_gates.yaml"
     text = path.read_text(encoding="utf-8")
-    fixed = ('        exclude:\n          spec_dec: one_model\n          attention: mla\n'
-             '          sm: ">=120"\n')
-    assert text.count(fixed) == 1
-    path.write_text(text.replace(fixed, fixed.replace("          attention: mla\n", "")), encoding="utf-8")
+    before = ('        exclude:\n          spec_dec: one_model\n          sm: ">=120"\n'
+              '        until: 1.2.0\n')
+    assert text.count(before) == 1
+    path.write_text(text.replace(before, before.replace("        until: 1.2.0\n", "")), encoding="utf-8")
     return root
 
 
@@ -140,18 +144,31 @@ def test_shipped_c112_spec_dec_at_sm12x_for_groups_xqa_cannot_serve(shipped: Mat
     assert _rerun(shipped, over) == 1 + len(over.regions)
 
 
-def test_shipped_c111_spec_dec_mla_fp8_at_sm12x(shipped: Matrix) -> None:
+def test_shipped_c111_spec_dec_at_sm12x_is_the_seed_bug_before_its_fix_and_mla_fp8_after(
+    shipped: Matrix,
+) -> None:
     under = _gate_findings(shipped)["C111", GATE]
     assert under.severity is Severity.WARNING
-    assert under.rules == ("trtllm_spec_dec_mode.mla_sm12x_one_model",)
+    assert under.rules == ("trtllm_spec_dec_mode.sm12x_one_model", "trtllm_spec_dec_mode.mla_sm12x_one_model")
+    releases = shipped.releases["tensorrt_llm"]
+    seen = set()
     for area in under.regions:
         assert set(area.values["sm"]) == {120, 121}
-        assert area.values["attention"] == ("mla",)
-        assert area.values["dtype"] == area.values["kv_cache_dtype"] == ("fp8",)
+        if area.values["attention"] == ("mla",):  # every release: XQA-MLA serves FP8 MTP queries
+            assert area.values["dtype"] == area.values["kv_cache_dtype"] == ("fp8",)
+            assert set(area.values[releases.axis]) == set(releases.names)
+            seen.add("mla")
+        else:  # the seed bug: 1.2.0rc8 refuses every attention type, fixed in 1.2.0
+            assert area.values[releases.axis] == ("1.2.0rc8",)
+            seen.add("seed")
+    assert seen == {"mla", "seed"}
     for sm in (120, 121):
         cell = _cell(shipped, model="deepseek_v3", sm=sm, spec_dec="one_model", phase="generation",
                      dtype="fp8", kv_cache_dtype="fp8")
         assert _in_regions(under, cell)
+        llama = {"model": "llama3_1_8b", "sm": sm, "spec_dec": "one_model", "phase": "generation"}
+        assert _in_regions(under, _cell(shipped, **llama, trtllm_release="1.2.0rc8"))
+        assert not _in_regions(under, _cell(shipped, **llama, trtllm_release="1.2.0"))
     assert "xqa serves the same query" in under.message
     _rerun(shipped, under)
 
@@ -230,7 +247,7 @@ def test_before_fix_gate_is_c111_for_every_non_mla_one_model_at_sm12x(seed_copy:
     matrix = capmatrix.load(seed_copy)
     found = _gate_findings(matrix)
     seed = found["C111", GATE]
-    assert seed.rules == ("trtllm_spec_dec_mode.mla_sm12x_one_model",)
+    assert seed.rules[0] == "trtllm_spec_dec_mode.sm12x_one_model"
     kinds = {v for a in seed.regions for v in a.values["attention"]}
     assert kinds == {"mha", "gqa", "mqa", "mla"}
     assert {v for a in seed.regions for v in a.values["sm"]} == {120, 121}
@@ -253,7 +270,7 @@ def test_before_fix_gate_in_the_text_json_and_github_forms(seed_copy: Path) -> N
         if "--json" in argv:
             findings = json.loads(text)["findings"]
             seed = next(f for f in findings if f["code"] == "C111" and f["kernels"] == [GATE])
-            assert seed["rules"] == ["trtllm_spec_dec_mode.mla_sm12x_one_model"]
+            assert seed["rules"][0] == "trtllm_spec_dec_mode.sm12x_one_model"
             assert seed["title"] == "over-restrictive gate"
             assert all(r["witness"]["sm"] in {120, 121} for r in seed["regions"])
             assert seed["witness"]["command"].endswith(f"--matrix {seed_copy}")
