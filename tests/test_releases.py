@@ -221,21 +221,25 @@ def test_bind_spec_dec_answers_each_trtllm_release() -> None:
 
 
 def test_the_vllm_words_are_the_releases_own() -> None:
-    old, new = vllm.backends("0.33.0"), vllm.backends("0.34.0")
-    assert set(new) - set(old) == {"FLASHINFER_TS", "KIMI_K3_KV_BALANCED_MLA"}
-    assert vllm.backends() == vllm.VLLM_BACKENDS
-    assert vllm.kv_cache_dtypes("0.33.0") == vllm.KV_CACHE_DTYPES
+    matrix = capmatrix.load()
+    words = matrix.releases["vllm"].words_at
+    assert vllm.backends("0.33.0") == words("backends", "0.33.0") == vllm.VLLM_BACKENDS
+    assert len(vllm.VLLM_BACKENDS) == len(set(vllm.VLLM_BACKENDS)) == 50
+    assert vllm.KV_CACHE_DTYPES == vllm.kv_cache_dtypes("0.33.0") == words("kv_cache_dtypes", "0.33.0")
+    kv = matrix.axes["kv_cache_dtype"]
+    assert all(w in kv.values or w in kv.spellings for w in vllm.KV_CACHE_DTYPES)
     args: dict[str, Any] = {"capability": (10, 0), "head_size": 128, "dtype": "bf16",
                             "kv_cache_dtype": "auto", "block_size": None, "use_mla": False}
     with pytest.raises(InvalidArgument, match=r"vLLM 0\.33\.0's AttentionBackendEnum") as caught:
         vllm.select_backend(**args, selected="flashinfer_ts", version="0.33.0")
     assert caught.value.suggestion == "FLASHINFER"
-    with pytest.raises(vllm.BackendNotModelled, match=r"vLLM 0\.34\.0's"):
-        vllm.select_backend(**args, selected="FLASHINFER_TS", version="0.34.0")
-    with pytest.raises(InvalidArgument, match=r"0\.33\.0, 0\.34\.0"):
-        vllm.backend_order(**args, version="0.32.0")
+    with pytest.raises(vllm.BackendNotModelled, match=r"vLLM 0\.33\.0's"):
+        vllm.select_backend(**args, selected="HPC_ATTN")
+    with pytest.raises(InvalidArgument, match=r"modelled releases \(0\.33\.0\), got '0\.34\.0'"):
+        vllm.backend_order(**args, version="0.34.0")
     with pytest.raises(InvalidArgument, match="argument 'version'"):
         vllm.select_backend(**args, extra={"vllm_release": "0.33.0"})
+    assert vllm.select_backend(**args, version="0.33.0") == vllm.select_backend(**args)
 
 
 def test_sglang_takes_its_release() -> None:
