@@ -9,6 +9,7 @@ __all__ = [
     "CapabilityError",
     "CapabilityErrors",
     "CapmatrixError",
+    "InvalidArgument",
     "InvalidQuery",
     "InvalidValue",
     "UnknownName",
@@ -241,3 +242,22 @@ class InvalidValue(InvalidQuery):
         self.text = text
         self.expected = expected
         super().__init__(f"axis {echo(axis)} expects {expected}, got {echo(text)}")
+
+
+class InvalidArgument(InvalidQuery):
+    """An argument of an engine adapter's function has the wrong type or value.
+
+    ``argument`` names it (``use_mla``, ``capability``, ``extra['sm']``, ``config['architectures']``),
+    ``value`` is what was given and ``expected`` says what it takes. The adapters of
+    :mod:`capmatrix.engine` (``vllm``, ``sglang``) raise it, each re-exporting it.
+
+    >>> print(InvalidArgument("use_mla", "False", "True or False (a bool)"))
+    argument 'use_mla' expects True or False (a bool), got 'False'
+    """
+
+    def __init__(self, argument: str, value: object, expected: str, *, suggestion: str | None = None) -> None:
+        self.argument = argument
+        self.value = value
+        self.expected = expected
+        super().__init__(f"argument {argument!r} expects {expected}, got {echo(value)}",
+                         suggestion=suggestion)

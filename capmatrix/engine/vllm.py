@@ -11,7 +11,7 @@ import weakref
 from collections.abc import Mapping
 
 from capmatrix._default import _resolver
-from capmatrix.errors import CapmatrixError, InvalidQuery, did_you_mean, echo
+from capmatrix.errors import CapmatrixError, InvalidArgument, did_you_mean
 from capmatrix.model import NONE
 from capmatrix.query import KernelQuery
 
@@ -68,24 +68,6 @@ VLLM_BACKENDS: tuple[str, ...] = (
 #: kernel choice; vllm/config/attention.py:172-181 @ 4ba787ec9).
 _AUTOMATIC_ALIASES = frozenset({"CUTLASS_MSA", "TRITON_MSA"})
 _MAX_MINOR = 9
-
-
-class InvalidArgument(InvalidQuery):
-    """An argument of :func:`select_backend` or :func:`backend_order` has the wrong type or value.
-
-    ``argument`` names it (``use_mla``, ``capability``, ``extra['sm']``), ``value`` is what was given and
-    ``expected`` says what it takes.
-
-    >>> print(InvalidArgument("use_mla", "False", "True or False (a bool)"))
-    argument 'use_mla' expects True or False (a bool), got 'False'
-    """
-
-    def __init__(self, argument: str, value: object, expected: str, *, suggestion: str | None = None) -> None:
-        self.argument = argument
-        self.value = value
-        self.expected = expected
-        super().__init__(f"argument {argument!r} expects {expected}, got {echo(value)}",
-                         suggestion=suggestion)
 
 
 class BackendNotModelled(CapmatrixError, LookupError):
