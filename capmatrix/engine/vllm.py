@@ -32,11 +32,20 @@ _MEMO_SIZE = 4096
 _MEMO: weakref.WeakKeyDictionary[Resolver, dict[tuple[object, ...], str]] = weakref.WeakKeyDictionary()
 _DTYPES = {"fp16": "fp16", "float16": "fp16", "half": "fp16", "bf16": "bf16", "bfloat16": "bf16",
            "fp32": "fp32", "float32": "fp32", "float": "fp32"}
-#: The axes the named arguments set (by name or by vLLM's word for them); ``extra`` may not name them.
+#: The axes the named arguments set, each with its argument; ``extra`` may name none of them, by its name
+#: or by an alias the matrix gives it (vLLM's ``block_size`` is ``tokens_per_block``).
 _NAMED_AXES = {"sm": "capability", "head_dim": "head_size", "dtype": "dtype",
-               "kv_cache_dtype": "kv_cache_dtype", "vllm_kv_cache_dtype": "kv_cache_dtype",
-               "tokens_per_block": "block_size", "block_size": "block_size", "attention": "use_mla",
+               "kv_cache_dtype": "kv_cache_dtype", "tokens_per_block": "block_size", "attention": "use_mla",
                "use_sparse": "use_sparse", "attention_sinks": "has_sink"}
+#: What a query holds besides axis values, and why ``extra`` may not give it: ``KernelQuery.replace``
+#: would take it as the query's model (whose axis values then fill every axis the query leaves unset)
+#: or kernel.
+_NOT_AXES = {
+    "model": "no value here: extra gives axis values, and a model is not one (it would set the axes the "
+             "arguments leave unset); give the model's axes as arguments or as extra axes",
+    "kernel": "no value here: extra gives axis values, and a kernel is not one; force a backend with "
+              "argument 'selected'",
+}
 #: vLLM 0.33.0's ``CacheDType``, every spelling (vllm/config/cache.py:44-67 @ 4ba787ec9): the words
 #: ``kv_cache_dtype`` takes. Each is a value of the matrix's ``kv_cache_dtype`` axis or one of its
 #: spellings (``float16`` is ``fp16``).
@@ -159,7 +168,7 @@ def _capability(value: object) -> int:
 
 
 def _query(
-    capability: object, head_size: object, dtype: object, kv_cache_dtype: object,
+    resolver: Resolver, capability: object, head_size: object, dtype: object, kv_cache_dtype: object,
     block_size: object, flags: tuple[object, object, object], extra: Mapping[str, AxisValue] | None,
 ) -> KernelQuery:
     use_mla, use_sparse, has_sink = flags
@@ -181,11 +190,25 @@ def _query(
     }
     if not extra:  # the common case: one query built, no copy
         return KernelQuery(None, **axes)  # type: ignore[arg-type] # axes never holds kernel or model
-    for name in extra:
-        if name in _NAMED_AXES:
-            raise InvalidArgument(f"extra[{name!r}]", extra[name],
-                                  f"no value here: axis {name!r} is set by argument {_NAMED_AXES[name]!r}")
-    return KernelQuery().replace(**{**axes, **extra})
+    return KernelQuery().replace(**{**axes, **_extra_axes(resolver, extra)})
+
+
+def _extra_axes(resolver: Resolver, extra: Mapping[str, AxisValue]) -> dict[str, AxisValue]:
+    """``extra`` as axis values, refusing a name that is no axis's to give (a model, a named argument's)."""
+    aliases = {alias: axis.name for axis in resolver.matrix.axes.values() for alias in axis.aliases}
+    out: dict[str, AxisValue] = {}
+    for name, value in extra.items():
+        if not isinstance(name, str):
+            raise InvalidArgument("extra", extra, "a mapping of axis names (str) to values, or None")
+        if name in _NOT_AXES:
+            raise InvalidArgument(f"extra[{name!r}]", value, _NOT_AXES[name])
+        axis = aliases.get(name, name)
+        if axis in _NAMED_AXES:
+            named = f"axis {axis!r}" if axis == name else f"{name!r} is axis {axis!r}, which"
+            raise InvalidArgument(f"extra[{name!r}]", value,
+                                  f"no value here: {named} is set by argument {_NAMED_AXES[axis]!r}")
+        out[name] = value
+    return out
 
 
 def _forced(resolver: Resolver, selected: object) -> str | None:
@@ -231,7 +254,8 @@ def select_backend(
     any case, ``auto`` and the MiniMax aliases ``CUTLASS_MSA``/``TRITON_MSA`` mean automatic selection;
     the answer is vLLM's enum name. ``extra`` gives other axes of the matrix (environment axes such as
     ``vllm_b12x``, model axes such as ``vllm_mla_heads``, ``use_mm_prefix``, ``use_non_causal``); left
-    out, they take their defaults. It may not name an axis a named argument sets.
+    out, they take their defaults. It may not name an axis a named argument sets (by its name or an
+    alias), nor give a ``model`` or ``kernel``: it holds axis values only.
 
     :raises InvalidArgument: an argument of the wrong type or value (bools must be bools, the capability a
         ``(major, minor)`` tuple of ints), naming the argument.
@@ -250,17 +274,19 @@ def select_backend(
     memo = _MEMO.get(resolver)
     if memo is None:
         memo = _MEMO.setdefault(resolver, {})
-    key = (capability, type(capability), *(map(type, capability) if isinstance(capability, tuple) else ()),
-           head_size, type(head_size), dtype, type(dtype), kv_cache_dtype, block_size, type(block_size),
-           use_mla, type(use_mla), use_sparse, type(use_sparse), has_sink, type(has_sink), selected,
-           None if not extra else tuple(sorted((k, v, type(v)) for k, v in extra.items())))
+    key: tuple[object, ...] | None
     try:
+        types = map(type, capability) if isinstance(capability, tuple) else ()
+        key = (capability, type(capability), *types, head_size, type(head_size), dtype, type(dtype),
+               kv_cache_dtype, block_size, type(block_size), use_mla, type(use_mla), use_sparse,
+               type(use_sparse), has_sink, type(has_sink), selected,
+               None if not extra else tuple(sorted((k, v, type(v)) for k, v in extra.items())))
         known = memo.get(key)
-    except TypeError:  # an unhashable argument: never a valid one, refused below
-        known = None
+    except TypeError:  # unhashable, or extra's names unorderable (not all str): never valid, refused below
+        key = known = None
     if known is not None:
         return known
-    query = _query(capability, head_size, dtype, kv_cache_dtype, block_size,
+    query = _query(resolver, capability, head_size, dtype, kv_cache_dtype, block_size,
                    (use_mla, use_sparse, has_sink), extra)
     forced = _forced(resolver, selected)
     if forced is not None:
@@ -274,9 +300,10 @@ def select_backend(
         if selection.kernel is None:
             raise NoValidBackend("No valid attention backend found.", selection.trace)
         known = _backend(selection.kernel)
-    if len(memo) >= _MEMO_SIZE:
-        memo.clear()
-    memo[key] = known
+    if key is not None:  # pragma: no branch - an argument no key holds is refused above
+        if len(memo) >= _MEMO_SIZE:
+            memo.clear()
+        memo[key] = known
     return known
 
 
@@ -300,7 +327,7 @@ def backend_order(
     resolver = _resolver(matrix)
     if extra and not isinstance(extra, Mapping):
         raise InvalidArgument("extra", extra, "a mapping of axis names to values, or None")
-    query = _query(capability, head_size, dtype, kv_cache_dtype, block_size,
+    query = _query(resolver, capability, head_size, dtype, kv_cache_dtype, block_size,
                    (use_mla, use_sparse, has_sink), extra)
     candidates, _decided = resolver.matrix.roles[ROLE].order_for(resolver.derived_values(query))
     return tuple(_backend(k) for k in candidates)
