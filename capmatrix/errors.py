@@ -62,6 +62,7 @@ ERROR_CODES: dict[str, str] = {
     "E246": "a guard's `means` on a non-enum axis, or reading an axis the meant one lacks values of",
     "E250": "a GPU whose sm the sm axis does not declare",
     "E251": "a GPU name or alias used twice",
+    "E260": "an axis or alias named like an option of `capmatrix query` or `select`",
     "T001": "an expectation file of the wrong shape",
     "T002": "a malformed expectation case",
     "T003": "no expectation case found",
