@@ -10,6 +10,7 @@ __all__ = [
     "CapabilityErrors",
     "CapmatrixError",
     "InvalidArgument",
+    "InvalidFile",
     "InvalidQuery",
     "InvalidValue",
     "UnknownName",
@@ -181,6 +182,31 @@ class CapabilityErrors(CapmatrixError, ValueError):
         fnoun = "file" if files == 1 else "files"
         lines.append(f"capmatrix: {len(self.errors)} {noun} in {files} {fnoun}")
         return "\n".join(lines)
+
+
+class InvalidFile(CapmatrixError, ValueError):
+    """A file read beside the capability YAML (a ``check`` baseline, an evidence file) cannot be used.
+
+    ``path`` is how the file is shown, ``line`` and ``column`` (1-based) where the problem is when it
+    has a place, ``message`` what is wrong and ``hint`` what to do.
+
+    >>> print(InvalidFile("caps/check-baseline.json", "not valid JSON (Expecting value)", line=3,
+    ...                   column=9, hint="rewrite it"))
+    caps/check-baseline.json:3:9: not valid JSON (Expecting value); rewrite it
+    """
+
+    def __init__(self, path: str, message: str, *, line: int | None = None, column: int | None = None,
+                 hint: str | None = None) -> None:
+        super().__init__(path, message, line, column, hint)
+        self.path = path
+        self.message = message
+        self.line = line
+        self.column = column
+        self.hint = hint
+
+    def __str__(self) -> str:
+        where = self.path if self.line is None else f"{self.path}:{self.line}:{self.column}"
+        return f"{where}: {self.message}" + (f"; {self.hint}" if self.hint else "")
 
 
 class InvalidQuery(CapmatrixError, ValueError):
