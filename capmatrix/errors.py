@@ -10,6 +10,7 @@ __all__ = [
     "CapabilityErrors",
     "CapmatrixError",
     "InvalidArgument",
+    "InvalidFile",
     "InvalidQuery",
     "InvalidValue",
     "UnknownName",
@@ -49,6 +50,7 @@ ERROR_CODES: dict[str, str] = {
     "E224": "a bad `multiple_of`",
     "E225": "a range whose numbers cannot be read",
     "E226": "a kernel, table or role reads another engine's axis",
+    "E227": "an axis or alias named like an option of `capmatrix query` or `select`",
     "E230": "a model, role or guard pins an unknown axis",
     "E231": "a model, role or guard pins a value the axis does not know",
     "E232": "a Hugging Face model_type mapped to two models",
@@ -187,6 +189,31 @@ class CapabilityErrors(CapmatrixError, ValueError):
         return "\n".join(lines)
 
 
+class InvalidFile(CapmatrixError, ValueError):
+    """A file read beside the capability YAML (a ``check`` baseline, an evidence file) cannot be used.
+
+    ``path`` is how the file is shown, ``line`` and ``column`` (1-based) where the problem is when it
+    has a place, ``message`` what is wrong and ``hint`` what to do.
+
+    >>> print(InvalidFile("caps/check-baseline.json", "not valid JSON (Expecting value)", line=3,
+    ...                   column=9, hint="rewrite it"))
+    caps/check-baseline.json:3:9: not valid JSON (Expecting value); rewrite it
+    """
+
+    def __init__(self, path: str, message: str, *, line: int | None = None, column: int | None = None,
+                 hint: str | None = None) -> None:
+        super().__init__(path, message, line, column, hint)
+        self.path = path
+        self.message = message
+        self.line = line
+        self.column = column
+        self.hint = hint
+
+    def __str__(self) -> str:
+        where = self.path if self.line is None else f"{self.path}:{self.line}:{self.column}"
+        return f"{where}: {self.message}" + (f"; {self.hint}" if self.hint else "")
+
+
 class InvalidQuery(CapmatrixError, ValueError):
     """A query names an unknown kernel, model, role, axis or value, or gives a value of the wrong type.
 
@@ -266,3 +293,22 @@ class InvalidValue(InvalidQuery):
         self.text = text
         self.expected = expected
         super().__init__(f"axis {echo(axis)} expects {expected}, got {echo(text)}")
+
+
+class InvalidArgument(InvalidQuery):
+    """An argument of an engine adapter's function has the wrong type or value.
+
+    ``argument`` names it (``use_mla``, ``capability``, ``extra['sm']``, ``config['architectures']``),
+    ``value`` is what was given and ``expected`` says what it takes. The adapters of
+    :mod:`capmatrix.engine` (``vllm``, ``sglang``) raise it, each re-exporting it.
+
+    >>> print(InvalidArgument("use_mla", "False", "True or False (a bool)"))
+    argument 'use_mla' expects True or False (a bool), got 'False'
+    """
+
+    def __init__(self, argument: str, value: object, expected: str, *, suggestion: str | None = None) -> None:
+        self.argument = argument
+        self.value = value
+        self.expected = expected
+        super().__init__(f"argument {argument!r} expects {expected}, got {echo(value)}",
+                         suggestion=suggestion)

@@ -172,10 +172,12 @@ def read_evidence(
     if data.get("format") != EVIDENCE_FORMAT:
         raise ValueError(f"unknown evidence format {data.get('format')!r} (expected {EVIDENCE_FORMAT})")
     try:
-        sm = int(data["environment"]["sm"])
+        sm = data["environment"]["sm"]
         raw_rows = list(data["cases"])
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"evidence lacks environment.sm or cases: {exc!r}") from None
+    if type(sm) is not int or sm < 0:  # as the probe writes it: 90, not 90.0, "90", true or Infinity
+        raise ValueError(f"evidence environment.sm must be an integer such as 90, got {sm!r}")
     rows = []
     for i, row in enumerate(raw_rows):
         try:

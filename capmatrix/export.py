@@ -17,7 +17,8 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from capmatrix.errors import CapmatrixError
+from capmatrix._files import read_json
+from capmatrix.errors import CapmatrixError, InvalidFile
 from capmatrix.evidence import EVIDENCE_FORMAT, compare
 
 if TYPE_CHECKING:
@@ -144,8 +145,8 @@ def _rule(rule: Rule, axes: dict[str, Axis], paths: _Paths) -> dict[str, object]
 def _evidence_file(path: Path, matrix: Matrix, paths: _Paths) -> dict[str, object]:
     out: dict[str, object] = {"file": paths.show(str(path))}
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = read_json(path, str(out["file"]))
+    except InvalidFile as exc:
         out["problem"] = f"not readable as JSON: {exc}"
         return out
     if not isinstance(data, dict):

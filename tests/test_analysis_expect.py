@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -217,6 +218,45 @@ def test_no_case_found_is_an_error_naming_the_directory(
     status, out, _ = _run("test", str(root), "--expect", str(where), "--json")
     assert status == 2
     assert json.loads(out)["problems"][0]["code"] == "T003"
+
+
+_GOOD_CASE = ("cases:\n  - role: gen\n    query: {sm: 120, attention: mla, kv: fp8, spec_dec: none, "
+              "causal: false}\n    expect: xqa\n")
+
+
+@pytest.mark.parametrize(("kind", "code", "message"), [
+    pytest.param("fifo", "E001", "not a regular file", marks=pytest.mark.skipif(
+        not hasattr(os, "mkfifo"), reason="needs FIFOs")),
+    ("link to a device", "T001", "leads outside the case directory"),
+    ("broken link", "E001", "cannot read file"),
+    ("not UTF-8", "E001", "not UTF-8 (byte 0xff)"),
+    ("nested deeply", "E001", "nest"),
+])
+def test_a_case_file_that_cannot_be_read_is_reported_not_skipped(
+    write_matrix: WriteMatrix, kind: str, code: str, message: str,
+) -> None:
+    """A FIFO, a device or a broken link named ``*.yaml`` was skipped unseen: its cases never ran."""
+    root = write_matrix()
+    _write(root, _GOOD_CASE)
+    bad = root / "expect" / "bad.yaml"
+    if kind == "fifo":
+        os.mkfifo(bad)
+    elif kind == "link to a device":
+        bad.symlink_to(os.devnull)
+    elif kind == "broken link":
+        bad.symlink_to(root / "expect" / "gone.yaml")
+    elif kind == "not UTF-8":
+        bad.write_bytes(b"cases: [\xff]\n")
+    else:
+        bad.write_text("cases: " + "[" * 5000 + "]" * 5000 + "\n", encoding="utf-8")
+    assert bad in discover_cases(root / "expect")
+    report = run_expectations(capmatrix.load(root))
+    assert [(p.path.rsplit("/", 1)[-1], p.code) for p in report.problems] == [("bad.yaml", code)]
+    assert message in report.problems[0].message
+    assert len(report.results) == 1  # the readable file still runs
+    status, out, _ = _run("test", str(root))
+    assert status == 2
+    assert "bad.yaml" in out
 
 
 def test_a_matrix_without_expect_directory_fails_test(write_matrix: WriteMatrix) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from typing import TYPE_CHECKING
 
 import pytest
@@ -233,3 +234,54 @@ def test_rewriting_a_baseline_keeps_the_why_of_each_key(write_matrix: WriteMatri
     assert again["C106 sm xqa.hmma"]["why"] == "accepted: the engine's own range"
     assert "why" not in again["C108 role gen"]
     assert "why" not in again["C102 other.never"]
+
+
+def _hostile(kind: str, path: Path) -> str:
+    """Make ``path`` a ``kind`` of baseline no reader may trust; return what the refusal says."""
+    if kind == "fifo":
+        os.mkfifo(path)  # read as it was, it blocked for ever
+        return "not a regular file"
+    if kind == "device":
+        path.symlink_to("/dev/zero")  # read whole, it was a MemoryError
+        return "not a regular file"
+    if kind == "not UTF-8":
+        path.write_bytes(b'{"format": "capmatrix-check-baseline\xff"}')  # a UnicodeDecodeError traceback
+        return ":1:37: not UTF-8 (byte 0xff)"
+    if kind == "nested":
+        path.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")  # a RecursionError traceback
+        return "nested deeper than 64 levels"
+    path.write_text(json.dumps({"format": BASELINE_FORMAT, "version": 1, "findings": []})[:-1]
+                    + ', "extra": NaN}', encoding="utf-8")
+    return "JSON has no NaN"
+
+
+HOSTILE = [pytest.param("fifo", marks=pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")),
+           "device", "not UTF-8", "nested", "NaN"]
+
+
+@pytest.mark.parametrize("kind", HOSTILE)
+def test_a_hostile_baseline_is_refused_naming_it(
+    write_matrix: WriteMatrix, tmp_path: Path, kind: str,
+) -> None:
+    root = write_matrix()
+    baseline = tmp_path / "baseline.json"
+    said = _hostile(kind, baseline)
+    code, out, err = cli("check", str(root), "--baseline", str(baseline))
+    assert (code, out) == (2, "")
+    assert err.startswith(f"capmatrix: error: {baseline}")
+    assert said in err
+    assert err.rstrip().endswith(f"write one with `capmatrix check --write-baseline {baseline}`")
+
+
+@pytest.mark.parametrize("kind", HOSTILE)
+def test_a_hostile_baseline_of_the_matrix_is_refused_not_skipped(
+    write_matrix: WriteMatrix, kind: str,
+) -> None:
+    """The matrix's own check-baseline.json: a FIFO or a device there is named, not passed over."""
+    root = write_matrix()
+    said = _hostile(kind, root / BASELINE_NAME)
+    code, out, err = cli("check", str(root))
+    assert (code, out) == (2, "")
+    assert f"{root / BASELINE_NAME}" in err
+    assert said in err
+    assert cli("check", str(root), "--no-baseline")[0] == 0  # the way round it: judge every finding

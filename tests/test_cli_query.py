@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import pytest
+from conftest import SMALL_AXES
 
 import capmatrix
 from capmatrix import KernelQuery
@@ -117,3 +118,114 @@ def test_closest_sets_how_many_grants_are_listed() -> None:
     text = cli(*SEED, "--closest", "0")[1]
     assert "x xqa." not in text
     assert "- xqa.mla_fp8_only" in text
+
+
+# --------------------------------------------------------------------------------------------------
+# E227: an axis or alias named like an option of query or select
+
+
+def _option_names(command: str) -> set[str]:
+    """The axis names whose ``--<axis>`` option ``command``'s own parser has (read off argparse)."""
+    import argparse
+
+    from capmatrix.cli._query import AXIS_COMMANDS
+
+    parser = argparse.ArgumentParser(prog=f"capmatrix {command}")
+    AXIS_COMMANDS[command](parser)
+    return {o[2:].replace("-", "_") for o in parser._option_string_actions if o.startswith("--")}
+
+
+CLASHING = sorted(_option_names("query") | _option_names("select"))
+
+
+def test_the_clashing_names_are_read_off_the_parsers() -> None:
+    assert {"gpu", "vary", "explain", "closest", "model", "hf_config", "json", "matrix", "help"} <= set(
+        CLASHING)
+    assert "kernel" not in CLASHING  # a positional argument takes no option
+    assert {"vary", "closest"} <= _option_names("query") - _option_names("select")
+
+
+def _axes_with(name: str, alias: str | None = None) -> dict[str, str]:
+    aliases = f"\n    aliases: {{{alias}: vllm}}" if alias else ""
+    return {"axes.yaml": SMALL_AXES + f"  {name}:\n    type: bool\n    description: d{aliases}\n"}
+
+
+@pytest.mark.parametrize("name", CLASHING)
+def test_an_axis_named_like_an_option_is_refused_by_validate(write_matrix: Any, name: str) -> None:
+    from capmatrix.loader import RESERVED_AXIS_NAMES
+
+    root = write_matrix(_axes_with(name))
+    code, out, _err = cli("validate", str(root), "--json")
+    assert code == 2
+    [problem] = json.loads(out)["problems"]
+    line = SMALL_AXES.count("\n") + 1
+    expected = "E217" if name in RESERVED_AXIS_NAMES else "E227"  # the loader's list answers first
+    assert (problem["code"], problem["line"], problem["column"], problem["json_path"]) == (
+        expected, line, 3, f"axes.{name}")
+    for command in ("query", "select"):
+        target = "xqa" if command == "query" else "nothing"
+        code, _out, err = cli(command, target, "--matrix", str(root), "--sm", "90")
+        if expected == "E227" and name not in _option_names(command):
+            continue  # the other command has no such option: its axis option works
+        assert (code, "Traceback" in err) == (2, False), err
+        assert f"{root}/axes.yaml:{line}:3: axes.{name}: " in err
+
+
+def test_the_clash_names_the_option_and_the_commands(write_matrix: Any) -> None:
+    root = write_matrix(_axes_with("gpu"))
+    code, _out, err = cli("validate", str(root))
+    assert code == 2
+    line = SMALL_AXES.count("\n") + 1
+    assert err.splitlines() == [
+        (f"{root}/axes.yaml:{line}:3: axes.gpu: axis name 'gpu' clashes with the command line: --gpu is "
+         "an option of `capmatrix query` and `capmatrix select` (rename the axis, e.g. gpu_axis)"),
+        "capmatrix: 1 problem in 1 file",
+    ]
+    assert capmatrix.load(root).axes["gpu"].type is capmatrix.AxisType.BOOL  # Python's queries are fine
+
+
+def test_an_option_of_query_alone_leaves_select_its_axis(write_matrix: Any) -> None:
+    roles = """\
+        roles:
+          decode:
+            description: d
+            candidates: [xqa, fallback]
+            source: test
+        """
+    root = write_matrix({**_axes_with("vary"), "roles.yaml": roles})
+    code, _out, err = cli("query", "xqa", "--matrix", str(root), "--sm", "90")
+    assert code == 2
+    assert "--vary is an option of `capmatrix query` (rename" in err
+    code, out, err = cli("select", "decode", "--matrix", str(root), "--sm", "90", "--attention", "gqa",
+                         "--kv", "bf16", "--spec-dec", "none", "--causal", "true", "--vary", "true", "--json")
+    assert code == 0, err
+    assert json.loads(out)["trace"][0]["origins"]["vary"] == "query"  # --vary set the axis
+    code, _out, err = cli("validate", str(root))
+    assert code == 2
+    assert "--vary is an option of `capmatrix query` (rename" in err
+
+
+def test_an_alias_named_like_an_option_is_placed_at_its_key(write_matrix: Any) -> None:
+    root = write_matrix(_axes_with("kv_layout", alias="closest"))
+    code, out, _err = cli("validate", str(root), "--json")
+    assert code == 2
+    [problem] = json.loads(out)["problems"]
+    assert problem == {
+        "code": "E227", "path": f"{root}/axes.yaml", "line": SMALL_AXES.count("\n") + 4, "column": 15,
+        "json_path": "axes.kv_layout.aliases.closest",
+        "message": "alias 'closest' of axis 'kv_layout' clashes with the command line: --closest is an "
+                   "option of `capmatrix query`",
+        "hint": "an alias is a name no option of capmatrix query or select has",
+    }
+
+
+def test_a_matrix_built_by_hand_is_placed_at_its_root(small: capmatrix.Matrix) -> None:
+    import dataclasses
+
+    from capmatrix.cli._query import option_clashes
+
+    assert option_clashes(small) == []
+    gpu = dataclasses.replace(small.axes["causal"], name="gpu", location=None)
+    [problem] = option_clashes(dataclasses.replace(small, axes={**small.axes, "gpu": gpu}))
+    assert (problem.code, problem.path, problem.line, problem.json_path) == (
+        "E227", small.root, None, "axes.gpu")

@@ -274,12 +274,85 @@ def test_hf_config() -> None:
     ({"decode_attention_backend": "FA3"}, "decode_attention_backend"),
     ({"page_size": 0}, "page_size"),
     ({"speculative_eagle_topk": True}, "speculative_eagle_topk"),
+    # unhashable or of another type: each a named refusal, never a TypeError from a lookup
+    ({"speculative_algorithm": []}, "speculative_algorithm"),
+    ({"speculative_algorithm": {"EAGLE": 1}}, "speculative_algorithm"),
+    ({"kv_cache_dtype": ["auto"]}, "kv_cache_dtype"),
+    ({"kv_cache_dtype": {}}, "kv_cache_dtype"),
+    ({"attention_backend": ["fa3"]}, "attention_backend"),
+    ({"prefill_attention_backend": {"fa3"}}, "prefill_attention_backend"),
+    ({"page_size": "64"}, "page_size"),
+    ({"page_size": 64.0}, "page_size"),
+    ({"page_size": True}, "page_size"),
+    ({"speculative_eagle_topk": [4]}, "speculative_eagle_topk"),
 ])
 def test_invalid_arguments(kwargs: dict[str, Any], argument: str) -> None:
     with pytest.raises(InvalidArgument) as raised:
         resolve(**{"capability": (9, 0), "model": LLAMA, **kwargs})
     assert raised.value.argument == argument
     assert argument in str(raised.value)
+
+
+@pytest.mark.parametrize(("kwargs", "argument"), [
+    ({"arch": "DeepseekV3ForCausalLM", "mla": "False"}, "mla"),  # a truthy string: silently MLA before
+    ({"arch": "DeepseekV3ForCausalLM", "mla": "True"}, "mla"),
+    ({"arch": "LlamaForCausalLM", "mla": 0}, "mla"),  # an int is no bool either
+    ({"arch": "DeepseekV32ForCausalLM", "mla": True, "dsa": 1}, "dsa"),
+    ({"arch": "GptOssForCausalLM", "sinks": "yes"}, "sinks"),
+    ({"arch": "Qwen3NextForCausalLM", "hybrid_gdn": None}, "hybrid_gdn"),
+    ({"arch": "Exaone4ForCausalLM", "swa_pattern": "LLLG"}, "swa_pattern"),
+    ({"arch": ["LlamaForCausalLM"]}, "arch"),
+    ({"arch": ""}, "arch"),
+    ({"arch": None}, "arch"),
+])
+def test_model_fields_of_the_wrong_type_are_refused(kwargs: dict[str, Any], argument: str) -> None:
+    """SGLangModel takes an architecture name and real bools: ``mla="False"`` is not MLA, it is an error."""
+    with pytest.raises(InvalidArgument) as raised:
+        SGLangModel(**kwargs)
+    assert (raised.value.argument, raised.value.value) == (argument, kwargs[argument])
+    assert str(raised.value).startswith(f"argument {argument!r} expects ")
+
+
+def test_a_model_flag_given_as_a_string_never_reaches_an_answer() -> None:
+    """``mla="False"`` read as MLA gave the MLA default (flashinfer on SM100, not trtllm_mha): refused."""
+    mha = resolve(capability=(10, 0), model=LLAMA)
+    mla = resolve(capability=(10, 0), model=SGLangModel("LlamaForCausalLM", mla=True))
+    assert (mha.attention_backend, mla.attention_backend) == ("trtllm_mha", "flashinfer")
+    with pytest.raises(InvalidArgument, match="'mla'"):
+        resolve(capability=(10, 0), model=SGLangModel("LlamaForCausalLM", mla="False"))  # type: ignore[arg-type]
+
+
+def test_one_invalid_argument_class_for_the_engine_adapters() -> None:
+    from capmatrix.engine import vllm
+    from capmatrix.errors import InvalidArgument as Home
+    from capmatrix.errors import InvalidQuery
+
+    assert InvalidArgument is vllm.InvalidArgument is Home
+    assert issubclass(InvalidArgument, InvalidQuery)
+
+
+@pytest.mark.parametrize(("config", "argument"), [
+    (None, "config"),
+    ("config.json", "config"),
+    ([("architectures", ["LlamaForCausalLM"])], "config"),
+    ({"architectures": "LlamaForCausalLM"}, "config['architectures']"),
+    ({"architectures": [""]}, "config['architectures']"),
+    ({"architectures": [None]}, "config['architectures']"),
+    ({"architectures": ["Qwen3NextForCausalLM"], "model_type": ["qwen3_next"]}, "config['model_type']"),
+    ({"architectures": ["LlamaForCausalLM"], "learnable_sink": "false"}, "config['learnable_sink']"),
+    ({"architectures": ["LlamaForCausalLM"], "learnable_sink": 1}, "config['learnable_sink']"),
+])
+def test_hf_config_of_the_wrong_shape(config: Any, argument: str) -> None:
+    with pytest.raises(InvalidArgument) as raised:
+        model_from_hf_config(config)
+    assert raised.value.argument == argument
+    assert argument in str(raised.value)
+
+
+def test_hf_config_learnable_sink() -> None:
+    assert model_from_hf_config({"architectures": ["LlamaForCausalLM"], "learnable_sink": True}).sinks
+    assert not model_from_hf_config({"architectures": ["LlamaForCausalLM"], "learnable_sink": False}).sinks
+    assert not model_from_hf_config({"architectures": ["LlamaForCausalLM"], "learnable_sink": None}).sinks
 
 
 def test_select_on_the_command_line() -> None:

@@ -284,6 +284,12 @@ _FakeTorchDType.__name__ = "dtype"
     ({"extra": {"sm": 100}}, "extra['sm']"),
     ({"extra": {"attention_sinks": True}}, "extra['attention_sinks']"),
     ({"extra": [("use_mm_prefix", True)]}, "extra"),
+    ({"extra": {"model": "gpt_oss_20b"}}, "extra['model']"),  # not an axis: it set sliding_window, sinks...
+    ({"extra": {"kernel": "vllm_flash_attn"}}, "extra['kernel']"),
+    ({"extra": {"block_size": 16}}, "extra['block_size']"),  # an alias of tokens_per_block (block_size)
+    ({"extra": {"vllm_kv_cache_dtype": "fp8"}}, "extra['vllm_kv_cache_dtype']"),
+    ({"extra": {1: True}}, "extra"),
+    ({"extra": {1: True, "use_mm_prefix": True}}, "extra"),  # names that do not even sort
     ({"selected": 3}, "selected"),
     ({"selected": "FLASH_ATTENTION"}, "selected"),
 ])
@@ -302,6 +308,22 @@ def test_arguments_are_validated(changes: dict[str, Any], argument: str) -> None
         with pytest.raises(InvalidArgument) as order:
             backend_order(**kwargs)
         assert order.value.argument == argument
+
+
+def test_extra_may_not_carry_a_model() -> None:
+    """``extra={"model": ...}`` made the model's axes the defaults: a different answer, silently."""
+    from capmatrix.engine.vllm import InvalidArgument
+
+    mla80 = {**_MHA, "capability": (8, 0), "head_size": 64, "use_mla": True}
+    assert select_backend(**mla80) == "TRITON_MLA"
+    with pytest.raises(InvalidArgument) as info:
+        select_backend(**mla80, extra={"model": "gpt_oss_20b"})
+    assert (info.value.argument, info.value.value) == ("extra['model']", "gpt_oss_20b")
+    assert "a model is not one" in info.value.expected
+    with pytest.raises(InvalidArgument) as alias:
+        backend_order(**mla80, extra={"block_size": 16})
+    assert "'block_size' is axis 'tokens_per_block', which is set by argument 'block_size'" in str(
+        alias.value)
 
 
 def test_argument_suggestions() -> None:

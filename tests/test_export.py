@@ -372,6 +372,32 @@ def test_artifact_carries_the_matrix(matrix: capmatrix.Matrix, data: dict[str, A
     assert all(f["disagreements"] == 0 and f["checks"] > 0 for f in probes)
 
 
+@pytest.mark.parametrize(("text", "problem"), [
+    ('{"format": 1, "environment": {"sm": Infinity}, "cases": []}', "Infinity is no JSON number"),
+    ('{"format": 1, "environment": {"sm": 1e999}, "cases": []}', "1e999 is too large for a number"),
+    ("[" * 100_000 + "]" * 100_000, "nested deeper than 64 levels"),
+    ('{"format": 1, "environment": {"sm": 90.5}, "cases": []}', "environment.sm must be an integer"),
+])
+def test_an_evidence_file_capmatrix_cannot_use_is_a_problem_entry(
+    write_matrix: Any, text: str, problem: str,
+) -> None:
+    """``"sm": Infinity`` was read, then compared: an OverflowError traceback instead of an artifact."""
+    root = write_matrix()
+    (root / "evidence").mkdir()
+    (root / "evidence" / "bad.json").write_text(text, encoding="utf-8")
+    (entry,) = export(capmatrix.load(root))["evidence"]["files"]
+    assert entry["file"].endswith("evidence/bad.json")
+    assert problem in entry["problem"]
+
+
+def test_an_evidence_device_is_a_problem_entry_read_no_further(write_matrix: Any) -> None:
+    root = write_matrix()
+    (root / "evidence").mkdir()
+    (root / "evidence" / "zero.json").symlink_to("/dev/zero")
+    (entry,) = export(capmatrix.load(root))["evidence"]["files"]
+    assert entry["problem"].endswith(": not a regular file")
+
+
 def test_export_is_deterministic(matrix: capmatrix.Matrix) -> None:
     assert dumps(export(matrix)) == dumps(export(capmatrix.load()))
 

@@ -435,6 +435,15 @@ def test_read_evidence_rejects_bad_data(mutate: Any, problem: str) -> None:
         probe.read_evidence(data)
 
 
+@pytest.mark.parametrize("sm", [float("inf"), float("nan"), 90.0, 90.7, "90", True, -90, None])
+def test_read_evidence_takes_sm_as_the_probe_writes_it(sm: object) -> None:
+    """An int: ``int(...)`` took 90.7 as 90 and True as 1, and raised OverflowError on Infinity."""
+    data = recorded()
+    data["environment"]["sm"] = sm
+    with pytest.raises(ValueError, match=r"environment\.sm must be an integer such as 90, got "):
+        probe.read_evidence(data)
+
+
 # -- evidence files ------------------------------------------------------------------------------------
 
 

@@ -6,6 +6,7 @@ import hashlib
 import html.parser
 import io
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -34,6 +35,7 @@ from capmatrix.render import (
     render_markdown,
     render_pages,
 )
+from capmatrix.render._evidence import EVIDENCE_HINT
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "capabilities"
@@ -483,6 +485,56 @@ def test_broken_evidence_is_a_located_error(write_matrix: Any) -> None:
     with pytest.raises(RenderError) as info:
         build(capmatrix.load(root))
     assert str(info.value).startswith("capabilities/evidence/bad.json:2:")
+
+
+def _evidence_of(kind: str, path: Path) -> str:
+    """Make ``path`` a ``kind`` of evidence file no reader may trust; return what the refusal says."""
+    if kind == "fifo":
+        os.mkfifo(path)  # read as it was, render blocked for ever
+        return ": not a regular file"
+    if kind == "device":
+        path.symlink_to("/dev/zero")  # read whole, a MemoryError
+        return ": not a regular file"
+    if kind == "not UTF-8":
+        path.write_bytes(b'{"format": "r\xe9cord"}')  # was a located error already; still is
+        return ":1:14: not UTF-8 (byte 0xe9)"
+    if kind == "nested":
+        path.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")  # a RecursionError traceback
+        return ": objects and arrays nested deeper than 64 levels"
+    path.write_text('{"format": 1, "environment": {"sm": Infinity}, "cases": []}', encoding="utf-8")
+    return ": not valid JSON (Infinity is no JSON number"  # accepted, then an OverflowError traceback
+
+
+@pytest.mark.parametrize("kind", [
+    pytest.param("fifo", marks=pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")),
+    "device", "not UTF-8", "nested", "Infinity",
+])
+def test_a_hostile_evidence_file_is_a_render_error_naming_it(
+    write_matrix: Any, tmp_path: Path, kind: str,
+) -> None:
+    root = write_matrix()
+    (root / "evidence").mkdir()
+    said = _evidence_of(kind, root / "evidence" / "bad.json")
+    with pytest.raises(RenderError) as info:
+        build(capmatrix.load(root))
+    assert f"/evidence/bad.json{said}" in str(info.value)  # shown from the matrix root, or in full
+    assert str(info.value).endswith(f"; {EVIDENCE_HINT}")
+    code, _out, err = cli("render", "--matrix", str(root), "--out-dir", str(tmp_path / "docs"))
+    assert code == 2
+    assert "Traceback" not in err
+    assert "evidence/bad.json" in err
+    assert not (tmp_path / "docs").exists()
+
+
+@pytest.mark.parametrize("sm", ["90.5", '"90"', "true"])
+def test_evidence_whose_sm_is_no_integer_is_not_compared(write_matrix: Any, sm: str) -> None:
+    root = write_matrix()
+    (root / "evidence").mkdir()
+    (root / "evidence" / "run.json").write_text(
+        f'{{"format": 1, "environment": {{"sm": {sm}}}, "kernels": [], "cases": []}}', encoding="utf-8")
+    (ev,) = build(capmatrix.load(root)).evidence
+    assert ev.problem is not None
+    assert "environment.sm must be an integer such as 90" in ev.problem
 
 
 def test_failed_render_leaves_old_files(

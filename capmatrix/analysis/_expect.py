@@ -136,10 +136,14 @@ class ExpectReport:
 
 
 def discover_cases(directory: Path) -> list[Path]:
-    """The ``*.yaml`` / ``*.yml`` files of an expectation directory, sorted."""
+    """The ``*.yaml`` / ``*.yml`` entries of an expectation directory that are not directories, sorted.
+
+    A FIFO, a device or a broken link so named is listed too: reading it reports it (E001), where
+    skipping it would drop its cases from the run unseen.
+    """
     if not directory.is_dir():
         return []
-    return sorted(p for p in directory.rglob("*") if p.suffix in {".yaml", ".yml"} and p.is_file())
+    return sorted(p for p in directory.rglob("*") if p.suffix in {".yaml", ".yml"} and not p.is_dir())
 
 
 def _display(path: Path) -> str:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from capmatrix._atomic import write_text_atomic
+from capmatrix._files import read_json
 from capmatrix.analysis import (
     DEFAULT_TIMEOUT,
     MAX_CALLS,
@@ -146,20 +147,17 @@ def baseline_text(result: CheckResult, why: Mapping[str, str] | None = None) -> 
 def read_baseline(path: str) -> frozenset[str]:
     """The finding keys a baseline file records.
 
-    :raises CapmatrixError: when the file is not a baseline (with what to do); OSError when unreadable.
+    :raises capmatrix.errors.InvalidFile: when the file cannot be read (not a regular file, too large, not
+        UTF-8, not strict JSON, nested too deeply), with what to do.
+    :raises CapmatrixError: when it is JSON but not a baseline (with what to do).
     """
     return frozenset(_baseline_entries(path))
 
 
 def _baseline_entries(path: str) -> dict[str, str | None]:
     """Each key a baseline file records, with its ``why`` (None without one)."""
-    text = Path(path).read_text(encoding="utf-8")
     redo = f"write one with `capmatrix check --write-baseline {path}`"
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        where = f"{path}:{exc.lineno}:{exc.colno}"
-        raise CapmatrixError(f"{where}: not valid JSON ({exc.msg}); {redo}") from None
+    data = read_json(path, path, hint=redo)
     if not isinstance(data, dict) or data.get("format") != BASELINE_FORMAT:
         raise CapmatrixError(
             f'{path}: not a capmatrix check baseline (no "format": "{BASELINE_FORMAT}"); {redo}'
@@ -237,7 +235,8 @@ def cmd_check(args: argparse.Namespace, _prepared: None, out: TextIO, err: TextI
     announce_matrix(choice, err)
     baseline = args.baseline
     own = Path(choice.path) / BASELINE_NAME
-    if baseline is None and args.write_baseline is None and not args.no_baseline and own.is_file():
+    if (baseline is None and args.write_baseline is None and not args.no_baseline
+            and (own.is_symlink() or own.exists())):  # a FIFO or a device there is refused, not skipped
         baseline = str(own)  # the findings the matrix's maintainers accepted, with why
     known = read_baseline(baseline) if baseline is not None else None
     result = check_path(choice.path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextvars
 import os
 import re
@@ -10,8 +11,17 @@ from pathlib import Path
 from capmatrix._record import record
 from capmatrix.cli._json import write_json
 from capmatrix.engine.hf import query_from_hf_config, read_hf_config
-from capmatrix.errors import InvalidArgument, InvalidQuery, InvalidValue, UnknownName, did_you_mean, echo
-from capmatrix.loader import RESERVED_AXIS_NAMES, default_path, load
+from capmatrix.errors import (
+    CapabilityError,
+    CapabilityErrors,
+    InvalidArgument,
+    InvalidQuery,
+    InvalidValue,
+    UnknownName,
+    did_you_mean,
+    echo,
+)
+from capmatrix.loader import RESERVED_AXIS_NAMES, default_path, discover, load
 from capmatrix.matrix import gpu_spelling
 from capmatrix.model import AxisType, format_value
 from capmatrix.query import ANY, KernelQuery
@@ -19,8 +29,7 @@ from capmatrix.releases import engine_releases, release
 
 TYPE_CHECKING = False  # not typing's: every command would import it for annotations only
 if TYPE_CHECKING:
-    import argparse
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from typing import Any, TextIO
 
     from capmatrix.matrix import Matrix
@@ -40,6 +49,7 @@ __all__ = [
     "add_matrix_option",
     "add_model_options",
     "announce_matrix",
+    "axis_option_clashes",
     "brief_load_errors",
     "choose_matrix",
     "forget_matrix_choice",
@@ -216,9 +226,39 @@ def _option(name: str) -> str:
 
 
 def add_axis_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Matrix:
-    """One ``--<axis> VALUE`` option per axis of the matrix named by ``--matrix``; return that matrix."""
+    """One ``--<axis> VALUE`` option per axis of the matrix named by ``--matrix``; return that matrix.
+
+    An axis (or alias) is ``--`` and its name with ``_`` as ``-``, beside the options the command has.
+
+    :raises CapabilityErrors: when an axis or alias names an option the command has already (E227), as
+        ``capmatrix validate`` reports it, rather than argparse's conflict.
+    """
     matrix = load_matrix(prescan(argv, "--matrix"))
+    clashes = axis_option_clashes({parser.prog: parser}, matrix)
+    if clashes:
+        raise CapabilityErrors(clashes)
+    return matrix
+
+
+def axis_option_clashes(
+    parsers: Mapping[str, argparse.ArgumentParser], matrix: Matrix,
+) -> list[CapabilityError]:
+    """Add ``matrix``'s axis options to each parser (by command); an E227 problem per name one refuses.
+
+    argparse itself decides: a name clashes when adding its option to a command's parser conflicts
+    with an option the command defines (``--gpu``, ``--vary``, ``--explain``, ``--help``, ...).
+    """
+    found: dict[tuple[str, str | None], list[str]] = {}
+    for command, parser in parsers.items():
+        for clash in _add_axes(parser, matrix):
+            found.setdefault(clash, []).append(command)
+    return [_clash(matrix, axis, alias, commands) for (axis, alias), commands in found.items()]
+
+
+def _add_axes(parser: argparse.ArgumentParser, matrix: Matrix) -> list[tuple[str, str | None]]:
+    """Add an option per axis and alias to ``parser``; return the (axis, alias) names it refused."""
     group = parser.add_argument_group("axes ('*' makes an axis range over all its values)")
+    refused: list[tuple[str, str | None]] = []
     if matrix.releases:
         modelled = "; ".join(f"{e}: {', '.join(r.names)}" for e, r in matrix.releases.items())
         group.add_argument(
@@ -231,14 +271,39 @@ def add_axis_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Ma
         shown = ", ".join(format_value(v) for v in axis.known)
         if axis.name == "sm" and axis.type is AxisType.INT:
             shown += " (also written sm_90a, sm100, 9.0; --gpu NAME gives it by product name)"
-        group.add_argument(
-            _option(axis.name), dest=f"axis_{axis.name}", metavar="VALUE",
-            help=f"{axis.type}: {shown}",
-        )
-        for alias, scope in axis.aliases.items():  # an engine's word for the axis (never another's name)
-            group.add_argument(_option(alias), dest=f"axis_{alias}", metavar="VALUE",
-                               help=f"{_option(axis.name)} in {scope}'s word")
-    return matrix
+        options: list[tuple[str, str | None, str]] = [(axis.name, None, f"{axis.type}: {shown}")]
+        # an engine's word for the axis (never another's name)
+        options.extend((alias, alias, f"{_option(axis.name)} in {scope}'s word")
+                       for alias, scope in axis.aliases.items())
+        for name, alias, text in options:
+            try:
+                group.add_argument(_option(name), dest=f"axis_{name}", metavar="VALUE", help=text)
+            except argparse.ArgumentError:  # noqa: PERF203 - the command has this option already
+                refused.append((axis.name, alias))
+    return refused
+
+
+def _clash(matrix: Matrix, axis: str, alias: str | None, commands: list[str]) -> CapabilityError:
+    """E227 at the axis's (or alias's) key in its file, read again for the position."""
+    from capmatrix import _yaml  # noqa: PLC0415 - PyYAML loads only when there is a clash to place
+
+    option = _option(alias or axis)
+    where = " and ".join(f"`{c}`" for c in commands)
+    if alias is None:
+        path: tuple[str, ...] = ("axes", axis)
+        message = f"axis name {echo(axis)} clashes with the command line: {option} is an option of {where}"
+        hint = f"rename the axis, e.g. {axis}_axis"
+    else:
+        path = ("axes", axis, "aliases", alias)
+        message = (f"alias {echo(alias)} of axis {echo(axis)} clashes with the command line: {option} is "
+                   f"an option of {where}")
+        hint = "an alias is a name no option of capmatrix query or select has"
+    shown = matrix.axes[axis].location
+    if shown is None:  # a matrix built by hand, not read from files
+        return CapabilityError(matrix.root, None, None, ".".join(path), message, hint=hint, code="E227")
+    files = {display: file for file, display in discover(Path(matrix.root))}
+    _data, smap = _yaml.read(files[shown.path], shown.path)
+    return smap.error(path, message, key=True, hint=hint, code="E227")
 
 
 #: The spellings of one SM an ``--sm`` option takes besides the number: ``sm_90a``, ``SM100``, ``sm_120``

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 from capmatrix._default import derived_values, resolve, select, suggest
 from capmatrix.cli._common import (
     EXIT_DEPENDS,
@@ -14,6 +16,7 @@ from capmatrix.cli._common import (
     add_matrix_option,
     add_model_options,
     announce_matrix,
+    axis_option_clashes,
     choose_matrix,
     print_json,
     query_from_args,
@@ -26,8 +29,7 @@ from capmatrix.resolver import CLOSEST_GRANTS, OriginKind, ReasonKind, Verdict
 
 TYPE_CHECKING = False  # not typing's: every command would import it for annotations only
 if TYPE_CHECKING:
-    import argparse
-    from collections.abc import Collection, Iterable, Sequence
+    from collections.abc import Callable, Collection, Iterable, Sequence
     from typing import TextIO
 
     from capmatrix._suggest import Suggestion
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
     from capmatrix.resolver import Origin, Reason, Resolution, Selection
 
 __all__ = [
+    "AXIS_COMMANDS",
     "alternatives",
     "cmd_query",
     "cmd_select",
@@ -47,6 +50,7 @@ __all__ = [
     "format_selection",
     "format_short",
     "format_suggestions",
+    "option_clashes",
     "read_axes",
 ]
 
@@ -226,6 +230,12 @@ def format_suggestions(suggestions: Sequence[Suggestion], *, limit: int = SHOWN_
 
 def configure_query(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Matrix:
     """Arguments of ``capmatrix query``."""
+    _query_options(parser)
+    return add_axis_options(parser, argv)
+
+
+def _query_options(parser: argparse.ArgumentParser) -> None:
+    """The options of ``capmatrix query`` besides the axes."""
     parser.add_argument("kernel", help="kernel name, e.g. xqa")
     add_model_options(parser)
     parser.add_argument("--json", action="store_true", help="print a JSON object")
@@ -242,7 +252,6 @@ def configure_query(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Mat
     )
     _add_explain_option(parser)
     add_matrix_option(parser)
-    return add_axis_options(parser, argv)
 
 
 def _add_explain_option(parser: argparse.ArgumentParser) -> None:
@@ -280,13 +289,49 @@ def cmd_query(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextIO
 
 def configure_select(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Matrix:
     """Arguments of ``capmatrix select``."""
+    _select_options(parser)
+    return add_axis_options(parser, argv)
+
+
+def _select_options(parser: argparse.ArgumentParser) -> None:
+    """The options of ``capmatrix select`` besides the axes."""
     parser.add_argument("role", help="role name, e.g. trtllm_generation")
     add_model_options(parser)
     parser.add_argument("--json", action="store_true",
                         help="print a JSON object (``alternatives``: the later candidates that also serve)")
     _add_explain_option(parser)
     add_matrix_option(parser)
-    return add_axis_options(parser, argv)
+
+
+#: The commands that take an option per axis, each with what adds its other options.
+AXIS_COMMANDS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
+    "query": _query_options, "select": _select_options,
+}
+
+
+class _FixedWidth(argparse.HelpFormatter):
+    """argparse's formatter at a fixed width.
+
+    argparse's own reads the terminal's width through ``shutil`` (imported for that alone), and the
+    parsers :func:`option_clashes` builds never print their help.
+    """
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        super().__init__(prog, indent_increment, max_help_position, width or 80)
+
+
+def option_clashes(matrix: Matrix) -> list[CapabilityError]:
+    """E227: each axis or alias of ``matrix`` whose ``--<axis>`` option a command defines already.
+
+    argparse finds them, on the parsers of the commands of :data:`AXIS_COMMANDS` with their own options.
+    """
+    parsers = {}
+    for command, add_options in AXIS_COMMANDS.items():
+        parser = argparse.ArgumentParser(prog=f"capmatrix {command}", formatter_class=_FixedWidth)
+        add_options(parser)
+        parsers[parser.prog] = parser
+    return axis_option_clashes(parsers, matrix)
 
 
 def alternatives(selection: Selection, matrix: Matrix) -> list[Resolution]:
@@ -386,10 +431,13 @@ def cmd_validate(args: argparse.Namespace, _prepared: None, out: TextIO, err: Te
     announce_matrix(choice, err)
     # One load: its problems are iter_problems's, and a clean matrix is not read a second time.
     problems: list[CapabilityError] = []
+    matrix: Matrix | None = None
     try:
-        matrix: Matrix | None = load(choice.path)
+        loaded = load(choice.path)
     except CapabilityErrors as exc:
-        matrix, problems = None, list(exc.errors)
+        problems = list(exc.errors)
+    else:  # then the names the command line's own parsers refuse (E227)
+        matrix, problems = loaded, option_clashes(loaded)
     if args.format == "github":
         out.writelines(problem_annotation(p) + "\n" for p in problems)
         if problems:

@@ -128,7 +128,11 @@ _GDN_ALLOWED = {"sm12x": "{'flashinfer', 'triton', 'trtllm_mha'}",
 
 @dataclass(frozen=True, slots=True)
 class SGLangModel:
-    """What SGLang's resolution reads of a model: its architecture name and a few flags of its config."""
+    """What SGLang's resolution reads of a model: its architecture name and a few flags of its config.
+
+    :raises InvalidArgument: for an ``arch`` that is not a non-empty str, or a flag that is not a bool
+        (``"False"`` and ``0`` are refused: a truthy string would silently read as MLA).
+    """
 
     #: ``hf_config.architectures[0]``, e.g. ``LlamaForCausalLM``.
     arch: str
@@ -143,18 +147,45 @@ class SGLangModel:
     #: a ``sliding_window_pattern`` in the config (EXAONE 4).
     swa_pattern: bool = False
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.arch, str) or not self.arch:
+            raise InvalidArgument("arch", self.arch, "an architecture name (a non-empty str), e.g. "
+                                  "'LlamaForCausalLM'")
+        for name in _FLAGS:
+            value = getattr(self, name)
+            if type(value) is not bool:  # exactly: a str or an int would read by its truth
+                raise InvalidArgument(name, value, "True or False (a bool)")
+
+
+#: The flags of :class:`SGLangModel`, each a bool.
+_FLAGS = ("mla", "dsa", "sinks", "hybrid_gdn", "swa_pattern")
+
 
 def model_from_hf_config(config: Mapping[str, object]) -> SGLangModel:
-    """The :class:`SGLangModel` of a Hugging Face ``config.json`` (a mapping), read as SGLang reads it."""
+    """The :class:`SGLangModel` of a Hugging Face ``config.json`` (a mapping), read as SGLang reads it.
+
+    :raises InvalidArgument: for a ``config`` that is not a mapping, or a field SGLang reads of the wrong
+        type (``architectures`` a non-empty list of names, ``model_type`` a str, ``learnable_sink`` a
+        JSON boolean), naming it.
+    """
+    if not isinstance(config, Mapping):
+        raise InvalidArgument("config", config, "a mapping: the parsed config.json (json.load)")
     archs = config.get("architectures")
-    if not isinstance(archs, list) or not archs or not isinstance(archs[0], str):
+    if not isinstance(archs, list) or not archs or not isinstance(archs[0], str) or not archs[0]:
         raise InvalidArgument("config['architectures']", archs, "a non-empty list of architecture names")
+    model_type = config.get("model_type")
+    if model_type is not None and not isinstance(model_type, str):
+        raise InvalidArgument("config['model_type']", model_type, "a str, or no such field")
+    sink = config.get("learnable_sink")
+    if sink is not None and type(sink) is not bool:
+        raise InvalidArgument("config['learnable_sink']", sink, "true or false (a JSON boolean), or no such "
+                              "field")
     arch = archs[0]
     mla = arch in _DEEPSEEK_FAMILY
     return SGLangModel(
         arch=arch, mla=mla, dsa=mla and config.get("index_topk") is not None,
-        sinks=arch in _SINK_ARCHS or bool(config.get("learnable_sink")),
-        hybrid_gdn=config.get("model_type") in _GDN_MODEL_TYPES,
+        sinks=arch in _SINK_ARCHS or bool(sink),
+        hybrid_gdn=model_type in _GDN_MODEL_TYPES,
         swa_pattern=config.get("sliding_window_pattern") is not None)
 
 
@@ -203,7 +234,7 @@ def _capability(value: object) -> int:
 
 
 def _choice(argument: str, value: object, allowed: tuple[str, ...]) -> None:
-    if value is not None and value not in allowed:
+    if value is not None and (not isinstance(value, str) or value not in allowed):
         raise InvalidArgument(argument, value, f"None or one of {', '.join(allowed)}")
 
 
@@ -274,10 +305,10 @@ def resolve(
     sm = _capability(capability)
     if not isinstance(model, SGLangModel):
         raise InvalidArgument("model", model, "an SGLangModel (see model_from_hf_config)")
-    _choice("kv_cache_dtype", kv_cache_dtype, _KV_DTYPES)
-    if kv_cache_dtype is None:
+    if not isinstance(kv_cache_dtype, str) or kv_cache_dtype not in _KV_DTYPES:
         raise InvalidArgument("kv_cache_dtype", kv_cache_dtype, f"one of {', '.join(_KV_DTYPES)}")
-    if speculative_algorithm not in _SPECS:
+    if speculative_algorithm is not None and (not isinstance(speculative_algorithm, str)
+                                              or speculative_algorithm not in _SPECS):
         raise InvalidArgument("speculative_algorithm", speculative_algorithm, "None, 'EAGLE' or 'NEXTN'")
     for name, value in (("attention_backend", attention_backend), ("prefill_attention_backend",
                         prefill_attention_backend), ("decode_attention_backend", decode_attention_backend)):

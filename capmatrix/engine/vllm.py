@@ -36,11 +36,20 @@ _MEMO_SIZE = 4096
 _MEMO: weakref.WeakKeyDictionary[Resolver, dict[tuple[object, ...], str]] = weakref.WeakKeyDictionary()
 _DTYPES = {"fp16": "fp16", "float16": "fp16", "half": "fp16", "bf16": "bf16", "bfloat16": "bf16",
            "fp32": "fp32", "float32": "fp32", "float": "fp32"}
-#: The axes the named arguments set (by name or by vLLM's word for them); ``extra`` may not name them.
+#: The axes the named arguments set, each with its argument; ``extra`` may name none of them, by its name
+#: or by an alias the matrix gives it (vLLM's ``block_size`` is ``tokens_per_block``).
 _NAMED_AXES = {"sm": "capability", "head_dim": "head_size", "dtype": "dtype",
-               "kv_cache_dtype": "kv_cache_dtype", "vllm_kv_cache_dtype": "kv_cache_dtype",
-               "tokens_per_block": "block_size", "block_size": "block_size", "attention": "use_mla",
+               "kv_cache_dtype": "kv_cache_dtype", "tokens_per_block": "block_size", "attention": "use_mla",
                "use_sparse": "use_sparse", "attention_sinks": "has_sink", "vllm_release": "version"}
+#: What a query holds besides axis values, and why ``extra`` may not give it: ``KernelQuery.replace``
+#: would take it as the query's model (whose axis values then fill every axis the query leaves unset)
+#: or kernel.
+_NOT_AXES = {
+    "model": "no value here: extra gives axis values, and a model is not one (it would set the axes the "
+             "arguments leave unset); give the model's axes as arguments or as extra axes",
+    "kernel": "no value here: extra gives axis values, and a kernel is not one; force a backend with "
+              "argument 'selected'",
+}
 #: The engine's name in ``releases.yaml`` and its vocabularies there.
 ENGINE = "vllm"
 _BACKENDS, _KV_WORDS, _AUTOMATIC = "backends", "kv_cache_dtypes", "automatic_aliases"
@@ -201,11 +210,25 @@ def _query(
     }
     if not extra:  # the common case: one query built, no copy
         return KernelQuery(None, **axes)  # type: ignore[arg-type] # axes never holds kernel or model
-    for name in extra:
-        if name in _NAMED_AXES:
-            raise InvalidArgument(f"extra[{name!r}]", extra[name],
-                                  f"no value here: axis {name!r} is set by argument {_NAMED_AXES[name]!r}")
-    return KernelQuery().replace(**{**axes, **extra})
+    return KernelQuery().replace(**{**axes, **_extra_axes(matrix, extra)})
+
+
+def _extra_axes(matrix: Matrix, extra: Mapping[str, AxisValue]) -> dict[str, AxisValue]:
+    """``extra`` as axis values, refusing a name that is no axis's to give (a model, a named argument's)."""
+    aliases = {alias: axis.name for axis in matrix.axes.values() for alias in axis.aliases}
+    out: dict[str, AxisValue] = {}
+    for name, value in extra.items():
+        if not isinstance(name, str):
+            raise InvalidArgument("extra", extra, "a mapping of axis names (str) to values, or None")
+        if name in _NOT_AXES:
+            raise InvalidArgument(f"extra[{name!r}]", value, _NOT_AXES[name])
+        axis = aliases.get(name, name)
+        if axis in _NAMED_AXES:
+            named = f"axis {axis!r}" if axis == name else f"{name!r} is axis {axis!r}, which"
+            raise InvalidArgument(f"extra[{name!r}]", value,
+                                  f"no value here: {named} is set by argument {_NAMED_AXES[axis]!r}")
+        out[name] = value
+    return out
 
 
 def _forced(resolver: Resolver, selected: object, version: str) -> str | None:

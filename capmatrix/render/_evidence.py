@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from capmatrix.errors import CapmatrixError
+from capmatrix._files import read_json
+from capmatrix.errors import CapmatrixError, InvalidFile
 from capmatrix.evidence import compare
 from capmatrix.render._cells import _Grid
 from capmatrix.render.page import (
@@ -17,6 +17,8 @@ __all__: list[str] = []
 
 #: Disagreements listed per evidence file (the count is always given).
 MAX_DISAGREEMENTS = 10
+#: What an evidence file is, said with every problem of reading one.
+EVIDENCE_HINT = "an evidence file is the JSON `capmatrix probe --out FILE` writes, or a recorded source"
 
 
 class _EvidenceSummaries(_Grid):
@@ -33,13 +35,9 @@ class _EvidenceSummaries(_Grid):
     def evidence_file(self, path: Path) -> EvidenceSummary:
         shown, link = self.paths.location(str(path), None)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise RenderError(f"{shown}: cannot read evidence file: {exc}") from None
-        except json.JSONDecodeError as exc:
-            raise RenderError(
-                f"{shown}:{exc.lineno}:{exc.colno}: evidence file is not valid JSON: {exc.msg}"
-            ) from None
+            data = read_json(path, shown, hint=EVIDENCE_HINT)
+        except InvalidFile as exc:
+            raise RenderError(str(exc)) from None
         if not isinstance(data, dict):
             raise RenderError(f"{shown}: evidence file must hold a JSON object")
         env = data.get("environment") if isinstance(data.get("environment"), dict) else {}
