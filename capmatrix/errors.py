@@ -233,25 +233,6 @@ class InvalidQuery(CapmatrixError, ValueError):
 
 
 #: The most names an unknown-name message lists; more are left to ``capmatrix list``.
-
-class InvalidArgument(InvalidQuery):
-    """An argument of an engine adapter has the wrong type or value.
-
-    ``argument`` names it (``use_mla``, ``capability``, ``extra['sm']``, ``version``), ``value`` is what
-    was given and ``expected`` says what it takes.
-
-    >>> print(InvalidArgument("use_mla", "False", "True or False (a bool)"))
-    argument 'use_mla' expects True or False (a bool), got 'False'
-    """
-
-    def __init__(self, argument: str, value: object, expected: str, *, suggestion: str | None = None) -> None:
-        self.argument = argument
-        self.value = value
-        self.expected = expected
-        super().__init__(f"argument {argument!r} expects {expected}, got {echo(value)}",
-                         suggestion=suggestion)
-
-
 SHOWN_CHOICES = 12
 #: What ``capmatrix list`` calls each kind of name (a kernel may also be a gate).
 _LISTS = {"kernel": "`capmatrix list kernels` and `capmatrix list gates`", "axis": "`capmatrix list axes`",
@@ -278,7 +259,6 @@ class UnknownName(InvalidQuery, LookupError):
         )
 
 
-
 class InvalidValue(InvalidQuery):
     """A text does not parse as a value of an axis (see :meth:`capmatrix.Axis.parse`).
 
@@ -298,9 +278,10 @@ class InvalidValue(InvalidQuery):
 class InvalidArgument(InvalidQuery):
     """An argument of an engine adapter's function has the wrong type or value.
 
-    ``argument`` names it (``use_mla``, ``capability``, ``extra['sm']``, ``config['architectures']``),
+    ``argument`` names it (``use_mla``, ``capability``, ``extra['sm']``, ``config['architectures']``,
+    ``version``),
     ``value`` is what was given and ``expected`` says what it takes. The adapters of
-    :mod:`capmatrix.engine` (``vllm``, ``sglang``) raise it, each re-exporting it.
+    :mod:`capmatrix.engine` (``vllm``, ``sglang``, ``trtllm``) and :mod:`capmatrix.releases` raise it.
 
     >>> print(InvalidArgument("use_mla", "False", "True or False (a bool)"))
     argument 'use_mla' expects True or False (a bool), got 'False'

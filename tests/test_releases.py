@@ -248,3 +248,20 @@ def test_sglang_takes_its_release() -> None:
         capability=(9, 0), model=model)
     with pytest.raises(InvalidArgument, match=r"modelled releases \(0\.5\.23\)"):
         sglang.resolve(capability=(9, 0), model=model, version="0.5.24")
+
+
+def test_check_says_in_which_releases_a_finding_holds() -> None:
+    from capmatrix.analysis import check
+
+    found = {f.key: f for f in check(capmatrix.load())}
+    before = found["C106 sm trtllm_spec_dec_mode.sm12x_one_model"]
+    assert before.releases == (("tensorrt_llm", ("1.2.0rc8",), ("1.2.0", "1.2.1")),)
+    assert before.releases_text() == "tensorrt_llm 1.2.0rc8 (not in 1.2.0, 1.2.1)"
+    assert before.as_dict()["releases"] == {
+        "tensorrt_llm": {"holds": ["1.2.0rc8"], "not": ["1.2.0", "1.2.1"]}}
+    after = found["C106 sm trtllm_spec_dec_mode.mla_sm12x_one_model"]
+    assert after.releases_text() == "tensorrt_llm 1.2.0, 1.2.1 (not in 1.2.0rc8)"
+    _code, out, _ = cli("check", "--no-baseline")
+    assert "    releases: tensorrt_llm 1.2.0rc8 (not in 1.2.0, 1.2.1)" in out.splitlines()
+    # A finding about no engine's release names none.
+    assert all(not f.releases for f in found.values() if not f.regions)

@@ -7,6 +7,7 @@ Every analysis works on boxes and regions (never cell by cell); see ``docs/analy
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from functools import partial
 from typing import TYPE_CHECKING
@@ -129,7 +130,22 @@ def check(matrix: Matrix, *, max_regions: int = MAX_REGIONS) -> tuple[Finding, .
             if owner is not None:
                 findings.extend(role_findings(matrix, owner, diagram, supported, limit=max_regions))
     findings.extend(_gate_findings(matrix, limit=max_regions))
-    return tuple(sorted(findings, key=Finding.sort_key))
+    return tuple(sorted((_with_releases(matrix, f) for f in findings), key=Finding.sort_key))
+
+
+def _with_releases(matrix: Matrix, finding: Finding) -> Finding:
+    """``finding`` with the releases of each engine its regions cover (where some release is left out)."""
+    if not finding.regions or not matrix.releases:
+        return finding
+    spans = []
+    for engine, releases in matrix.releases.items():
+        if releases.axis not in finding.regions[0].values:
+            continue
+        held = {v for area in finding.regions for v in area.values[releases.axis]}
+        if len(held) < len(releases.names):
+            spans.append((engine, tuple(v for v in releases.names if v in held),
+                          tuple(v for v in releases.names if v not in held)))
+    return dataclasses.replace(finding, releases=tuple(spans)) if spans else finding
 
 
 def _meets_region(region: Region) -> Callable[[Box], bool]:

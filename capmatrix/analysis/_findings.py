@@ -128,6 +128,17 @@ class Finding:
     #: What the finding is about beyond its rules and kernels, where they do not tell two findings
     #: apart: the axis of an open-ended range, the family split, the role (and candidate).
     subject: str = ""
+    #: For an engine whose releases its regions name: the releases in which the finding holds, oldest
+    #: first, and the modelled releases in which it does not (``("1.2.0rc8",), ("1.2.0", "1.2.1")``).
+    releases: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = ()
+
+    def releases_text(self) -> str:
+        """``tensorrt_llm 1.2.0rc8 (not in 1.2.0, 1.2.1)``; empty when it holds in every release."""
+        parts = []
+        for engine, held, not_held in self.releases:
+            if not_held:
+                parts.append(f"{engine} {', '.join(held)} (not in {', '.join(not_held)})")
+        return "; ".join(parts)
 
     @property
     def key(self) -> str:
@@ -173,6 +184,8 @@ class Finding:
             "kernels": list(self.kernels),
             "witness": None if self.witness is None else self.witness.as_dict(matrix),
             "regions": [a.as_dict() for a in self.regions],
+            "releases": {engine: {"holds": list(held), "not": list(not_held)}
+                         for engine, held, not_held in self.releases},
         }
 
 

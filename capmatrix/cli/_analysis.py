@@ -202,6 +202,8 @@ def render_finding(finding: Finding, matrix: str | None = None) -> list[str]:
     where = f"{first}: " if first else ""
     lines = [f"{where}{finding.severity} {finding.code} {finding.title}: {finding.message}"]
     lines.extend(f"    see {loc}" for loc in finding.locations[1:])
+    if finding.releases_text():
+        lines.append(f"    releases: {finding.releases_text()}")
     shown = finding.regions[:SHOWN_REGIONS]
     if finding.code == "C108" or len(finding.regions) > 1:
         lines.extend(f"    region: {a.description}" for a in shown)

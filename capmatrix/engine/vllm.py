@@ -300,15 +300,16 @@ def select_backend(
     memo = _MEMO.get(resolver)
     if memo is None:
         memo = _MEMO.setdefault(resolver, {})
-    key = (capability, type(capability), *(map(type, capability) if isinstance(capability, tuple) else ()),
-           head_size, type(head_size), dtype, type(dtype), kv_cache_dtype, block_size, type(block_size),
-           use_mla, type(use_mla), use_sparse, type(use_sparse), has_sink, type(has_sink), selected,
-           version, type(version),
-           None if not extra else tuple(sorted((k, v, type(v)) for k, v in extra.items())))
+    key: tuple[object, ...] | None
     try:
+        types = map(type, capability) if isinstance(capability, tuple) else ()
+        key = (capability, type(capability), *types, head_size, type(head_size), dtype, type(dtype),
+               kv_cache_dtype, block_size, type(block_size), use_mla, type(use_mla), use_sparse,
+               type(use_sparse), has_sink, type(has_sink), selected, version, type(version),
+               None if not extra else tuple(sorted((k, v, type(v)) for k, v in extra.items())))
         known = memo.get(key)
-    except TypeError:  # an unhashable argument: never a valid one, refused below
-        known = None
+    except TypeError:  # unhashable, or extra's names unorderable (not all str): never valid, refused below
+        key = known = None
     if known is not None:
         return known
     query = _query(resolver.matrix, version, (capability, head_size, dtype, kv_cache_dtype, block_size),
@@ -325,9 +326,10 @@ def select_backend(
         if selection.kernel is None:
             raise NoValidBackend("No valid attention backend found.", selection.trace)
         known = _backend(selection.kernel)
-    if len(memo) >= _MEMO_SIZE:
-        memo.clear()
-    memo[key] = known
+    if key is not None:  # pragma: no branch - an argument no key holds is refused above
+        if len(memo) >= _MEMO_SIZE:
+            memo.clear()
+        memo[key] = known
     return known
 
 
