@@ -43,9 +43,11 @@ unit: dev
 
 test: lint unit
 
-# Regenerate docs/support-matrix.{md,html} from capabilities/ (tests fail while they are stale).
+# Regenerate docs/support-matrix.{md,html} and docs/findings.md from capabilities/ (tests fail while
+# they are stale).
 docs: venv
 	$(PY) tools/render_matrix.py
+	$(PY) tools/render_findings.py
 
 # A long Hypothesis run over every fuzz target (FUZZ_EXAMPLES per target); prints the inputs tried.
 FUZZ_EXAMPLES ?= 2000
