@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import profiles, sglang_select, shapes, synth, vllm_select  # noqa: E402
+from benchmarks import profiles, releases, sglang_select, shapes, synth, vllm_select  # noqa: E402
 from benchmarks.report import Row, Section, fmt_bytes, fmt_time, fmt_timing, ratio  # noqa: E402
 from benchmarks.timing import Timing, per_call  # noqa: E402
 from capmatrix.resolver import CLOSEST_GRANTS  # noqa: E402
@@ -1349,6 +1349,7 @@ SECTIONS = {
     "memory": section_memory,
     "vllm-select": vllm_select.section_vllm,
     "sglang-select": sglang_select.section_sglang,
+    "releases": releases.section_releases,
 }
 
 
