@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+import capmatrix
 from capmatrix.analysis import check_path
 from capmatrix.cli import run
 from capmatrix.engine.sglang import (
@@ -33,9 +34,12 @@ from capmatrix.engine.sglang import (
 )
 
 EVIDENCE = Path(__file__).resolve().parent.parent / "capabilities/evidence"
+#: Every recorded release's grid: each is held to its own record (a new release adds its file).
+RECORDS = sorted(EVIDENCE.glob("sglang_*_selection.json.gz"))
 RECORD = EVIDENCE / "sglang_0.5.23_selection.json.gz"
-CELLS = 9900
-CAPABILITIES = {"8.0", "8.6", "8.9", "9.0", "10.0", "10.3", "11.0", "12.0", "12.1"}
+#: What 0.5.23's grid holds (the shape of the first record; a later release's grid may differ).
+GRID_0523 = {"cells": 9900,
+             "capabilities": {"8.0", "8.6", "8.9", "9.0", "10.0", "10.3", "11.0", "12.0", "12.1"}}
 
 
 def read(path: Path) -> tuple[dict[str, Any], list[tuple[dict[str, Any], dict[str, Any]]]]:
@@ -64,7 +68,8 @@ def answer(header: dict[str, Any], models: dict[str, SGLangModel], cell: dict[st
     got = resolve(capability=(int(major), int(minor)), model=models[cell["model"]],
                   kv_cache_dtype=cell["kv_cache_dtype"], page_size=cell["page_size"],
                   speculative_algorithm=spec.get("speculative_algorithm"),
-                  speculative_eagle_topk=spec.get("speculative_eagle_topk"), **split)
+                  speculative_eagle_topk=spec.get("speculative_eagle_topk"),
+                  version=header["sglang"]["version"], **split)
     values = {k: v for k, v in asdict(got).items() if k != "refused"}
     if got.refused is None:
         return values
@@ -114,15 +119,24 @@ def record() -> tuple[dict[str, Any], list[tuple[dict[str, Any], dict[str, Any]]
     return read(RECORD)
 
 
-def test_record_shape(record: tuple[dict[str, Any], list[tuple[dict[str, Any], dict[str, Any]]]]) -> None:
-    header, rows = record
+def test_every_modelled_release_has_its_record_and_every_record_a_release() -> None:
+    recorded = {read(path)[0]["sglang"]["version"] for path in RECORDS}
+    assert recorded == set(capmatrix.load().releases["sglang"].names)
+
+
+@pytest.mark.parametrize("path", RECORDS, ids=[p.name for p in RECORDS])
+def test_record_shape(path: Path) -> None:
+    header, rows = read(path)
     assert header["format"] == "capmatrix-sglang-selection/1"
-    assert header["sglang"] == {"version": "0.5.23",
-                                "wheel": "sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl",
-                                "sha256": "00b3cd5b265ac76c64185fbb6b95424f324ddd9f428d0306b77bc9db9d859937"}
+    release = capmatrix.load().releases["sglang"].release(header["sglang"]["version"])
+    assert release is not None
+    assert header["sglang"] == {"version": release.version, "wheel": release.pins["wheel"],
+                                "sha256": release.pins["sha256"]}
     assert header["set"] == "grid"
-    assert header["cells"] == len(rows) == CELLS
-    assert {cell["capability"] for cell, _ in rows} == CAPABILITIES
+    assert header["cells"] == len(rows)
+    if release.version == "0.5.23":
+        assert len(rows) == GRID_0523["cells"]
+        assert {cell["capability"] for cell, _ in rows} == GRID_0523["capabilities"]
     automatic = [cell for cell, _ in rows if cell["forced"] == "-"]
     assert len(automatic) >= 6000
     assert {cell["spec"] for cell in automatic} == {"none", "eagle", "eagle_topk1", "eagle_topk4", "nextn"}
@@ -136,10 +150,12 @@ def test_record_shape(record: tuple[dict[str, Any], list[tuple[dict[str, Any], d
     assert {cell["forced"] for cell, _ in rows} - {"-"} <= set(BACKENDS)
 
 
-def test_differential_every_cell() -> None:
-    """Every cell: each resolved value, or the refusal's stage and text. No disagreement is tolerated."""
-    cells, disagreements, examples = differential(RECORD)
-    assert cells == CELLS
+@pytest.mark.parametrize("path", RECORDS, ids=[p.name for p in RECORDS])
+def test_differential_every_cell(path: Path) -> None:
+    """Every cell of each release's record, asked as that release: each resolved value, or the
+    refusal's stage and text. No disagreement is tolerated."""
+    cells, disagreements, examples = differential(path)
+    assert cells == read(path)[0]["cells"]
     listed = "\n".join(f"{n} x {sig}: {examples[sig]}" for sig, n in disagreements.most_common())
     assert not disagreements, listed
 
