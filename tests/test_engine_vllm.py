@@ -20,15 +20,22 @@ import capmatrix
 from capmatrix.cli import run
 from capmatrix.engine.vllm import ROLE, NoValidBackend, backend_order, select_backend
 
-RECORD = Path(__file__).resolve().parent.parent / "capabilities/evidence/vllm_0.33.0_selection.json"
-CELLS = 20160
-FORCED = 20
+EVIDENCE = Path(__file__).resolve().parent.parent / "capabilities/evidence"
+#: Every recorded release's grid: each is held to its own record (a new release adds its file).
+RECORDS = sorted(EVIDENCE.glob("vllm_*_selection.json"))
+#: What 0.33.0's grid holds (a later release's grid may differ; each record says its own shape).
+GRID_0330 = {"cells": 20160, "forced": 20}
 
 
-@pytest.fixture(scope="module")
-def record() -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(RECORD.read_text(encoding="utf-8"))
+@pytest.fixture(scope="module", params=RECORDS, ids=[p.name for p in RECORDS])
+def record(request: pytest.FixtureRequest) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(request.param.read_text(encoding="utf-8"))
     return data
+
+
+def test_every_modelled_release_has_its_record_and_every_record_a_release() -> None:
+    recorded = {json.loads(path.read_text(encoding="utf-8"))["vllm"]["version"] for path in RECORDS}
+    assert recorded == set(capmatrix.load().releases["vllm"].names)
 
 
 def _kwargs(key: str, column: str) -> dict[str, Any]:
@@ -48,17 +55,21 @@ def _kwargs(key: str, column: str) -> dict[str, Any]:
 
 def _forced_valid(kwargs: dict[str, Any], backend: str) -> bool:
     try:
-        select_backend(**kwargs, selected=backend)
+        select_backend(**kwargs, selected=backend)  # kwargs carry the release
     except NoValidBackend:
         return False
     return True
 
 
 def test_record_shape(record: dict[str, Any]) -> None:
-    assert record["vllm"] == {"version": "0.33.0", "commit": "4ba787ec9",
-                              "wheel": "vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl"}
-    assert len(record["cells"]) * len(record["columns"]) == CELLS
-    assert len(record["forced"]) == FORCED
+    version = record["vllm"]["version"]
+    release = capmatrix.load().releases["vllm"].release(version)
+    assert release is not None
+    assert {k: record["vllm"][k] for k in ("commit", "wheel")} == {
+        "commit": release.pins["commit"], "wheel": release.pins["wheel"]}
+    if version == "0.33.0":
+        assert len(record["cells"]) * len(record["columns"]) == GRID_0330["cells"]
+        assert len(record["forced"]) == GRID_0330["forced"]
     # every forced backend of the record is a kernel of the matrix: none is skipped
     kernels = capmatrix.default_matrix().kernels
     assert all("vllm_" + name.lower() in kernels for name in record["forced"])
@@ -71,6 +82,7 @@ def test_differential_every_cell(record: dict[str, Any]) -> None:
     """Every cell: the automatic choice, the priority list, the rejected backends in vLLM's order when
     nothing is valid, and every forced backend's verdict. No disagreement is tolerated.
     """
+    version = record["vllm"]["version"]
     reason_sets = record["reason_sets"]
     forced = record["forced"]
     disagreements: Counter[str] = Counter()
@@ -79,7 +91,7 @@ def test_differential_every_cell(record: dict[str, Any]) -> None:
     for key, outcome_ids in record["cells"].items():
         for column, oid in zip(record["columns"], outcome_ids, strict=True):
             want, order_id, rsets = record["outcomes"][oid]
-            kwargs = _kwargs(key, column)
+            kwargs = {**_kwargs(key, column), "version": version}
             order = tuple(record["orders"][order_id])
             try:
                 got = select_backend(**kwargs)
@@ -104,7 +116,7 @@ def test_differential_every_cell(record: dict[str, Any]) -> None:
                 if _forced_valid(kwargs, backend) is not valid:
                     disagreements[backend] += 1
                     examples.setdefault(backend, f"{key} {column}: vLLM valid={valid}")
-    assert checks == CELLS * (2 + FORCED)
+    assert checks == len(record["cells"]) * len(record["columns"]) * (2 + len(forced))
     assert not disagreements, (dict(disagreements), examples)
 
 
@@ -177,7 +189,8 @@ def test_cli_select_answers_the_same(record: dict[str, Any]) -> None:
             want = record["outcomes"][oid][0]
             kw = _kwargs(key, column)
             major, minor = kw["capability"]
-            argv = ["select", ROLE, "--json", "--sm", str(major * 10 + minor),
+            argv = ["select", ROLE, "--json", "--engine-version", f"vllm={record['vllm']['version']}",
+                    "--sm", str(major * 10 + minor),
                     "--head-dim", str(kw["head_size"]),
                     "--dtype", kw["dtype"], "--vllm-kv-cache-dtype", kw["kv_cache_dtype"],
                     "--attention", "mla" if kw["use_mla"] else "gqa",
