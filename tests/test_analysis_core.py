@@ -286,6 +286,25 @@ def test_a_wheel_whose_matrix_cannot_be_prebuilt_says_why_and_ships_without_it(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_wheel_whose_matrix_does_not_validate_is_not_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    build = _build_core_module()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("CAPMATRIX_NO_CORE", "1")
+    monkeypatch.syspath_prepend(str(ROOT / "tools"))
+    import prebuild_matrix  # the module the hook's own import finds
+
+    def invalid(_out: Path) -> None:
+        raise prebuild_matrix.InvalidMatrix("capabilities/kernels/trtllm_gates.yaml:42:20: bad value")
+
+    monkeypatch.setattr(prebuild_matrix, "prebuild", invalid)
+    hook = build.CoreBuildHook.__new__(build.CoreBuildHook)
+    with pytest.raises(prebuild_matrix.InvalidMatrix, match=r"trtllm_gates\.yaml:42:20"):
+        hook.initialize("standard", {"force_include": {}})
+    assert list(tmp_path.iterdir()) == []  # the scratch directory is gone with the build
+
+
 def test_an_editable_build_prebuilds_no_matrix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     build = _build_core_module()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))

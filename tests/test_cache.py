@@ -9,6 +9,7 @@ import json
 import math
 import os
 import random
+import re
 import shutil
 import stat
 import subprocess
@@ -979,31 +980,53 @@ def test_a_prebuilt_entry_answers_a_package_folder_of_another_name(installed: Pa
     assert _cache.prebuilt(str(root), _inputs(root), package=str(renamed)) is not None
 
 
-def test_a_matrix_with_problems_gets_no_prebuilt_entry(tmp_path: Path) -> None:
+def test_a_matrix_with_problems_fails_the_prebuild_naming_each_problem(tmp_path: Path) -> None:
+    """Fail closed: a wheel never carries a matrix that does not validate."""
     source = tmp_path / "caps"
     shutil.copytree(ROOT / "capabilities", source)
-    kernel = next(iter(sorted((source / "kernels").glob("*.yaml"))))
-    kernel.write_text(kernel.read_text(encoding="utf-8") + "\nkernels: 3\n", encoding="utf-8")
+    gates = source / "kernels" / "trtllm_gates.yaml"
+    text = gates.read_text(encoding="utf-8").replace("spec_dec: one_model\n", "spec_dec: one_modle\n", 1)
+    gates.write_text(text, encoding="utf-8")
     out = tmp_path / "entry"
-    reason = _prebuild()(out, source=source)
-    assert reason is not None
-    assert "could not be loaded: CapabilityErrors" in reason
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        from prebuild_matrix import InvalidMatrix
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    with pytest.raises(InvalidMatrix) as caught:
+        _prebuild()(out, source=source)
+    text = str(caught.value)
+    assert "does not validate" in text
+    assert re.search(r"^capabilities/kernels/trtllm_gates\.yaml:\d+:\d+: .*'one_modle'", text, re.MULTILINE)
     assert not out.exists()
     assert list(tmp_path.iterdir()) == [source]  # no partial file either
 
 
-def test_a_prebuild_that_fails_otherwise_says_why_and_writes_nothing(
+def test_a_build_without_jsonschema_still_refuses_a_broken_matrix(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A build environment without jsonschema cannot explain a problem: still a reason, not a crash."""
+    """Without jsonschema a shape problem cannot be worded, but it is still a problem: no wheel."""
     def missing(*_args: object, **_kwargs: object) -> None:
         raise ModuleNotFoundError("No module named 'jsonschema'")
 
     monkeypatch.setattr(loader, "load", missing)
     out = tmp_path / "entry"
+    with pytest.raises(Exception, match="does not validate, and No module named 'jsonschema'"):
+        _prebuild()(out)
+    assert not out.exists()
+
+
+def test_a_prebuild_that_fails_otherwise_says_why_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(loader, "load", broken)
+    out = tmp_path / "entry"
     reason = _prebuild()(out)
     assert reason is not None
-    assert "ModuleNotFoundError" in reason
+    assert "OSError: disk gone" in reason
     assert not out.exists()
 
 

@@ -58,17 +58,23 @@ def _warn(reason: str) -> None:
 
 
 def _prebuild_entry(scratch: Path, build_data: dict[str, Any]) -> None:
-    """Put the shipped matrix's prebuilt entry in the wheel (a warning, and none, where it fails)."""
+    """Put the shipped matrix's prebuilt entry in the wheel (a warning, and none, where it fails).
+
+    :raises InvalidMatrix: the shipped matrix has a problem (each at file:line:col): the build fails.
+    """
     sys.path.insert(0, str(ROOT / "tools"))
     quiet, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # no bytecode left in the checkout
     try:
-        from prebuild_matrix import ENTRY, prebuild  # noqa: PLC0415 - beside this hook, not a package
+        from prebuild_matrix import ENTRY, InvalidMatrix, prebuild  # noqa: PLC0415 - beside this hook
     finally:
         sys.path.remove(str(ROOT / "tools"))
         sys.dont_write_bytecode = quiet
     entry = scratch / Path(ENTRY).name
     try:
         reason = prebuild(entry)
+    except InvalidMatrix:  # fail closed: a wheel never carries a matrix that does not validate
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
     except Exception as exc:  # noqa: BLE001 - the package works without the entry: never fail a build
         reason = f"{type(exc).__name__}: {exc}"
     if reason is None:

@@ -23,6 +23,10 @@ ROOT = Path(__file__).resolve().parent.parent
 ENTRY = "capmatrix/_shipped_matrix.entry"
 
 
+class InvalidMatrix(Exception):
+    """The shipped matrix does not validate: no wheel may carry it (the message lists each problem)."""
+
+
 def prebuild(
     out: Path, *, source: Path = ROOT / "capabilities", package: Path = ROOT / "capmatrix"
 ) -> str | None:
@@ -47,7 +51,7 @@ def _prebuild(out: Path, source: Path, package: Path) -> str | None:
         return "PyYAML is not installed where the wheel is built"
     sys.path.insert(0, str(ROOT))
     try:
-        from capmatrix import _cache, loader  # noqa: PLC0415 - this checkout's package, not an installed one
+        from capmatrix import _cache, errors, loader  # noqa: PLC0415 - this checkout's package, not an installed one
         from capmatrix._record import replace  # noqa: PLC0415
         from capmatrix.matrix import ROOT_LABEL  # noqa: PLC0415
     finally:
@@ -66,7 +70,13 @@ def _prebuild(out: Path, source: Path, package: Path) -> str | None:
             files = read()
             matrix = loader.load(root)
             again = read()
-        except Exception as exc:  # noqa: BLE001 - a problem (or a missing jsonschema to explain it): no entry
+        except errors.CapabilityErrors as exc:  # fail closed: a matrix with a problem is never shipped
+            raise InvalidMatrix(f"the shipped matrix does not validate; fix each problem (`capmatrix "
+                                f"validate {source}`) and build again:\n{exc}") from None
+        except ModuleNotFoundError as exc:  # jsonschema words a shape problem: the matrix has one
+            raise InvalidMatrix(f"the shipped matrix does not validate, and {exc} is needed to say where; "
+                                f"run `capmatrix validate {source}`") from None
+        except Exception as exc:  # noqa: BLE001 - anything else: no entry, the package works without it
             return f"the shipped matrix could not be loaded: {type(exc).__name__}: {exc}"
         finally:
             if before is None:
@@ -88,7 +98,10 @@ def _prebuild(out: Path, source: Path, package: Path) -> str | None:
 if __name__ == "__main__":
     if len(sys.argv) != 2:
         sys.exit("usage: python tools/prebuild_matrix.py OUT")
-    problem = prebuild(Path(sys.argv[1]))
+    try:
+        problem = prebuild(Path(sys.argv[1]))
+    except InvalidMatrix as exc:
+        sys.exit(f"capmatrix: {exc}")
     if problem is not None:
         sys.exit(f"capmatrix: no prebuilt entry: {problem}")
     print(f"wrote {sys.argv[1]}")
