@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from capmatrix._record import replace
 from capmatrix.errors import InvalidArgument, did_you_mean
+from capmatrix.resolver import compile_matrix
 
 TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
@@ -61,8 +62,6 @@ def at_release(matrix: Matrix, engine: str, version: str) -> Matrix:
     lose their condition on the release axis. Every other axis (int classes included) is kept as it
     is, so two releases compare over one universe.
     """
-    from capmatrix.resolver import compile_matrix  # noqa: PLC0415 - the analyses' path, not the runtime's
-
     name = release(matrix, engine, version)
     axis = engine_releases(matrix, engine).axis
     index = list(matrix.axes).index(axis)

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).parent.parent
 TRTLLM = ROOT / "examples" / "legacy" / "trtllm_release_1_2.py"
 PREDICATES = Path(__file__).parent / "analysis_cases" / "legacy_predicates.py"
-SEED_REGION = "sm in {120, 121, ([122, 129]), >=130} and attention in {mha, gqa, mqa} and spec_dec=one_model"
+SEED_REGION = ("sm in {120, 121, ([122, 129]), >=130} and attention in {mha, gqa, mqa} and spec_dec=one_model"
+               " and trtllm_release=1.2.1")
 
 
 def _run(*argv: str) -> tuple[int, str, str]:
@@ -64,12 +65,27 @@ def test_pre_fix_conditional_disagrees_exactly_on_sm12x_non_mla_one_model() -> N
     assert area.values["sm"] == (120, 121, 122, 130)  # 122 and 130 stand for every later SM (open domain)
     assert area.values["attention"] == ("mha", "gqa", "mqa")
     assert area.values["spec_dec"] == ("one_model",)
+    assert area.values["trtllm_release"] == ("1.2.1",)  # a predicate is one release's code: the newest
     assert all(area.values[a] == axis.values for a, axis in matrix.axes.items()
-               if a not in {"sm", "attention", "spec_dec"})
+               if a not in {"sm", "attention", "spec_dec", "trtllm_release"})
     witness = capmatrix.KernelQuery("trtllm_spec_dec_mode", **area.witness)  # type: ignore[arg-type]
     assert capmatrix.resolve(witness, matrix=matrix)
     before = load_predicate(f"{TRTLLM}:xqa_spec_dec_mode_before")
     assert before(**area.witness) is False
+
+
+def test_each_conditional_agrees_with_its_own_release() -> None:
+    """The pre-fix conditional is TensorRT-LLM 1.2.0rc8's code and the fixed one 1.2.0's: each agrees with
+    its release everywhere, and the comparison names the release it was made against."""
+    matrix = capmatrix.load()
+    for function, release in (("xqa_spec_dec_mode_before", "1.2.0rc8"), ("xqa_spec_dec_mode_after", "1.2.0"),
+                              ("xqa_spec_dec_mode_after", "1.2.1")):
+        result = compare_legacy(matrix, load_predicate(f"{TRTLLM}:{function}"), "trtllm_spec_dec_mode",
+                                where={"trtllm_release": [release]})
+        assert result.agree, (function, release)
+    newest = compare_legacy(matrix, load_predicate(f"{TRTLLM}:xqa_spec_dec_mode_after"),
+                            "trtllm_spec_dec_mode")
+    assert {a: list(v) for a, v in newest.where.items()} == {"trtllm_release": ["1.2.1"]}
 
 
 def test_cli_compare_legacy_trtllm() -> None:

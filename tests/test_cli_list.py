@@ -74,7 +74,7 @@ def test_every_listing_in_json_has_every_entry(what: str) -> None:
         "kernels": sum(k.kind == "kernel" for k in matrix.kernels.values()),
         "gates": sum(k.kind == "gate" for k in matrix.kernels.values()),
         "roles": len(matrix.roles), "models": len(matrix.models), "axes": len(matrix.axes),
-        "gpus": len(matrix.gpus),
+        "gpus": len(matrix.gpus), "versions": sum(len(r.names) for r in matrix.releases.values()),
     }[what]
     assert len(rows) == expected > 0
 

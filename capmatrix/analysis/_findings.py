@@ -184,8 +184,8 @@ class Finding:
             "kernels": list(self.kernels),
             "witness": None if self.witness is None else self.witness.as_dict(matrix),
             "regions": [a.as_dict() for a in self.regions],
-            "releases": {engine: {"holds": list(held), "not": list(not_held)}
-                         for engine, held, not_held in self.releases},
+            **({"releases": {engine: {"holds": list(held), "not": list(not_held)}
+                             for engine, held, not_held in self.releases}} if self.releases else {}),
         }
 
 

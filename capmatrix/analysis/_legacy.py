@@ -373,6 +373,9 @@ def compare_legacy(
 ) -> LegacyComparison:
     """Compare ``predicate`` with the matrix's verdicts for ``kernel`` over the universe.
 
+    For a kernel of an engine with releases, the universe is the newest release's unless ``where``
+    names the release axis: a predicate is the code of one release.
+
     The predicate runs in this process; :func:`compare_legacy_file` runs a file's in a child.
 
     :raises LegacyError: for an unusable signature, a predicate that raises (or exits), or more
@@ -381,12 +384,27 @@ def compare_legacy(
     """
     if kernel not in matrix.kernels:
         raise UnknownName("kernel", kernel, matrix.kernels)
+    where = _one_release(matrix, kernel, where)
     root = _root(matrix, where)
     named, var_keyword = _signature(predicate, list(matrix.space.names))
     plan = _plan(matrix, named, var_keyword, root, max_calls)
     answers = _evaluate(plan, predicate)
     name = function or str(getattr(predicate, "__qualname__", repr(predicate)))
     return _compare(matrix, kernel, where, plan, answers, root, name)
+
+
+def _one_release(
+    matrix: Matrix, kernel: str, where: Mapping[str, Sequence[AxisValue]] | None,
+) -> Mapping[str, Sequence[AxisValue]] | None:
+    """``where``, pinned to the newest release of the kernel's engine unless it names one.
+
+    A legacy predicate is one release's code: it is compared with that release, the newest unless
+    ``where`` names others (``trtllm_release=1.2.0rc8``).
+    """
+    releases = matrix.releases.get(matrix.kernels[kernel].engine or "")
+    if releases is None or releases.axis in (where or {}):
+        return where
+    return {**(where or {}), releases.axis: [releases.newest]}
 
 
 def _root(matrix: Matrix, where: Mapping[str, Sequence[AxisValue]] | None) -> Box:
@@ -485,6 +503,7 @@ def compare_legacy_file(
         raise LegacyError(f"expected FILE.py:FUNCTION, got {echo(spec)}")
     if not Path(file).is_file():
         raise LegacyError(f"{file}: no such file")
+    where = _one_release(matrix, kernel, where)
     root = _root(matrix, where)
     deadline = time.monotonic() + timeout
     context = multiprocessing.get_context("spawn")

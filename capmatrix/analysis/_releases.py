@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from capmatrix._default import select
 from capmatrix._record import replace
 from capmatrix.analysis._diff import MatrixDiff, diff
 from capmatrix.errors import InvalidQuery
@@ -93,8 +94,6 @@ def release_diff(matrix: Matrix, engine: str, old: str, new: str) -> ReleaseDiff
 
 
 def _selections(matrix: Matrix, engine: str, old: str, new: str) -> tuple[SelectionChange, ...]:
-    from capmatrix._default import select  # noqa: PLC0415 - the resolver of this matrix
-
     axis = engine_releases(matrix, engine).axis
     roles = [name for name, role in matrix.roles.items() if matrix.role_engine(role) == engine]
     found: dict[tuple[str, str, str | None, str | None], list[tuple[str, str, int]]] = {}
