@@ -28,12 +28,12 @@ _INFINITY = float("inf")
 
 
 class _Refused(Exception):
-    """What is wrong with a file before its reader words it: a message and a hint."""
+    """What is wrong with a file before its reader words it; ``oversized``: above the size bound."""
 
-    def __init__(self, message: str, hint: str | None = None) -> None:
+    def __init__(self, message: str, *, oversized: bool = False) -> None:
         super().__init__(message)
         self.message = message
-        self.hint = hint
+        self.oversized = oversized
 
 
 def _regular_bytes(path: str | Path, limit: int) -> bytes:
@@ -50,10 +50,10 @@ def _regular_bytes(path: str | Path, limit: int) -> bytes:
         if not stat.S_ISREG(info.st_mode):
             raise _Refused("not a regular file")
         if info.st_size > limit:
-            raise _Refused(f"file is {info.st_size} bytes, above the limit of {limit} bytes")
+            raise _Refused(f"file is {info.st_size} bytes, above the limit of {limit} bytes", oversized=True)
         raw = handle.read(limit + 1)
     if len(raw) > limit:  # it grew after fstat
-        raise _Refused(f"file is above the limit of {limit} bytes")
+        raise _Refused(f"file is above the limit of {limit} bytes", oversized=True)
     return raw
 
 
@@ -65,8 +65,7 @@ def read_bytes(path: str | Path, name: str) -> bytes:
     try:
         return _regular_bytes(path, MAX_FILE_BYTES)
     except _Refused as exc:
-        hint = "capability files are plain YAML files" if exc.message == "not a regular file" else "split it"
-        message = exc.message
+        message, hint = exc.message, "split it" if exc.oversized else "capability files are plain YAML files"
     except OSError as exc:
         message, hint = f"cannot read file: {exc.strerror or exc}", None
     raise CapabilityErrors([CapabilityError(name, None, None, "", message, hint=hint, code="E001")])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -185,6 +186,29 @@ def test_query_from_config_dicts(config: dict[str, Any], model: str, axes: dict[
     assert q.kernel == "xqa"
     assert q.model == model
     assert dict(q.axes) == axes
+
+
+def test_a_checkpoint_is_labelled_by_its_own_geometry() -> None:
+    """Two checkpoints of one model_type: each config lands on the model whose recorded config has its
+    shape (Gemma-2 27B is not the first gemma2 model, 9B), whatever the order of the YAML."""
+    base = {"model_type": "gemma2", "sliding_window": 4096, "attn_logit_softcapping": 50.0,
+            "torch_dtype": "bfloat16"}
+    nine = {**base, "hidden_size": 3584, "num_attention_heads": 16, "head_dim": 256, "num_key_value_heads": 8,
+            "num_hidden_layers": 42}
+    twenty_seven = {**base, "hidden_size": 4608, "num_attention_heads": 32, "head_dim": 128,
+                    "num_key_value_heads": 16, "num_hidden_layers": 46}
+    assert query_from_hf_config(nine).model == "gemma2_9b"
+    assert query_from_hf_config(twenty_seven).model == "gemma2_27b"
+    assert query_from_hf_config(twenty_seven).axes["head_dim"] == 128
+    # a Gemma 2 of a geometry no model records is the model_type's model, as before
+    two = {**base, "hidden_size": 2304, "num_attention_heads": 8, "head_dim": 256, "num_key_value_heads": 4}
+    assert query_from_hf_config(two).model == "gemma2_9b"
+    # a config that gives no shape at all is labelled by its type alone
+    assert query_from_hf_config({"model_type": "gemma2"}).model == "gemma2_9b"
+    m = capmatrix.default_matrix()
+    reordered = dataclasses.replace(m, models={k: m.models[k] for k in reversed(list(m.models))})
+    assert query_from_hf_config(nine, matrix=reordered).model == "gemma2_9b"
+    assert query_from_hf_config(twenty_seven, matrix=reordered).model == "gemma2_27b"
 
 
 def test_derived_values_agree_with_the_model_families() -> None:

@@ -16,7 +16,7 @@ import re
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -32,6 +32,9 @@ from capmatrix.engine.sglang import (
     model_from_hf_config,
     resolve,
 )
+
+if TYPE_CHECKING:
+    from capmatrix.matrix import Matrix
 
 EVIDENCE = Path(__file__).resolve().parent.parent / "capabilities/evidence"
 #: Every recorded release's grid: each is held to its own record (a new release adds its file).
@@ -307,6 +310,17 @@ def test_invalid_arguments(kwargs: dict[str, Any], argument: str) -> None:
         resolve(**{"capability": (9, 0), "model": LLAMA, **kwargs})
     assert raised.value.argument == argument
     assert argument in str(raised.value)
+
+
+def test_a_matrix_argument_that_is_no_matrix_or_no_sglang_one_is_refused(small: Matrix) -> None:
+    """A path for ``matrix`` named no argument; a matrix without SGLang's axis raised KeyError."""
+    with pytest.raises(InvalidArgument) as path:
+        resolve(capability=(9, 0), model=LLAMA, matrix="capabilities")  # type: ignore[arg-type]
+    assert (path.value.argument, path.value.value) == ("matrix", "capabilities")
+    with pytest.raises(InvalidArgument) as other:
+        resolve(capability=(9, 0), model=LLAMA, matrix=small)
+    assert other.value.argument == "matrix"
+    assert "models SGLang" in other.value.expected
 
 
 @pytest.mark.parametrize(("kwargs", "argument"), [

@@ -185,11 +185,39 @@ def test_bad_text_config_is_an_error() -> None:
 
 def test_name_or_path_picks_the_checkpoint(matrix: Matrix) -> None:
     config = dict(matrix.models["llama3_1_70b"].hf_config or {})
-    assert query_from_hf_config(config, matrix=matrix).model == "llama"  # by model_type
+    assert query_from_hf_config(config, matrix=matrix).model == "llama3_1_70b"  # by its own geometry
+    config["num_key_value_heads"] = 16  # a llama no entry records: by model_type
+    assert query_from_hf_config(config, matrix=matrix).model == "llama"
     config["_name_or_path"] = "meta-llama/Llama-3.1-70B-Instruct"
-    assert query_from_hf_config(config, matrix=matrix).model == "llama3_1_70b"
+    assert query_from_hf_config(config, matrix=matrix).model == "llama3_1_70b"  # the id first
     config["_name_or_path"] = "/local/checkpoints/llama"
     assert query_from_hf_config(config, matrix=matrix).model == "llama"
+
+
+#: Gemma 2's config.json fields as google/gemma-2-9b-it and google/gemma-2-27b-it set them: one
+#: model_type, two geometries.
+GEMMA2 = {"model_type": "gemma2", "architectures": ["Gemma2ForCausalLM"], "sliding_window": 4096,
+          "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0, "torch_dtype": "bfloat16"}
+GEMMA2_9B = {**GEMMA2, "hidden_size": 3584, "num_attention_heads": 16, "head_dim": 256,
+             "num_key_value_heads": 8, "num_hidden_layers": 42, "query_pre_attn_scalar": 256}
+GEMMA2_27B = {**GEMMA2, "hidden_size": 4608, "num_attention_heads": 32, "head_dim": 128,
+              "num_key_value_heads": 16, "num_hidden_layers": 46, "query_pre_attn_scalar": 144}
+
+
+@pytest.mark.parametrize(("config", "name", "head_dim"), [(GEMMA2_9B, "gemma2_9b", 256),
+                                                          (GEMMA2_27B, "gemma2_27b", 128)], ids=["9b", "27b"])
+def test_cli_hf_config_labels_a_checkpoint_by_its_geometry(
+    tmp_path: Path, config: dict[str, Any], name: str, head_dim: int,
+) -> None:
+    """``--hf-config`` of Gemma-2-27B was labelled gemma2_9b, the first model of its model_type."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    code, out, err = cli("query", "xqa", "--sm", "90", "--hf-config", str(path), "--spec-dec", "none",
+                         "--json")
+    assert code in {0, 1, 3}, err
+    data = json.loads(out)
+    assert data["model"] == name
+    assert (data["query"]["head_dim"], data["query"]["q_per_kv"]) == (head_dim, 2)
 
 
 def test_model_given_as_an_id_is_checked() -> None:

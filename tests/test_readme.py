@@ -85,3 +85,30 @@ def test_readme_command_prints_what_the_readme_shows(command: str, shown: list[s
             found = actual.find(fragment, at)
             assert found >= 0, f"{command}: {fragment!r} not in the output (after {at}):\n{out.getvalue()}"
             at = found + len(fragment)
+
+
+def _python_example() -> tuple[str, list[str]]:
+    """The code of "From Python" and the lines the README says it prints."""
+    section = README.read_text(encoding="utf-8").split("## From Python", 1)[1]
+    found = re.search(r"```python\n(.*?)```\s*prints\s*```text\n(.*?)```", section, flags=re.DOTALL)
+    assert found, "the Python example and what it prints"
+    return found.group(1), found.group(2).splitlines()
+
+
+def test_readme_python_example_prints_what_the_readme_shows(capsys: pytest.CaptureFixture[str]) -> None:
+    """The loop over ``r.reasons`` printed ``model None None None ...`` for every origin note."""
+    code, shown = _python_example()
+    exec(compile(code, str(README), "exec"), {"__name__": "readme"})  # noqa: S102 - the README's own code
+    printed = capsys.readouterr().out
+    lines = printed.splitlines()
+    assert [line for line in lines if "None" in line.split()] == []
+    assert any(line.startswith("model attention=") for line in lines)  # the origin notes are there
+    actual = " ".join(printed.split())
+    at = 0
+    for line in shown:
+        for piece in line.split("..."):
+            fragment = " ".join(piece.split())
+            if fragment:
+                found = actual.find(fragment, at)
+                assert found >= 0, f"{fragment!r} not in the output (after {at}):\n{printed}"
+                at = found + len(fragment)

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from typing import Any, Final
 
     from capmatrix.matrix import Matrix
-    from capmatrix.model import AxisValue
+    from capmatrix.model import AxisValue, ModelFamily
 
 __all__ = [
     "ATTENTION_GQA",
@@ -315,11 +315,42 @@ def _model_type(config: object) -> str | None:
     raise InvalidQuery(f"config field 'model_type' must be a string, got {_short(found)}")
 
 
+#: The fields that tell checkpoints of one ``model_type`` apart, read as raw values (from ``text_config``
+#: for a multimodal config): Gemma-2 9B and 27B share the type, not their heads, head size or width.
+_SHAPE_FIELDS: Final = (
+    _HEAD_FIELDS, ("num_key_value_heads", "num_kv_heads", "n_head_kv"), ("head_dim",),
+    ("hidden_size", "n_embd", "d_model"), ("num_hidden_layers", "n_layer"), ("kv_lora_rank",),
+    ("qk_rope_head_dim",),
+)
+
+
+def _shape(config: object) -> dict[str, object]:
+    """The shape fields a config sets (by their first name), as set."""
+    text = _text_config(config)
+    found = {names[0]: _field(text, *names) for names in _SHAPE_FIELDS}
+    return {name: value for name, value in found.items() if value is not None}
+
+
+def _recorded(model: ModelFamily, model_type: str) -> dict[str, object] | None:
+    """The shape of the config ``model`` records, when it records one of ``model_type``; else None."""
+    if model.hf_config is None:
+        return None
+    try:
+        if model_type not in {_field(model.hf_config, "model_type"),
+                              _field(_text_config(model.hf_config), "model_type")}:
+            return None
+        return _shape(model.hf_config)
+    except InvalidQuery:  # a recorded text_config that is no mapping: it describes nothing here
+        return None
+
+
 def _config_family(config: object, matrix: Matrix) -> str | None:
     """The model a config belongs to.
 
-    By its ``_name_or_path`` among the models' Hugging Face ids, else by ``model_type`` (the outer one,
-    then ``text_config``'s) among their ``hf_model_types``.
+    By its ``_name_or_path`` among the models' Hugging Face ids; else, for its ``model_type`` (the outer
+    one, then ``text_config``'s), the model whose recorded config has its shape (the fields of
+    :data:`_SHAPE_FIELDS` both set agree: a checkpoint is labelled by its own geometry), the model listing
+    the type in ``hf_model_types`` first; else that model.
     """
     path = _field(config, "_name_or_path")
     if isinstance(path, str) and path.count("/") == 1:
@@ -327,12 +358,21 @@ def _config_family(config: object, matrix: Matrix) -> str | None:
         if found is not None:
             return found.name
     text = _text_config(config)
+    shape = _shape(config)
     for model_type in (_model_type(config), _model_type(text)):
         if model_type is None:
             continue
-        for name, fam in matrix.models.items():
-            if model_type in fam.hf_model_types:
-                return name
+        family = next((n for n, m in matrix.models.items() if model_type in m.hf_model_types), None)
+        ordered = sorted(matrix.models.values(), key=lambda m: m.name != family)  # stable: YAML order
+        for model in ordered:
+            recorded = _recorded(model, model_type)
+            if recorded is None:
+                continue
+            shared = [name for name in shape if name in recorded]
+            if shared and all(shape[name] == recorded[name] for name in shared):
+                return model.name
+        if family is not None:
+            return family
     return None
 
 
@@ -428,7 +468,9 @@ def query_from_hf_config(
     (1: mqa, fewer: gqa, equal or missing: mha); head_dim: ``kv_lora_rank + qk_rope_head_dim`` for MLA,
     else ``head_dim`` or ``hidden_size // num_attention_heads``; dtype and kv_cache_dtype from
     ``torch_dtype``; the model family from ``_name_or_path`` through the models' ``hf_ids``, else
-    from ``model_type`` through their ``hf_model_types``. A multimodal config's attention fields are
+    the model whose recorded config of the same ``model_type`` has the config's own geometry (a
+    checkpoint: Gemma-2 27B is not the first gemma2 model), else the one listing ``model_type`` in its
+    ``hf_model_types``. A multimodal config's attention fields are
     read from its nested ``text_config`` (llava, mllama, Llama 4, Gemma 3). per_layer_window from
     ``layer_types`` / ``sliding_window_pattern``, chunked_attention from ``attention_chunk_size``,
     logit_softcapping from ``attn_logit_softcapping``, attention_sinks from ``use_sinks`` or a model_type

@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING
 from capmatrix._answers import ReasonKind
 from capmatrix._default import _resolver
 from capmatrix.errors import InvalidArgument
+from capmatrix.matrix import Matrix
 from capmatrix.model import Effect
 from capmatrix.query import KernelQuery
 from capmatrix.releases import release
 
 if TYPE_CHECKING:
-    from capmatrix.matrix import Matrix
     from capmatrix.model import AxisValue
     from capmatrix.resolver import Resolver
 
@@ -316,8 +316,13 @@ def resolve(
     for name, number in (("page_size", page_size), ("speculative_eagle_topk", speculative_eagle_topk)):
         if number is not None and (type(number) is not int or number < 1):
             raise InvalidArgument(name, number, "None or an integer >= 1")
+    if matrix is not None and not isinstance(matrix, Matrix):
+        raise InvalidArgument("matrix", matrix, "None (the shipped matrix) or a Matrix from capmatrix.load()")
     resolver = _resolver(matrix)
-    arch_axis = resolver.matrix.axes["sglang_model_arch"]
+    arch_axis = resolver.matrix.axes.get("sglang_model_arch")
+    if arch_axis is None or not {ROLE, OVERRIDE_ROLE} <= resolver.matrix.roles.keys():
+        raise InvalidArgument("matrix", matrix, f"a matrix that models SGLang (axis sglang_model_arch, roles "
+                              f"{ROLE} and {OVERRIDE_ROLE}), as the shipped one does")
     topk_word = {None: "unset", 1: "one"}.get(speculative_eagle_topk, "many")
     base: dict[str, AxisValue] = {
         "sm": sm, "attention": "mla" if model.mla else "gqa", "attention_sinks": model.sinks,
