@@ -1519,25 +1519,25 @@ def _merge_b12x(rows: list[list[Any]], installed: list[list[Any]]) -> None:
     """Add to each record of ``rows`` drawn on a b12x capability what b12x installed changes.
 
     That is B12X's verdict, and the forced answer where the spelling names B12X (anything else
-    differing is an error).
+    differing is an error). ``installed`` holds the same draws, capability by capability, in order.
     """
-    by_input = {json.dumps(config, sort_keys=True): answer for config, answer in installed}
-    for config, answer in rows:
-        other = by_input.pop(json.dumps(config, sort_keys=True), None)
-        if other is None:
-            continue
-        change: dict[str, Any] = {"B12X": other["verdicts"]["B12X"]}
-        forced_b12x = config["forced"] is not None and config["forced"].upper() == "B12X"
-        if forced_b12x:
-            change["forced"] = other["forced"]
-        same = {**answer, "verdicts": {**answer["verdicts"], "B12X": other["verdicts"]["B12X"]}}
-        if forced_b12x:
-            same["forced"] = other["forced"]
-        if other != same:
-            raise AssertionError(f"{config}: b12x installed changes more than B12X")
-        answer["b12x_installed"] = change
-    if by_input:
-        raise AssertionError(f"{len(by_input)} b12x records drawn on no plain record")
+    by_capability: dict[str, list[list[Any]]] = {}
+    for row in rows:
+        by_capability.setdefault(json.dumps(row[0]["capability"]), []).append(row)
+    others: dict[str, list[list[Any]]] = {}
+    for row in installed:
+        others.setdefault(json.dumps(row[0]["capability"]), []).append(row)
+    for capability, part in others.items():
+        for (config, answer), (other_config, other) in zip(by_capability[capability], part, strict=True):
+            if config != other_config:
+                raise AssertionError(f"{config}: the b12x draw differs ({other_config})")
+            change: dict[str, Any] = {"B12X": other["verdicts"]["B12X"]}
+            same = {**answer, "verdicts": {**answer["verdicts"], "B12X": other["verdicts"]["B12X"]}}
+            if config["forced"] is not None and config["forced"].upper() == "B12X":
+                change["forced"] = same["forced"] = other["forced"]
+            if other != same:
+                raise AssertionError(f"{config}: b12x installed changes more than B12X")
+            answer["b12x_installed"] = change
 
 
 def _write_sample(rows: list[list[Any]], out: Path, count: int, seed: int,
