@@ -57,3 +57,49 @@ def test_check_catches_drift() -> None:
 def test_extract_reproduces_the_record() -> None:
     recorded = json.loads(TOOL.TABLE.read_text(encoding="utf-8"))
     assert TOOL.extract(SRC) == recorded
+
+
+def test_each_release_table_names_its_backends() -> None:
+    """0.33.0's table and 0.34.0's each hold the backends of their release (0.34.0 adds two members)."""
+    for version in TOOL.RELEASES:
+        table = TOOL.load_table(TOOL.table_path(version))
+        assert table["vllm"]["version"] == version
+        assert list(table["backends"]) == sorted(TOOL.expected_backends(version))
+    new = set(TOOL.expected_backends("0.34.0")) - set(TOOL.expected_backends("0.33.0"))
+    assert new == {"FLASHINFER_TS", "KIMI_K3_KV_BALANCED_MLA"}
+    assert TOOL.load_table(TOOL.table_path("0.34.0"))["vllm"] == {"version": "0.34.0", "commit": "62d4bc3c7"}
+
+
+def _sources(root: Path, version: str, members: dict[str, str]) -> Path:
+    """A stand-in for unpacked sources: ``vllm/_version.py`` and a registry with ``members``."""
+    (root / "vllm" / "v1/attention/backends").mkdir(parents=True)
+    (root / "vllm" / "_version.py").write_text(
+        f"__version__ = version = '{version}'\n__commit_id__ = commit_id = 'gabcdef012'\n", encoding="utf-8")
+    body = "".join(f"    {name} = {path!r}\n" for name, path in members.items())
+    (root / "vllm" / "v1/attention/backends/registry.py").write_text(
+        f"class AttentionBackendEnum:\n{body}", encoding="utf-8")
+    return root
+
+
+def _registry(version: str) -> dict[str, str]:
+    members = {name: rel.removesuffix(".py").replace("/", ".") + "." + cls
+               for name, (rel, cls) in TOOL.BACKENDS.items() if name in TOOL.expected_backends(version)}
+    return {**members, **dict.fromkeys(TOOL.NOT_IMPORTED, "x.y.Z")}
+
+
+def test_extract_fails_on_a_member_it_has_no_record_for(tmp_path: Path) -> None:
+    """A release member neither read (BACKENDS) nor left out on purpose (NOT_IMPORTED) stops the import,
+    as does a recorded backend the release lacks or a registry path that moved; none is skipped."""
+    src = _sources(tmp_path / "new", "0.34.0", {**_registry("0.34.0"), "NEW_BACKEND": "vllm.x.NewBackend"})
+    with pytest.raises(TOOL.TableError, match="NEW_BACKEND have no record here"):
+        TOOL.extract(src)
+    assert TOOL.run(["extract", "--vllm-src", str(src)]) == 2
+    gone = _registry("0.34.0")
+    del gone["FLASHINFER_TS"]
+    with pytest.raises(TOOL.TableError, match="FLASHINFER_TS of BACKENDS not in AttentionBackendEnum"):
+        TOOL.check_registry(_sources(tmp_path / "gone", "0.34.0", gone), "0.34.0")
+    moved = {**_registry("0.33.0"), "FLASH_ATTN": "vllm.elsewhere.FlashAttentionBackend"}
+    with pytest.raises(TOOL.TableError, match=r"FLASH_ATTN is vllm\.elsewhere"):
+        TOOL.check_registry(_sources(tmp_path / "moved", "0.33.0", moved), "0.33.0")
+    # 0.33.0 has neither 0.34.0 member, and that is no error
+    TOOL.check_registry(_sources(tmp_path / "old", "0.33.0", _registry("0.33.0")), "0.33.0")

@@ -3,8 +3,10 @@
 
     python tools/import_vllm_backends.py --check                 # exit 1 when the YAML drifted
     python tools/import_vllm_backends.py extract --vllm-src DIR  # re-read the sources, print the table
+    python tools/import_vllm_backends.py extract --vllm-src DIR --write  # ... and write the release's table
 
-The table lives in ``capabilities/evidence/sources/vllm_0.33.0_backends.json``: per
+Each release's table lives in ``capabilities/evidence/sources/vllm_<version>_backends.json`` (the
+version is read from the sources' ``vllm/_version.py``; 0.33.0 and 0.34.0 are recorded): per
 ``AttentionBackendEnum`` name, the class, its file and line, and what its class body says literally
 (``supported_dtypes``, ``supported_kv_cache_dtypes``, the list ``get_supported_head_sizes`` and
 ``get_supported_kernel_block_sizes`` return), each with the line it was read from, following base
@@ -16,6 +18,14 @@ vLLM is imported or run), so the table can be refreshed at a new release and com
 knows, values or spellings, as vLLM spells them) and ``head_dim`` / ``tokens_per_block`` (vLLM's block
 size) lists where the class gives a literal list. Logic that
 is code (capability checks, combinations, model-config reads) stays hand-written, citing path:line.
+``--check`` reads the table of the release the matrix models (``MODELLED``, 0.33.0) unless ``--release``
+names another.
+
+``extract`` fails, and imports nothing, where the release's ``AttentionBackendEnum``
+(``vllm/v1/attention/backends/registry.py``) has a member this tool has no record for: neither a
+backend it reads (``BACKENDS``) nor one it leaves out on purpose (``NOT_IMPORTED``, each with why). It
+fails too where a member's registry path is not the file and class ``BACKENDS`` names, or where a
+backend of ``BACKENDS`` is missing from a release it is recorded for (``SINCE``).
 """
 
 from __future__ import annotations
@@ -35,7 +45,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _generated import emit_table  # tools/ is not a package: its sibling, by path
 
 ROOT = Path(__file__).resolve().parent.parent
-TABLE = ROOT / "capabilities" / "evidence" / "sources" / "vllm_0.33.0_backends.json"
+SOURCES = ROOT / "capabilities" / "evidence" / "sources"
+#: The release the matrix models: ``--check`` compares its table with the YAML.
+MODELLED = "0.33.0"
+#: The releases whose tables are recorded.
+RELEASES = ("0.33.0", "0.34.0")
+
+
+def table_path(version: str) -> Path:
+    """Where the table of vLLM ``version`` lives."""
+    return SOURCES / f"vllm_{version}_backends.json"
+
+
+TABLE = table_path(MODELLED)
 KERNELS = ROOT / "capabilities" / "kernels" / "vllm_attention.yaml"
 AXES = ROOT / "capabilities" / "axes.yaml"
 B = "vllm/v1/attention/backends/"
@@ -61,6 +83,34 @@ BACKENDS: dict[str, tuple[str, str]] = {
                                     "FlashInferMLASparseSM120Backend"),
     "FLASHINFER_MLA_SPARSE_SM90": (B + "mla/flashinfer_mla_sparse_sm90.py",
                                    "FlashInferMLASparseSM90Backend"),
+    "FLASHINFER_TS": (B + "flashinfer_ts.py", "FlashInferTSBackend"),
+    "KIMI_K3_KV_BALANCED_MLA": ("vllm/models/kimi_k3/nvidia/kv_balanced_mla/backend.py",
+                                "KimiK3KvBalancedMLABackend"),
+}
+#: The first release of a backend of ``BACKENDS`` that is not in every recorded release.
+SINCE: dict[str, str] = {"FLASHINFER_TS": "0.34.0", "KIMI_K3_KV_BALANCED_MLA": "0.34.0"}
+#: Members of ``AttentionBackendEnum`` the table leaves out on purpose, and why.
+NOT_IMPORTED: dict[str, str] = {
+    **dict.fromkeys(("FLASH_ATTN_DIFFKV", "TRITON_ATTN_DIFFKV"),
+                    "CUDA, but for a V head size other than K's, an input the matrix does not model"),
+    **dict.fromkeys(("ROCM_ATTN", "ROCM_SEGMENTED_ATTN", "ROCM_AITER_MLA", "ROCM_AITER_TRITON_MLA",
+                     "ROCM_AITER_FA", "ROCM_AITER_MLA_SPARSE", "ROCM_FLASHMLA_SPARSE_DSV4",
+                     "ROCM_FLASHMLA_SPARSE_DSV41", "ROCM_AITER_UNIFIED_ATTN", "ROCM_OCTAVE"), "ROCm"),
+    **dict.fromkeys(("CPU_ATTN", "CPU_MLA", "AMX_MLA"), "CPU"),
+    "XPU_MLA_SPARSE": "XPU",
+    **dict.fromkeys(("TRITON_FLASH_ATTN", "TRITON_FLASHINFER"),
+                    "CUDA and modelled, but a composite (create_composite_attention_backend, composite.py) "
+                    "built by code, whose class body states nothing: its parts are FLASH_ATTN or FLASHINFER "
+                    "and TRITON_ATTN, read here"),
+    "TORCH_SDPA": "a tag of the vision encoders (no class: its registry path is empty)",
+    **dict.fromkeys(("FLASHMLA_SPARSE_DSV4", "FLASHINFER_MLA_SPARSE_DSV4", "FLASHMLA_SPARSE_DSV41",
+                     "FLASHINFER_MLA_SPARSE_DSV41", "FLASHMLA_MEGA_ATTN_DSV41", "MINIMAX_M3_SPARSE",
+                     "CUTLASS_MSA", "TRITON_MSA", "STEP5_DSA"),
+                    "a model's own attention (DeepSeek-V4/V4.1, MiniMax M3, Step5), chosen by its layer"),
+    "HPC_ATTN": "needs the hpc-ops package (Hy3 on Hopper), not a dependency of the wheel",
+    "ULTRAQUANT": "its own KV format (ultraquant_4bit)",
+    "NO_ATTENTION": "attention-free layers",
+    "CUSTOM": "a placeholder for a registered third-party backend (no path)",
 }
 #: Where base classes named in the files above are defined.
 BASES: dict[str, str] = {
@@ -124,12 +174,72 @@ def _classes(src: Path, rel: str) -> dict[str, ast.ClassDef]:
     return {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
 
 
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
+
+
+def release(src: Path) -> tuple[str, str]:
+    """The version and (short) commit of the sources at ``src``, from ``vllm/_version.py``."""
+    path = src / "vllm" / "_version.py"
+    if not path.is_file():
+        raise TableError(f"{path}: not found (unpack the wheel's vllm/ sources under --vllm-src)")
+    text = path.read_text(encoding="utf-8")
+    version = re.search(r"^__version__ = version = '([^']+)'", text, re.MULTILINE)
+    commit = re.search(r"^__commit_id__ = commit_id = 'g?([0-9a-f]+)'", text, re.MULTILINE)
+    if version is None or commit is None:
+        raise TableError(f"{path}: no __version__ / __commit_id__ line")
+    return version[1], commit[1][:9]
+
+
+def expected_backends(version: str) -> list[str]:
+    """The names of ``BACKENDS`` a table of vLLM ``version`` holds."""
+    return [name for name in BACKENDS
+            if name not in SINCE or _version_key(version) >= _version_key(SINCE[name])]
+
+
+def registry_members(src: Path) -> dict[str, str | None]:
+    """``AttentionBackendEnum``'s members and their class paths (None: no path), read with ast."""
+    path = src / B / "registry.py"
+    if not path.is_file():
+        raise TableError(f"{path}: not found (unpack the wheel's vllm/ sources under --vllm-src)")
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    enum = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "AttentionBackendEnum"),
+                None)
+    if enum is None:
+        raise TableError(f"{path}: no class AttentionBackendEnum")
+    members: dict[str, str | None] = {}
+    for stmt in enum.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            value = ast.literal_eval(stmt.value)
+            members[stmt.targets[0].id] = value or None
+    return members
+
+
+def check_registry(src: Path, version: str) -> None:
+    """Fail where the release's members and this tool's records disagree (see the module docstring)."""
+    members = registry_members(src)
+    unknown = [name for name in members if name not in BACKENDS and name not in NOT_IMPORTED]
+    if unknown:
+        raise TableError(f"vLLM {version}: AttentionBackendEnum member(s) {', '.join(unknown)} have no "
+                         "record here: add each to BACKENDS (file, class) or to NOT_IMPORTED (why)")
+    missing = [name for name in expected_backends(version) if name not in members]
+    if missing:
+        raise TableError(f"vLLM {version}: {', '.join(missing)} of BACKENDS not in AttentionBackendEnum "
+                         "(removed? record the release it left in SINCE's stead)")
+    for name in expected_backends(version):
+        rel, cls_name = BACKENDS[name]
+        want = rel.removesuffix(".py").replace("/", ".") + "." + cls_name
+        if members[name] != want:
+            raise TableError(f"vLLM {version}: {name} is {members[name]} in the registry, not {want}")
+
+
 def extract(src: Path) -> dict[str, Any]:
     """The table, read from the unpacked sources at ``src`` (the directory that holds ``vllm/``)."""
-    version = src / "vllm" / "_version.py"
-    text = version.read_text(encoding="utf-8") if version.is_file() else ""
+    version, commit = release(src)
+    check_registry(src, version)
     out: dict[str, Any] = {}
-    for name, (rel, cls_name) in BACKENDS.items():
+    for name in expected_backends(version):
+        rel, cls_name = BACKENDS[name]
         facts: dict[str, Any] = {}
         chain: list[str] = []
         here_rel, here = rel, cls_name
@@ -150,8 +260,7 @@ def extract(src: Path) -> dict[str, Any]:
             else:
                 here = ""
         out[name] = {"class": chain[0], "chain": chain, **{f: facts.get(f) for f in FIELDS}}
-    return {"vllm": {"version": "0.33.0" if "0.33.0" in text else "unknown",
-                     "commit": "4ba787ec9" if "4ba787ec9" in text else "unknown"},
+    return {"vllm": {"version": version, "commit": commit},
             "about": "vLLM CUDA attention-backend class attributes, read with ast by "
                      "tools/import_vllm_backends.py; value null = computed by code (see the hand-written "
                      "rules)",
@@ -159,10 +268,11 @@ def extract(src: Path) -> dict[str, Any]:
 
 
 def load_table(path: Path = TABLE) -> dict[str, Any]:
-    """Read the recorded table and check that it names every backend."""
+    """Read the recorded table and check that it names every backend of its release."""
     data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    if set(data.get("backends", {})) != set(BACKENDS):
-        raise TableError(f"{path}: backends differ from {sorted(BACKENDS)}")
+    want = expected_backends(data.get("vllm", {}).get("version", ""))
+    if set(data.get("backends", {})) != set(want):
+        raise TableError(f"{path}: backends differ from {sorted(want)}")
     return data
 
 
@@ -226,6 +336,8 @@ def run(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="import_vllm_backends.py", description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true",
                         help="exit 1 when the YAML disagrees with the table")
+    parser.add_argument("--release", default=MODELLED, choices=RELEASES,
+                        help=f"--check: the release whose table is compared (default {MODELLED})")
     sub = parser.add_subparsers(dest="command")
     ext = sub.add_parser("extract", help="read the sources and print the table as JSON")
     ext.add_argument("--vllm-src", type=Path, required=True, help="directory holding the wheel's vllm/")
@@ -233,9 +345,10 @@ def run(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "extract":
-            emit_table(extract(args.vllm_src), TABLE, write=args.write)
+            table = extract(args.vllm_src)
+            emit_table(table, table_path(table["vllm"]["version"]), write=args.write)
             return 0
-        problems = check(load_table(), KERNELS.read_text(encoding="utf-8"),
+        problems = check(load_table(table_path(args.release)), KERNELS.read_text(encoding="utf-8"),
                          AXES.read_text(encoding="utf-8"))
     except (TableError, OSError, KeyError) as exc:
         sys.stderr.write(f"import_vllm_backends.py: {exc}\n")
