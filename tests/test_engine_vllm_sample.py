@@ -39,9 +39,10 @@ def sample() -> tuple[dict[str, Any], list[list[dict[str, Any]]]]:
     return _load()
 
 
-def _kwargs(config: dict[str, Any]) -> dict[str, Any]:
+def _kwargs(config: dict[str, Any], version: str = "0.33.0") -> dict[str, Any]:
     extra = {axis: True for flag, axis in _FLAG_AXES if config[flag]}
     return {
+        "version": version,
         "capability": tuple(config["capability"]),
         "head_size": config["head_size"],
         "dtype": config["dtype"],
@@ -61,9 +62,10 @@ def _choice(kwargs: dict[str, Any], selected: str | None = None) -> str | None:
         return None
 
 
-def _disagreements(config: dict[str, Any], answer: dict[str, Any], forced: list[str]) -> list[str]:
+def _disagreements(config: dict[str, Any], answer: dict[str, Any], forced: list[str],
+                   version: str = "0.33.0") -> list[str]:
     """Every way the matrix's answer for one record differs from vLLM's (empty: none)."""
-    kwargs = _kwargs(config)
+    kwargs = _kwargs(config, version)
     found: list[str] = []
     try:
         got: str | None = select_backend(**kwargs)
@@ -175,3 +177,52 @@ def test_sample_is_the_documented_draw(sample: tuple[dict[str, Any], list[list[d
     assert drawn == [config for config, _answer in rows]
     first = tool.SAMPLE_CAPABILITIES[0]
     assert [s.as_json() for s in tool._samples(first, 5, head["seed"] + 1)] != drawn[:5]  # the seed matters
+
+
+# ---- vLLM 0.34.0's sample (tools/record_vllm_selection.py, seed 20260334) --------------------------------
+
+RECORD_0340 = RECORD.with_name("vllm_0.34.0_sample.json.gz")
+
+
+def _recorder_mm_prefix_artefact(config: dict[str, Any]) -> bool:
+    """A record the recorder cannot make as a real model would.
+
+    The recorder's model stand-in is never an mm-prefix LM (``_ModelStandIn.is_mm_prefix_lm = False``)
+    while the layer's ``use_mm_prefix`` is drawn, so vLLM's FA4 hd256 fallback for mm-prefix models
+    (fa_utils.py:258 @ 62d4bc3c7) never fires in a record. On SM10x at head 256 the record's FLASH_ATTN
+    then resolves FA4 and passes its mm-prefix check, where a real mm-prefix model (and the matrix) falls
+    back to FA2 and is refused.
+    """
+    return (config["use_mm_prefix"] and not config["use_mla"] and config["head_size"] == 256
+            and config["capability"][0] == 10)
+
+
+@pytest.mark.no_cover  # a sweep: the same lines thousands of times (see conftest.py)
+def test_sample_0340_differential() -> None:
+    """Every record of 0.34.0's sample agrees when asked as 0.34.0, but the recorder's artefact above.
+
+    The checkpoint's KV dtype (``kv_from_checkpoint``) is not an input of the matrix: a record is asked
+    with the KV dtype the layer hands to selection (``layer``: the checkpoint's for a non-MLA layer, the
+    configured one for an MLA layer, attention.py:297-300 @ 62d4bc3c7). Where the MLA layer refuses
+    before selection (a sliding window with ``fp8_ds_mla`` / ``nvfp4_ds_mla``, mla_attention.py:517-523,
+    recorded as the layer's ``raises``), the matrix must choose nothing either: those KV words are no
+    MLA backend's.
+    """
+    with gzip.open(RECORD_0340, "rt", encoding="utf-8") as lines:
+        head = json.loads(next(lines))
+        rows = [json.loads(line) for line in lines]
+    assert head["vllm"]["version"] == "0.34.0"
+    found: dict[str, list[str]] = {}
+    artefacts = 0
+    for config, answer in rows:
+        refused = "raises" in answer["layer"]
+        asked = config if refused else {**config, "kv_cache_dtype": answer["layer"]["kv_cache_dtype"]}
+        assert not refused or answer["chosen"] is None
+        lines_ = _disagreements(asked, answer, head["forced"], "0.34.0")
+        if lines_ and _recorder_mm_prefix_artefact(config):
+            artefacts += 1
+        elif lines_:
+            found[json.dumps(config, sort_keys=True)] = lines_
+    assert len(rows) == 14000
+    assert not found, (len(found), dict(list(found.items())[:5]))
+    assert artefacts <= sum(1 for config, _answer in rows if _recorder_mm_prefix_artefact(config))

@@ -223,9 +223,12 @@ def test_bind_spec_dec_answers_each_trtllm_release() -> None:
 def test_the_vllm_words_are_the_releases_own() -> None:
     matrix = capmatrix.load()
     words = matrix.releases["vllm"].words_at
-    assert vllm.backends("0.33.0") == words("backends", "0.33.0") == vllm.VLLM_BACKENDS
-    assert len(vllm.VLLM_BACKENDS) == len(set(vllm.VLLM_BACKENDS)) == 50
-    assert vllm.KV_CACHE_DTYPES == vllm.kv_cache_dtypes("0.33.0") == words("kv_cache_dtypes", "0.33.0")
+    old, new = vllm.backends("0.33.0"), vllm.backends("0.34.0")
+    assert old == words("backends", "0.33.0")
+    assert len(old) == len(set(old)) == 50
+    assert set(new) - set(old) == {"FLASHINFER_TS", "KIMI_K3_KV_BALANCED_MLA"}
+    assert new == vllm.VLLM_BACKENDS  # the newest release's, by default
+    assert vllm.KV_CACHE_DTYPES == vllm.kv_cache_dtypes("0.33.0") == words("kv_cache_dtypes", "0.34.0")
     kv = matrix.axes["kv_cache_dtype"]
     assert all(w in kv.values or w in kv.spellings for w in vllm.KV_CACHE_DTYPES)
     args: dict[str, Any] = {"capability": (10, 0), "head_size": 128, "dtype": "bf16",
@@ -233,13 +236,27 @@ def test_the_vllm_words_are_the_releases_own() -> None:
     with pytest.raises(InvalidArgument, match=r"vLLM 0\.33\.0's AttentionBackendEnum") as caught:
         vllm.select_backend(**args, selected="flashinfer_ts", version="0.33.0")
     assert caught.value.suggestion == "FLASHINFER"
-    with pytest.raises(vllm.BackendNotModelled, match=r"vLLM 0\.33\.0's"):
+    assert vllm.select_backend(**args, selected="flashinfer_ts", version="0.34.0") == "FLASHINFER_TS"
+    with pytest.raises(vllm.BackendNotModelled, match=r"vLLM 0\.34\.0's"):
         vllm.select_backend(**args, selected="HPC_ATTN")
-    with pytest.raises(InvalidArgument, match=r"modelled releases \(0\.33\.0\), got '0\.34\.0'"):
-        vllm.backend_order(**args, version="0.34.0")
+    with pytest.raises(InvalidArgument, match=r"modelled releases \(0\.33\.0, 0\.34\.0\), got '0\.32\.0'"):
+        vllm.backend_order(**args, version="0.32.0")
     with pytest.raises(InvalidArgument, match="argument 'version'"):
         vllm.select_backend(**args, extra={"vllm_release": "0.33.0"})
-    assert vllm.select_backend(**args, version="0.33.0") == vllm.select_backend(**args)
+    b12x = {**args, "capability": (12, 0), "head_size": 64, "block_size": 64,
+            "extra": {"vllm_b12x": True}}
+    assert vllm.select_backend(**b12x, selected="B12X", version="0.33.0") == "B12X"
+    with pytest.raises(vllm.NoValidBackend):  # 0.34.0 dropped head 64
+        vllm.select_backend(**b12x, selected="B12X", version="0.34.0")
+
+
+def test_the_vllm_release_diff_names_what_0_34_0_changed() -> None:
+    code, out, err = cli("diff", "--engine", "vllm", "0.33.0", "0.34.0")
+    assert (code, err) == (0, "")
+    for name in ("vllm_b12x", "vllm_flashinfer_ts", "vllm_kimi_k3_kv_balanced_mla", "vllm_triton_mla"):
+        assert f"kernel {name}:" in out, name
+    assert "head_dim=64" in out.split("kernel vllm_b12x:")[1].split("kernel ")[0]
+    assert "sliding_window=true" in out.split("kernel vllm_triton_mla:")[1]
 
 
 def test_sglang_takes_its_release() -> None:
