@@ -469,7 +469,7 @@ def test_classes_beyond_the_grid(capability: tuple[int, int], changes: dict[str,
                                  want: str | None) -> None:
     """One case per class the grid did not reach, each as vLLM 0.33.0's own selector answers it
     (tools/record_vllm_selection.py run on these configurations; the sample holds the rest)."""
-    kwargs = {**_MHA, "capability": capability, **changes}
+    kwargs = {**_MHA, "capability": capability, **changes, "version": "0.33.0"}
     if want is None:
         with pytest.raises(NoValidBackend):
             select_backend(**kwargs)
