@@ -147,8 +147,9 @@ def test_a_release_is_checked_and_spelled_as_tags_are(released: capmatrix.Matrix
     with pytest.raises(InvalidArgument, match=r"1\.0\.0, 1\.1\.0rc1, 1\.1\.0.*got '2\.0'") as caught:
         release(released, "eng", "2.0")
     assert caught.value.argument == "version"
-    with pytest.raises(InvalidArgument, match="expects one of eng's modelled releases"):
-        release(released, "eng", 1.1)
+    for odd in (1.1, 1, True, b"1.0.0", ["1.0.0"], "1.0.0 rc", "V1.0.0", "1.0"):  # other types and spellings
+        with pytest.raises(InvalidArgument, match="expects one of eng's modelled releases"):
+            release(released, "eng", odd)
     with pytest.raises(InvalidArgument, match=r"an engine with modelled releases \(eng\)"):
         engine_releases(released, "vllm")
 

@@ -185,13 +185,12 @@ def _capability(value: object) -> int:
 
 
 def _query(
-    matrix: Matrix, version: object, args: tuple[object, object, object, object, object],
+    matrix: Matrix, version: str, args: tuple[object, object, object, object, object],
     flags: tuple[object, object, object], extra: Mapping[str, AxisValue] | None,
 ) -> KernelQuery:
     capability, head_size, dtype, kv_cache_dtype, block_size = args
     use_mla, use_sparse, has_sink = flags
-    version = release(matrix, ENGINE, version)
-    words = _words(matrix, _KV_WORDS, version)
+    words = _words(matrix, _KV_WORDS, version)  # ``version``: a release the matrix models (checked)
     if not isinstance(kv_cache_dtype, str) or kv_cache_dtype not in words:
         raise InvalidArgument(
             "kv_cache_dtype", kv_cache_dtype, f"one of vLLM {version}'s KV-cache dtypes: {', '.join(words)}",
@@ -312,9 +311,10 @@ def select_backend(
         key = known = None
     if known is not None:
         return known
-    query = _query(resolver.matrix, version, (capability, head_size, dtype, kv_cache_dtype, block_size),
+    modelled = release(resolver.matrix, ENGINE, version)
+    query = _query(resolver.matrix, modelled, (capability, head_size, dtype, kv_cache_dtype, block_size),
                    (use_mla, use_sparse, has_sink), extra)
-    forced = _forced(resolver, selected, release(resolver.matrix, ENGINE, version))
+    forced = _forced(resolver, selected, modelled)
     if forced is not None:
         resolution = resolver.resolve(query.with_kernel(_PREFIX + forced.lower()))
         if not resolution:
@@ -354,7 +354,8 @@ def backend_order(
     resolver = _resolver(matrix)
     if extra and not isinstance(extra, Mapping):
         raise InvalidArgument("extra", extra, "a mapping of axis names to values, or None")
-    query = _query(resolver.matrix, version, (capability, head_size, dtype, kv_cache_dtype, block_size),
+    query = _query(resolver.matrix, release(resolver.matrix, ENGINE, version),
+                   (capability, head_size, dtype, kv_cache_dtype, block_size),
                    (use_mla, use_sparse, has_sink), extra)
     candidates, _decided = resolver.matrix.roles[ROLE].order_for(resolver.derived_values(query))
     return tuple(_backend(k) for k in candidates)
