@@ -82,16 +82,54 @@ def test_differential_every_cell(record: dict[str, Any]) -> None:
     """Every cell: the automatic choice, the priority list, the rejected backends in vLLM's order when
     nothing is valid, and every forced backend's verdict. No disagreement is tolerated.
     """
+    checks, disagreements, examples = _differential(record, record["cells"], record["columns"], {})
+    assert checks == len(record["cells"]) * len(record["columns"]) * (2 + len(record["forced"]))
+    assert not disagreements, (dict(disagreements), examples)
+
+
+@pytest.mark.no_cover  # a sweep, as above
+def test_differential_checkpoint_kv(record: dict[str, Any]) -> None:
+    """The cells of a quantized KV dtype once more with that dtype from the checkpoint (--kv-cache-dtype
+    left auto), where the release's layer reads it: vLLM's config then still says auto, which FA4's hd256
+    fallback and FLASH_ATTN's SM90 FP8 block size read. Where the layer passes auto (MLA), the answer is
+    the auto cell's.
+    """
+    section = record.get("checkpoint_kv")
+    if section is None:  # 0.33.0's layers read no checkpoint KV dtype: nothing recorded, nothing to hold
+        assert capmatrix.load().releases["vllm"].words_at("checkpoint_kv_layers", record["vllm"]["version"]) == ()
+        return
+    cells = section["cells"]
+    checks, disagreements, examples = _differential(
+        record, cells, section["columns"], {"kv_cache_dtype": "auto"}, checkpoint=True)
+    assert checks == len(cells) * len(section["columns"]) * (2 + len(record["forced"]))
+    assert not disagreements, (dict(disagreements), examples)
+    # the MLA layers pass auto: the checkpoint's dtype changes nothing there
+    version = record["vllm"]["version"]
+    for kind, kv, passed in section["layer_passes"]:
+        if passed != "auto":
+            continue
+        for key in [k for k in cells if k.split("/")[3] == kv][:40]:
+            kwargs = {**_kwargs(key, kind), "version": version}
+            auto = {**kwargs, "kv_cache_dtype": "auto"}
+            assert backend_order(**auto, checkpoint_kv_cache_dtype=kv) == backend_order(**auto)
+
+
+def _differential(record: dict[str, Any], cells: dict[str, list[int]], columns: list[str],
+                  override: dict[str, Any], *, checkpoint: bool = False,
+                  ) -> tuple[int, Counter[str], dict[str, str]]:
     version = record["vllm"]["version"]
     reason_sets = record["reason_sets"]
     forced = record["forced"]
     disagreements: Counter[str] = Counter()
     examples: dict[str, str] = {}
     checks = 0
-    for key, outcome_ids in record["cells"].items():
-        for column, oid in zip(record["columns"], outcome_ids, strict=True):
+    for key, outcome_ids in cells.items():
+        for column, oid in zip(columns, outcome_ids, strict=True):
             want, order_id, rsets = record["outcomes"][oid]
             kwargs = {**_kwargs(key, column), "version": version}
+            if checkpoint:
+                kwargs["checkpoint_kv_cache_dtype"] = kwargs["kv_cache_dtype"]
+            kwargs.update(override)
             order = tuple(record["orders"][order_id])
             try:
                 got = select_backend(**kwargs)
@@ -116,8 +154,7 @@ def test_differential_every_cell(record: dict[str, Any]) -> None:
                 if _forced_valid(kwargs, backend) is not valid:
                     disagreements[backend] += 1
                     examples.setdefault(backend, f"{key} {column}: vLLM valid={valid}")
-    assert checks == len(record["cells"]) * len(record["columns"]) * (2 + len(forced))
-    assert not disagreements, (dict(disagreements), examples)
+    return checks, disagreements, examples
 
 
 def test_no_valid_backend_reasons() -> None:
@@ -486,3 +523,28 @@ def test_flashmla_sparse_asks_no_flashmla_build() -> None:
     with pytest.raises(NoValidBackend):  # dense FLASHMLA does
         select_backend(**{**sparse, "use_sparse": False}, extra={"vllm_flashmla_built": False},
                        selected="FLASHMLA")
+
+
+@pytest.mark.no_cover  # a sweep, as above
+def test_differential_b12x_installed(record: dict[str, Any]) -> None:
+    """B12X forced with b12x installed (``vllm_b12x``), every cell of the capabilities the record asks it
+    on: valid exactly where vLLM's validation says nothing. Every other answer is the plain cell's."""
+    section = record.get("b12x_installed")
+    if section is None:  # 0.33.0's record asks B12X without b12x only
+        assert record["vllm"]["version"] == "0.33.0"
+        return
+    version = record["vllm"]["version"]
+    wrong: list[str] = []
+    valid_seen = checks = 0
+    for key, reason_ids in section["cells"].items():
+        assert key.split("/")[0] in section["capabilities"]
+        for column, rs in zip(record["columns"], reason_ids, strict=True):
+            want = record["reason_sets"][rs] == []
+            kwargs = {**_kwargs(key, column), "version": version, "extra": {"vllm_b12x": True}}
+            checks += 1
+            valid_seen += want
+            if _forced_valid(kwargs, "B12X") is not want:
+                wrong.append(f"{key} {column}: vLLM valid={want}")
+    assert checks == len(section["cells"]) * len(record["columns"])
+    assert valid_seen > 0  # the section holds cells where b12x runs, not only refusals
+    assert not wrong, (len(wrong), wrong[:5])

@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 
 import capmatrix
+from capmatrix import KernelQuery
+from capmatrix.engine import vllm
 from capmatrix.engine.vllm import KV_CACHE_DTYPES, NoValidBackend, backend_order, select_backend
 
 RECORD = Path(__file__).resolve().parent.parent / "capabilities/evidence/vllm_0.33.0_sample.json.gz"
@@ -46,7 +48,9 @@ def _kwargs(config: dict[str, Any], version: str = "0.33.0") -> dict[str, Any]:
         "capability": tuple(config["capability"]),
         "head_size": config["head_size"],
         "dtype": config["dtype"],
-        "kv_cache_dtype": config["kv_cache_dtype"],
+        # kv_from_checkpoint (0.34.0's sample): --kv-cache-dtype left auto, the drawn dtype the checkpoint's
+        **({"kv_cache_dtype": "auto", "checkpoint_kv_cache_dtype": config["kv_cache_dtype"]}
+           if config.get("kv_from_checkpoint") else {"kv_cache_dtype": config["kv_cache_dtype"]}),
         "block_size": config["block_size"],
         "use_mla": config["use_mla"],
         "use_sparse": config["use_sparse"],
@@ -198,12 +202,21 @@ def _recorder_mm_prefix_artefact(config: dict[str, Any]) -> bool:
 
 
 @pytest.mark.no_cover  # a sweep: the same lines thousands of times (see conftest.py)
+def _layer_query(kwargs: dict[str, Any]) -> KernelQuery:
+    """The query the adapter asks for ``kwargs``: what the model's layer hands to selection."""
+    return vllm._query(capmatrix.default_matrix(), kwargs["version"], (
+        kwargs["capability"], kwargs["head_size"], kwargs["dtype"], kwargs["kv_cache_dtype"],
+        kwargs["block_size"], kwargs.get("checkpoint_kv_cache_dtype")),
+        (kwargs["use_mla"], kwargs["use_sparse"], kwargs["has_sink"]), None)
+
+
 def test_sample_0340_differential() -> None:
     """Every record of 0.34.0's sample agrees when asked as 0.34.0, but the recorder's artefact above.
 
-    The checkpoint's KV dtype (``kv_from_checkpoint``) is not an input of the matrix: a record is asked
-    with the KV dtype the layer hands to selection (``layer``: the checkpoint's for a non-MLA layer, the
-    configured one for an MLA layer, attention.py:297-300 @ 62d4bc3c7). Where the MLA layer refuses
+    A record whose KV dtype is the checkpoint's (``kv_from_checkpoint``) is asked as vLLM was: ``auto``
+    with ``checkpoint_kv_cache_dtype``, which the adapter hands on as the layer does (the checkpoint's for a
+    non-MLA layer, auto for an MLA one, attention.py:297-300 @ 62d4bc3c7; ``layer`` records what the
+    layer passed, and the adapter's query must say the same). Where the MLA layer refuses
     before selection (a sliding window with ``fp8_ds_mla`` / ``nvfp4_ds_mla``, mla_attention.py:517-523,
     recorded as the layer's ``raises``), the matrix must choose nothing either: those KV words are no
     MLA backend's.
@@ -216,9 +229,13 @@ def test_sample_0340_differential() -> None:
     artefacts = 0
     for config, answer in rows:
         refused = "raises" in answer["layer"]
-        asked = config if refused else {**config, "kv_cache_dtype": answer["layer"]["kv_cache_dtype"]}
         assert not refused or answer["chosen"] is None
-        lines_ = _disagreements(asked, answer, head["forced"], "0.34.0")
+        if not refused:
+            passed = _layer_query(_kwargs(config, "0.34.0")).axes
+            assert (passed["kv_cache_dtype"], passed["vllm_kv_from_checkpoint"]) == (
+                answer["layer"]["kv_cache_dtype"],
+                bool(config.get("kv_from_checkpoint")) and not config["use_mla"]), config
+        lines_ = _disagreements(config, answer, head["forced"], "0.34.0")
         if lines_ and _recorder_mm_prefix_artefact(config):
             artefacts += 1
         elif lines_:

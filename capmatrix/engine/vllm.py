@@ -39,6 +39,7 @@ _DTYPES = {"fp16": "fp16", "float16": "fp16", "half": "fp16", "bf16": "bf16", "b
 #: The axes the named arguments set, each with its argument; ``extra`` may name none of them, by its name
 #: or by an alias the matrix gives it (vLLM's ``block_size`` is ``tokens_per_block``).
 _NAMED_AXES = {"sm": "capability", "head_dim": "head_size", "dtype": "dtype",
+               "vllm_kv_from_checkpoint": "checkpoint_kv_cache_dtype",
                "kv_cache_dtype": "kv_cache_dtype", "tokens_per_block": "block_size", "attention": "use_mla",
                "use_sparse": "use_sparse", "attention_sinks": "has_sink", "vllm_release": "version"}
 #: What a query holds besides axis values, and why ``extra`` may not give it: ``KernelQuery.replace``
@@ -53,6 +54,7 @@ _NOT_AXES = {
 #: The engine's name in ``releases.yaml`` and its vocabularies there.
 ENGINE = "vllm"
 _BACKENDS, _KV_WORDS, _AUTOMATIC = "backends", "kv_cache_dtypes", "automatic_aliases"
+_CHECKPOINT_LAYERS = "checkpoint_kv_layers"
 _MAX_MINOR = 9
 
 
@@ -184,24 +186,48 @@ def _capability(value: object) -> int:
     return value[0] * 10 + value[1]
 
 
+def _kv_word(argument: str, value: object, words: tuple[str, ...], version: str) -> str:
+    if not isinstance(value, str) or value not in words:
+        raise InvalidArgument(
+            argument, value, f"one of vLLM {version}'s KV-cache dtypes: {', '.join(words)}",
+            suggestion=did_you_mean(value, words) if isinstance(value, str) else None)
+    return value
+
+
+def _layer_kv(matrix: Matrix, version: str, kv_cache_dtype: object, checkpoint: object,
+              use_mla: bool) -> tuple[str, bool]:
+    """The KV-cache dtype the layer passes to selection, and whether it is the checkpoint's.
+
+    The checkpoint's dtype counts only where ``--kv-cache-dtype`` is ``auto`` and the release's layer of
+    this kind reads it (releases.yaml, ``checkpoint_kv_layers``); the config's dtype stays ``auto``.
+    """
+    words = _words(matrix, _KV_WORDS, version)  # ``version``: a release the matrix models (checked)
+    kv = _kv_word("kv_cache_dtype", kv_cache_dtype, words, version)
+    if checkpoint is None:
+        return kv, False
+    ckpt = _kv_word("checkpoint_kv_cache_dtype", checkpoint, words, version)
+    kind = "mla" if use_mla else "mha"
+    if kv != "auto" or ckpt == "auto" or kind not in _words(matrix, _CHECKPOINT_LAYERS, version):
+        return kv, False
+    return ckpt, True
+
+
 def _query(
-    matrix: Matrix, version: str, args: tuple[object, object, object, object, object],
+    matrix: Matrix, version: str, args: tuple[object, object, object, object, object, object],
     flags: tuple[object, object, object], extra: Mapping[str, AxisValue] | None,
 ) -> KernelQuery:
-    capability, head_size, dtype, kv_cache_dtype, block_size = args
+    capability, head_size, dtype, kv_cache_dtype, block_size, checkpoint = args
     use_mla, use_sparse, has_sink = flags
-    words = _words(matrix, _KV_WORDS, version)  # ``version``: a release the matrix models (checked)
-    if not isinstance(kv_cache_dtype, str) or kv_cache_dtype not in words:
-        raise InvalidArgument(
-            "kv_cache_dtype", kv_cache_dtype, f"one of vLLM {version}'s KV-cache dtypes: {', '.join(words)}",
-            suggestion=did_you_mean(kv_cache_dtype, words) if isinstance(kv_cache_dtype, str) else None)
+    mla = _flag("use_mla", use_mla)
+    kv, from_checkpoint = _layer_kv(matrix, version, kv_cache_dtype, checkpoint, mla)
     axes: dict[str, AxisValue] = {
         matrix.releases[ENGINE].axis: version,
         "sm": _capability(capability),
         "head_dim": _int("head_size", head_size, low=1),
         "dtype": _dtype(dtype),
-        "kv_cache_dtype": kv_cache_dtype,  # vLLM's word: the axis maps its spellings (float16 is fp16)
-        "attention": "mla" if _flag("use_mla", use_mla) else "gqa",
+        "kv_cache_dtype": kv,  # vLLM's word: the axis maps its spellings (float16 is fp16)
+        "vllm_kv_from_checkpoint": from_checkpoint,
+        "attention": "mla" if mla else "gqa",
         "use_sparse": _flag("use_sparse", use_sparse),
         "attention_sinks": _flag("has_sink", has_sink),
         # None: no block size asked, none checked (the axis's none; TensorRT-LLM's default is 32).
@@ -266,6 +292,7 @@ def select_backend(
     use_sparse: bool = False,
     has_sink: bool = False,
     selected: str | None = None,
+    checkpoint_kv_cache_dtype: str | None = None,
     extra: Mapping[str, AxisValue] | None = None,
     matrix: Matrix | None = None,
     version: str | None = None,
@@ -281,6 +308,10 @@ def select_backend(
     the answer is vLLM's enum name. ``extra`` gives other axes of the matrix (environment axes such as
     ``vllm_b12x``, model axes such as ``vllm_mla_heads``, ``use_mm_prefix``, ``use_non_causal``); left
     out, they take their defaults. It may not name an axis a named argument sets.
+
+    ``checkpoint_kv_cache_dtype`` is the KV-cache dtype the checkpoint's quantization config names (None:
+    none). As in vLLM, it counts only where ``kv_cache_dtype`` is ``auto`` and the release's layer reads it
+    (0.34.0's non-MLA layer): selection then gets that dtype while vLLM's cache config stays ``auto``.
 
     :raises InvalidArgument: an argument of the wrong type or value (bools must be bools, the capability a
         ``(major, minor)`` tuple of ints), naming the argument.
@@ -303,7 +334,7 @@ def select_backend(
     try:
         types = map(type, capability) if isinstance(capability, tuple) else ()
         key = (capability, type(capability), *types, head_size, type(head_size), dtype, type(dtype),
-               kv_cache_dtype, block_size, type(block_size), use_mla, type(use_mla), use_sparse,
+               kv_cache_dtype, checkpoint_kv_cache_dtype, block_size, type(block_size), use_mla, type(use_mla), use_sparse,
                type(use_sparse), has_sink, type(has_sink), selected, version, type(version),
                None if not extra else tuple(sorted((k, v, type(v)) for k, v in extra.items())))
         known = memo.get(key)
@@ -312,7 +343,7 @@ def select_backend(
     if known is not None:
         return known
     modelled = release(resolver.matrix, ENGINE, version)
-    query = _query(resolver.matrix, modelled, (capability, head_size, dtype, kv_cache_dtype, block_size),
+    query = _query(resolver.matrix, modelled, (capability, head_size, dtype, kv_cache_dtype, block_size, checkpoint_kv_cache_dtype),
                    (use_mla, use_sparse, has_sink), extra)
     forced = _forced(resolver, selected, modelled)
     if forced is not None:
@@ -343,6 +374,7 @@ def backend_order(
     use_mla: bool,
     use_sparse: bool = False,
     has_sink: bool = False,
+    checkpoint_kv_cache_dtype: str | None = None,
     extra: Mapping[str, AxisValue] | None = None,
     matrix: Matrix | None = None,
     version: str | None = None,
@@ -355,7 +387,7 @@ def backend_order(
     if extra and not isinstance(extra, Mapping):
         raise InvalidArgument("extra", extra, "a mapping of axis names to values, or None")
     query = _query(resolver.matrix, release(resolver.matrix, ENGINE, version),
-                   (capability, head_size, dtype, kv_cache_dtype, block_size),
+                   (capability, head_size, dtype, kv_cache_dtype, block_size, checkpoint_kv_cache_dtype),
                    (use_mla, use_sparse, has_sink), extra)
     candidates, _decided = resolver.matrix.roles[ROLE].order_for(resolver.derived_values(query))
     return tuple(_backend(k) for k in candidates)
