@@ -96,7 +96,8 @@ def test_differential_checkpoint_kv(record: dict[str, Any]) -> None:
     """
     section = record.get("checkpoint_kv")
     if section is None:  # 0.33.0's layers read no checkpoint KV dtype: nothing recorded, nothing to hold
-        assert capmatrix.load().releases["vllm"].words_at("checkpoint_kv_layers", record["vllm"]["version"]) == ()
+        releases = capmatrix.load().releases["vllm"]
+        assert releases.words_at("checkpoint_kv_layers", record["vllm"]["version"]) == ()
         return
     cells = section["cells"]
     checks, disagreements, examples = _differential(

@@ -334,8 +334,9 @@ def select_backend(
     try:
         types = map(type, capability) if isinstance(capability, tuple) else ()
         key = (capability, type(capability), *types, head_size, type(head_size), dtype, type(dtype),
-               kv_cache_dtype, checkpoint_kv_cache_dtype, block_size, type(block_size), use_mla, type(use_mla), use_sparse,
-               type(use_sparse), has_sink, type(has_sink), selected, version, type(version),
+               kv_cache_dtype, checkpoint_kv_cache_dtype, block_size, type(block_size), use_mla,
+               type(use_mla), use_sparse, type(use_sparse), has_sink, type(has_sink), selected, version,
+               type(version),
                None if not extra else tuple(sorted((k, v, type(v)) for k, v in extra.items())))
         known = memo.get(key)
     except TypeError:  # unhashable, or extra's names unorderable (not all str): never valid, refused below
@@ -343,7 +344,8 @@ def select_backend(
     if known is not None:
         return known
     modelled = release(resolver.matrix, ENGINE, version)
-    query = _query(resolver.matrix, modelled, (capability, head_size, dtype, kv_cache_dtype, block_size, checkpoint_kv_cache_dtype),
+    query = _query(resolver.matrix, modelled,
+                   (capability, head_size, dtype, kv_cache_dtype, block_size, checkpoint_kv_cache_dtype),
                    (use_mla, use_sparse, has_sink), extra)
     forced = _forced(resolver, selected, modelled)
     if forced is not None:
