@@ -332,6 +332,9 @@ _FakeTorchDType.__name__ = "dtype"
     ({"dtype": _FakeTorchDType("float8_e4m3fn")}, "dtype"),
     ({"kv_cache_dtype": None}, "kv_cache_dtype"),
     ({"kv_cache_dtype": "fp9"}, "kv_cache_dtype"),
+    ({"checkpoint_kv_cache_dtype": "fp9"}, "checkpoint_kv_cache_dtype"),
+    ({"checkpoint_kv_cache_dtype": ["fp8"]}, "checkpoint_kv_cache_dtype"),
+    ({"extra": {"vllm_kv_from_checkpoint": True}}, "extra['vllm_kv_from_checkpoint']"),
     ({"extra": {"sm": 100}}, "extra['sm']"),
     ({"extra": {"attention_sinks": True}}, "extra['attention_sinks']"),
     ({"extra": [("use_mm_prefix", True)]}, "extra"),
@@ -549,3 +552,21 @@ def test_differential_b12x_installed(record: dict[str, Any]) -> None:
     assert checks == len(section["cells"]) * len(record["columns"])
     assert valid_seen > 0  # the section holds cells where b12x runs, not only refusals
     assert not wrong, (len(wrong), wrong[:5])
+
+
+def test_checkpoint_kv_counts_only_where_the_layer_reads_it() -> None:
+    """The checkpoint's KV dtype replaces auto in 0.34.0's non-MLA layer only; an explicit dtype wins."""
+    dense = {"capability": (10, 0), "head_size": 256, "dtype": "bf16", "block_size": None, "use_mla": False}
+    fp8_given = backend_order(**dense, kv_cache_dtype="fp8", version="0.34.0")
+    from_ckpt = {**dense, "kv_cache_dtype": "auto", "checkpoint_kv_cache_dtype": "fp8"}
+    # FLASH_ATTN validates with the config's auto (FA4's hd256 kernel), where a given fp8 refuses it
+    assert _forced_valid({**from_ckpt, "version": "0.34.0"}, "FLASH_ATTN")
+    assert not _forced_valid({**dense, "kv_cache_dtype": "fp8", "version": "0.34.0"}, "FLASH_ATTN")
+    assert backend_order(**from_ckpt, version="0.34.0") == fp8_given
+    # 0.33.0's layer, an MLA layer and an explicit --kv-cache-dtype ignore the checkpoint
+    for kwargs in ({**from_ckpt, "version": "0.33.0"},
+                   {**from_ckpt, "use_mla": True, "head_size": 576, "version": "0.34.0"},
+                   {**from_ckpt, "kv_cache_dtype": "bfloat16", "version": "0.34.0"}):
+        plain = {k: v for k, v in kwargs.items() if k != "checkpoint_kv_cache_dtype"}
+        assert select_backend(**kwargs) == select_backend(**plain)
+        assert _forced_valid(kwargs, "FLASH_ATTN") is _forced_valid(plain, "FLASH_ATTN")
