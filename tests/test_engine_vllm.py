@@ -556,7 +556,8 @@ def test_differential_b12x_installed(record: dict[str, Any]) -> None:
 
 def test_checkpoint_kv_counts_only_where_the_layer_reads_it() -> None:
     """The checkpoint's KV dtype replaces auto in 0.34.0's non-MLA layer only; an explicit dtype wins."""
-    dense = {"capability": (10, 0), "head_size": 256, "dtype": "bf16", "block_size": None, "use_mla": False}
+    dense: dict[str, Any] = {"capability": (10, 0), "head_size": 256, "dtype": "bf16", "block_size": None,
+                             "use_mla": False}
     fp8_given = backend_order(**dense, kv_cache_dtype="fp8", version="0.34.0")
     from_ckpt = {**dense, "kv_cache_dtype": "auto", "checkpoint_kv_cache_dtype": "fp8"}
     # FLASH_ATTN validates with the config's auto (FA4's hd256 kernel), where a given fp8 refuses it

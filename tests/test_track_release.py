@@ -72,3 +72,19 @@ def test_an_unreadable_release_exits_2(tmp_path: Path, capsys: pytest.CaptureFix
     assert "unknown engine 'nosuchengine'" in capsys.readouterr().err
     (tmp_path / "vllm-9.9.7-cp38-abi3-manylinux_2_28_x86_64.whl").write_bytes(b"not a zip")
     assert TOOL.main(["vllm", "9.9.7", "--dl", str(tmp_path)]) == 2
+
+
+def test_against_an_older_modelled_release(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--against`` compares with the words of the release it names: 0.34.0's words are 0.33.0's and
+    the two members 0.34.0 added, which the report asks to mark ``since``."""
+    _wheel(tmp_path, "9.9.6", list(vllm.backends("0.34.0")), list(vllm.kv_cache_dtypes("0.34.0")))
+    added = set(vllm.backends("0.34.0")) - set(vllm.backends("0.33.0"))
+    assert added  # else this test proves nothing
+    report = TOOL.track("vllm", "9.9.6", tmp_path, against="0.33.0")
+    backends = "\n".join(report.sections["Words: backends (vllm/v1/attention/backends/registry.py)"])
+    assert {w for w in added if f"added `{w}`" in backends} == added
+    assert TOOL.track("vllm", "9.9.6", tmp_path).sections[
+        "Words: backends (vllm/v1/attention/backends/registry.py)"][0].startswith("- unchanged since 0.34.0")
+    assert TOOL.main(["vllm", "9.9.6", "--dl", str(tmp_path), "--against", "0.1"]) == 2
+    err = capsys.readouterr().err
+    assert "--against '0.1' is not a modelled release of vllm; modelled: 0.33.0, 0.34.0" in err

@@ -5,6 +5,7 @@
     python tools/track_release.py vllm 0.34.0 --dl /work/dl   # where wheels and sources go (default:
                                                               # ~/.cache/capmatrix-releases)
     python tools/track_release.py vllm 0.34.0 --out report.md
+    python tools/track_release.py vllm 0.34.0 --against 0.33.0   # against an older modelled release
 
 What it does, in order (nothing in the repository is written; the report says what must change):
 
@@ -175,10 +176,9 @@ VLLM_WORDS: dict[str, tuple[str, Callable[[Path], list[str]]]] = {
 }
 
 
-def compare_words(report: Report, engine: str, src: Path, matrix: Any) -> None:  # noqa: ANN401
-    """Each vocabulary of the new release against the newest modelled release's words."""
+def compare_words(report: Report, engine: str, src: Path, matrix: Any, newest: str) -> None:  # noqa: ANN401
+    """Each vocabulary of the new release against the words of modelled release ``newest``."""
     releases = matrix.releases[engine]
-    newest = releases.newest
     for vocabulary, (rel, read) in VLLM_WORDS.items():
         now = read(src / rel)
         before = list(releases.words_at(vocabulary, newest))
@@ -206,9 +206,8 @@ def _unmoved(value: object) -> str:
     return _LINE.sub("", json.dumps(value, sort_keys=True))
 
 
-def compare_importer(report: Report, src: Path, matrix: Any) -> None:  # noqa: ANN401
-    """The backend table of vLLM at the new release against the newest modelled release's record."""
-    newest = matrix.releases["vllm"].newest
+def compare_importer(report: Report, src: Path, newest: str) -> None:
+    """The backend table of vLLM at the new release against modelled release ``newest``'s record."""
     recorded = ROOT / "capabilities" / "evidence" / "sources" / f"vllm_{newest}_backends.json"
     tool = ROOT / "tools" / "import_vllm_backends.py"
     run = subprocess.run([sys.executable, str(tool), "extract", "--vllm-src", str(src)],  # noqa: S603
@@ -237,8 +236,11 @@ def compare_importer(report: Report, src: Path, matrix: Any) -> None:  # noqa: A
         report.add(title, f"- no change against {recorded.name}", change=False)
 
 
-def track(engine: str, version: str, dl: Path) -> Report:
-    """Download, read and compare one release; the report of what the data must change."""
+def track(engine: str, version: str, dl: Path, against: str | None = None) -> Report:
+    """Download, read and compare one release; the report of what the data must change.
+
+    ``against`` is the modelled release to compare with (default: the newest).
+    """
     import capmatrix  # noqa: PLC0415 - the checkout's package, after sys.path is set
 
     if engine not in PACKAGES:
@@ -247,6 +249,11 @@ def track(engine: str, version: str, dl: Path) -> Report:
     report = Report(engine=engine, version=version)
     if engine in matrix.releases and version in matrix.releases[engine].names:
         report.add("Modelled", f"- {engine} {version} is already a modelled release", change=False)
+    known = matrix.releases[engine].names if engine in matrix.releases else ()
+    if against is not None and against not in known:
+        raise TrackError(f"--against {against!r} is not a modelled release of {engine}; "
+                         f"modelled: {', '.join(known) or 'none'}")
+    base = against or (matrix.releases[engine].newest if engine in matrix.releases else None)
     wheel = download(engine, version, dl)
     top = engine if engine != "tensorrt_llm" else "tensorrt_llm"
     src = unpack(wheel, top, dl)
@@ -255,8 +262,8 @@ def track(engine: str, version: str, dl: Path) -> Report:
     if commit:
         report.pins["commit"] = commit
     if engine == "vllm":
-        compare_words(report, engine, src, matrix)
-        compare_importer(report, src, matrix)
+        compare_words(report, engine, src, matrix, str(base))
+        compare_importer(report, src, str(base))
         title = "Re-record vLLM's own selection (then the differential tests hold the rules to it)"
         grid = (f"python tools/record_vllm_selection.py --vllm-src {src} "
                 f"--out capabilities/evidence/vllm_{version}_selection.json")
@@ -279,9 +286,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "XDG_CACHE_HOME", Path.home() / ".cache")) / "capmatrix-releases",
         help="where wheels and unpacked sources go (outside the repository)")
     parser.add_argument("--out", type=Path, help="write the report here (Markdown) instead of stdout")
+    parser.add_argument("--against", metavar="VERSION",
+                        help="the modelled release to compare with (default: the newest)")
     args = parser.parse_args(argv)
     try:
-        report = track(args.engine, args.version, args.dl)
+        report = track(args.engine, args.version, args.dl, args.against)
     except (TrackError, OSError, zipfile.BadZipFile) as exc:
         sys.stderr.write(f"track_release.py: {exc}\n")
         return 2
