@@ -101,7 +101,7 @@ def section_releases(quick: bool) -> Section:
         f"(`benchmarks/releases.py`: synthetic releases before the real ones, {SPANNED:.0%} of each "
         "engine's rules given a `since` or `until`, seeded). Both in this process, the cache off; per-step "
         "timings are the minimum of timeit samples, the others of whole calls (median in parentheses). "
-        "The release diff of the shipped matrix compares its only vLLM release with itself.",
+        "The release diff compares the oldest and the newest vLLM release of each matrix.",
     )
     repeat, min_time = (3, 0.05) if quick else (7, 0.2)
     previous = os.environ.get("CAPMATRIX_CACHE")
