@@ -183,12 +183,13 @@ def _axis(a: Axis) -> list[Any]:
         [[word, value] for word, value in a.spellings.items()], a.scope,
         [[alias, scope] for alias, scope in a.aliases.items()],
         [[engine, _value(value)] for engine, value in a.engine_defaults.items()],
+        a.minimum, a.maximum,
     ]
 
 
 def _unaxis(data: list[Any]) -> Axis:
     (name, kind, values, description, families, default, loc, optional, environment, extra, cuts,
-     family_ranges, spellings, scope, aliases, engine_defaults) = data
+     family_ranges, spellings, scope, aliases, engine_defaults, minimum, maximum) = data
     return Axis(
         name=_str(name), type=AxisType(kind), values=tuple(_unvalues(values)),
         description=_str(description),
@@ -200,6 +201,7 @@ def _unaxis(data: list[Any]) -> Axis:
         spellings={_str(w): _str(v) for w, v in spellings}, scope=_str(scope),
         aliases={_str(a): _str(s) for a, s in aliases},
         engine_defaults={_str(e): _unvalues([v])[0] for e, v in engine_defaults},
+        minimum=_opt_int(minimum), maximum=_opt_int(maximum),
     )
 
 

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
         def mask(self, values: Sequence[int | str | bool]) -> int: ...
 
 
-__all__ = ["LCM_LIMIT", "describe_class", "representatives", "signature", "signatures"]
+__all__ = ["LCM_LIMIT", "Bounds", "describe_class", "representatives", "signature", "signatures"]
 
 
 AxisValue = int | str | bool
@@ -84,8 +84,20 @@ LCM_LIMIT = 1 << 12
 _WINDOW = 1 << 12
 
 
-def _breakpoints(known: Sequence[AxisValue], cuts: Sequence[Condition]) -> list[int]:
+#: The ints an axis takes at all: (minimum, maximum), None for unbounded.
+Bounds = tuple[int | None, int | None]
+_UNBOUNDED: Bounds = (None, None)
+
+
+def _inside(value: int, bounds: Bounds) -> bool:
+    low, high = bounds
+    return (low is None or value >= low) and (high is None or value <= high)
+
+
+def _breakpoints(known: Sequence[AxisValue], cuts: Sequence[Condition],
+                 bounds: Bounds = _UNBOUNDED) -> list[int]:
     points = {v for v in known if type(v) is int}
+    points.update(b for b in bounds if b is not None)  # a class is cut where the axis's ints end
     for cut in cuts:
         points.update(v for v in cut.values if type(v) is int)
         for interval in cut.intervals:
@@ -104,13 +116,14 @@ def _period(cuts: Sequence[Condition]) -> int:
     return period
 
 
-def _candidates(known: Sequence[AxisValue], cuts: Sequence[Condition]) -> list[int]:
-    """Ints that meet every signature the cuts can give.
+def _candidates(known: Sequence[AxisValue], cuts: Sequence[Condition],
+                bounds: Bounds = _UNBOUNDED) -> list[int]:
+    """Ints that meet every signature the cuts can give, within ``bounds``.
 
     Each breakpoint and, in every gap between breakpoints (and beyond the outermost ones), one int of
     each residue pattern the moduli tell apart.
     """
-    points = _breakpoints(known, cuts)
+    points = _breakpoints(known, cuts, bounds)
     period = _period(cuts)
     # Residues alike for every modulus are alike everywhere in a gap: one of each pattern suffices.
     patterns: dict[tuple[bool, ...], list[int]] = {}
@@ -130,24 +143,34 @@ def _candidates(known: Sequence[AxisValue], cuts: Sequence[Condition]) -> list[i
             best = min(low + (r - low) % period for r in residues)
             if high is None or best <= high:
                 out.append(best)
-    return out
+    return [v for v in out if _inside(v, bounds)]
 
 
-def representatives(known: Sequence[AxisValue], cuts: Sequence[Condition]) -> tuple[int, ...]:
-    """One int for each class of ``cuts`` that holds no known value, ascending (smallest member found)."""
+def representatives(known: Sequence[AxisValue], cuts: Sequence[Condition],
+                    bounds: Bounds = _UNBOUNDED) -> tuple[int, ...]:
+    """One int for each class of ``cuts`` that holds no known value, ascending (smallest member found).
+
+    Only ints within ``bounds`` (the axis's ``min`` / ``max``) stand for a class: a class wholly
+    outside them has no representative.
+    """
     if not cuts:
         return ()
     seen = {signature(v, cuts) for v in known if type(v) is int}
     out = []
-    for value in sorted(set(_candidates(known, cuts))):
+    # The representatives the unbounded axis would have, where they lie inside the bounds; then, for a
+    # class whose one lay outside, its first member inside (a bound is a breakpoint of its own).
+    plain = sorted({v for v in _candidates(known, cuts) if _inside(v, bounds)})
+    extra = sorted(set(_candidates(known, cuts, bounds)) - set(plain)) if bounds != _UNBOUNDED else []
+    for value in (*plain, *extra):
         sig = signature(value, cuts)
         if sig not in seen:
             seen.add(sig)
             out.append(value)
-    return tuple(out)
+    return tuple(sorted(out))
 
 
-def describe_class(value: int, cuts: Sequence[Condition], known: Sequence[AxisValue]) -> str:
+def describe_class(value: int, cuts: Sequence[Condition], known: Sequence[AxisValue],
+                   bounds: Bounds = _UNBOUNDED) -> str:
     """The class a representative stands for, as text.
 
     ``[257, 319]``, ``>=577``, ``[257, 511], not a multiple of 8``; ``like V`` when it is scattered
@@ -156,7 +179,7 @@ def describe_class(value: int, cuts: Sequence[Condition], known: Sequence[AxisVa
     Built from the breakpoints and the gaps between them: every int of a gap meets the same range and
     list conditions, so a gap is wholly in the class, not at all, or by the residues of one modulus.
     """
-    points = _breakpoints(known, cuts)
+    points = _breakpoints(known, cuts, bounds)
     period = _period(cuts)
     moduli = sorted({m for cut in cuts for m in cut.moduli})
     mine = signature(value, cuts)
@@ -167,6 +190,10 @@ def describe_class(value: int, cuts: Sequence[Condition], known: Sequence[AxisVa
         if b - a > 1:
             spans.append((a + 1, b - 1))
     spans += [(points[-1], points[-1]), (points[-1] + 1, None)]
+    below, above = bounds  # the bounds are breakpoints: a span is wholly inside them or wholly out
+    spans = [(low, high) for low, high in spans
+             if not (below is not None and high is not None and high < below)
+             and not (above is not None and low is not None and low > above)]
     for low, high in spans:
         if low is not None and high is not None and high - low < period:
             members = [v for v in range(low, high + 1) if signature(v, cuts) == mine]

@@ -80,7 +80,7 @@ def open_domains(axes: Mapping[str, Axis], boxes: Iterable[Mapping[str, Conditio
             continue
         axis = axes[name]
         ordered = tuple(found)
-        reps = representatives(axis.values, ordered)
+        reps = representatives(axis.values, ordered, (axis.minimum, axis.maximum))
         out[name] = replace(axis, values=axis.values + reps, extra=len(reps), cuts=ordered)
     return out
 
@@ -402,10 +402,13 @@ class _Values:
                               code="E219")
                 else:
                     spellings[word] = canonical
+            minimum, maximum = self._bounds(name, kind, raw, values, default, smap, path)
             line, col = smap.locate(path, key=True)
             out[name] = Axis(
                 name=name,
                 type=kind,
+                minimum=minimum,
+                maximum=maximum,
                 values=tuple(values),
                 description=raw["description"],
                 families=families,
@@ -421,6 +424,32 @@ class _Values:
             )
         self._check_aliases(out, data, smap)
         return out
+
+    def _bounds(
+        self, name: str, kind: AxisType, raw: dict[str, Any], values: list[AxisValue],
+        default: AxisValue | None, smap: _yaml.SourceMap, path: tuple[str | int, ...],
+    ) -> tuple[int | None, int | None]:
+        """An int axis's ``min`` / ``max`` (E228: on another axis, inverted, leaving out a listed value)."""
+        minimum, maximum = raw.get("min"), raw.get("max")
+        if minimum is None and maximum is None:
+            return None, None
+        first = "min" if minimum is not None else "max"
+        if kind is not AxisType.INT:
+            self.fail(smap, (*path, first), f"{first!r} bounds an int axis; {echo(name)} is {kind}",
+                      hint=f"leave {first!r} out", code="E228")
+            return None, None
+        if minimum is not None and maximum is not None and minimum > maximum:
+            self.fail(smap, (*path, "min"), f"min {minimum} is above max {maximum}",
+                      hint="min is the smallest int the axis takes, max the largest", code="E228")
+            return None, None
+        outside = [v for v in (*values, default) if type(v) is int
+                   and ((minimum is not None and v < minimum) or (maximum is not None and v > maximum))]
+        if outside:
+            self.fail(smap, (*path, first), f"axis {echo(name)} lists {echo(outside[0])}, outside "
+                      f"[{'' if minimum is None else minimum}, {'' if maximum is None else maximum}]",
+                      hint="widen min / max, or drop the value", code="E228")
+            return None, None
+        return minimum, maximum
 
     def _engine_defaults(
         self, raw: dict[str, Any], values: tuple[AxisValue, ...], smap: _yaml.SourceMap,

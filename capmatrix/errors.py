@@ -51,6 +51,7 @@ ERROR_CODES: dict[str, str] = {
     "E225": "a range whose numbers cannot be read",
     "E226": "a kernel, table or role reads another engine's axis",
     "E227": "an axis or alias named like an option of `capmatrix query` or `select`",
+    "E228": "an int axis's `min` / `max` declared wrongly (on another axis, inverted, excluding a value)",
     "E230": "a model, role or guard pins an unknown axis",
     "E231": "a model, role or guard pins a value the axis does not know",
     "E232": "a Hugging Face model_type mapped to two models",

@@ -31,7 +31,7 @@ __all__ = ["FORMAT", "FORMAT_VERSION", "SCHEMA_PATH", "dumps", "export"]
 FORMAT = "capmatrix-export"
 #: ``MAJOR.MINOR``: MINOR grows when fields are added (readers ignore fields they do not know);
 #: MAJOR grows when a field changes meaning or goes away (readers refuse a MAJOR they do not know).
-FORMAT_VERSION = "1.2"
+FORMAT_VERSION = "1.3"
 #: The JSON Schema of the artifact, shipped in the package.
 SCHEMA_PATH = Path(__file__).resolve().parent / "schema" / "export.schema.json"
 
@@ -65,6 +65,10 @@ def _axis(axis: Axis) -> dict[str, object]:
         out["optional"] = True
     if axis.environment:
         out["environment"] = True
+    if axis.minimum is not None:
+        out["min"] = axis.minimum
+    if axis.maximum is not None:
+        out["max"] = axis.maximum
     if axis.families:
         out["families"] = {name: list(members) for name, members in axis.families.items()}
     if axis.cuts:

@@ -124,6 +124,11 @@ class Axis:
     #: of ints that the matrix's conditions treat alike and that holds no listed value
     #: (:mod:`capmatrix._classes`); :attr:`known` are the values the YAML lists.
     extra: int = 0
+    #: The ints an int axis takes at all (``min`` / ``max`` in axes.yaml; None: unbounded): a head size,
+    #: a block size or a beam width below 1 is no input, so a query with one is refused and no class
+    #: representative, region or witness shows one.
+    minimum: int | None = None
+    maximum: int | None = None
     #: The distinct conditions the matrix puts on this (int) axis: an int's class is which of them it meets.
     cuts: tuple[Condition, ...] = field(default=(), compare=False, repr=False)
     #: Families defined by a range (``sm_10x: "[100, 109]"``), by name: a condition naming one is that range.
@@ -187,7 +192,8 @@ class Axis:
             return format_value(value)
         text = self._descriptions.get(value)
         if text is None:  # one setitem of an immutable result: racing threads store the same text
-            text = self._descriptions[value] = describe_class(value, self.cuts, self.known)
+            text = self._descriptions[value] = describe_class(
+                value, self.cuts, self.known, (self.minimum, self.maximum))
         return text
 
     @property

@@ -472,7 +472,18 @@ class Resolver:
 
     @staticmethod
     def _place(axis: Axis, value: AxisValue) -> int:
-        """The position standing for a value no list names: its class's (-1: asked of each condition)."""
+        """The position standing for a value no list names: its class's (-1: asked of each condition).
+
+        :raises InvalidQuery: for an int outside the axis's ``min`` / ``max`` (no input at all).
+        """
+        if type(value) is int and (
+            (axis.minimum is not None and value < axis.minimum)
+            or (axis.maximum is not None and value > axis.maximum)
+        ):
+            low = "" if axis.minimum is None else f">= {axis.minimum}"
+            high = "" if axis.maximum is None else f"<= {axis.maximum}"
+            raise InvalidQuery(f"axis {axis.name!r} takes ints {' and '.join(filter(None, (low, high)))}; "
+                               f"got {value!r}")
         found = axis.locate(value)
         return -1 if found is None else found
 

@@ -39,6 +39,26 @@ def test_each_class_gets_one_representative_and_listed_values_stand_for_their_ow
     assert describe_class(reps[0], cuts, (90, 100)) == "<=89 or [91, 99] or >=110"
 
 
+def test_bounds_keep_representatives_and_class_texts_inside_the_axis() -> None:
+    """With ``min: 1`` no class below 1 gets a representative (tokens_per_block once showed -64), and a
+    class that reached below 1 is described from 1 on; every int within the bounds still meets a
+    signature some value stands for."""
+    cuts = (_cond(intervals=(Interval(low=1, high=None),)), _cond(moduli=(64,)))
+    unbounded = representatives((64,), cuts)
+    assert any(v < 1 for v in unbounded)  # else the bound changes nothing here
+    reps = representatives((64,), cuts, (1, None))
+    assert reps and all(v >= 1 for v in reps)
+    stood_for = {signature(v, cuts) for v in (64, *reps)}
+    assert all(signature(v, cuts) in stood_for for v in range(1, 400))
+    capped = representatives((64,), cuts, (1, 100))
+    assert capped and all(1 <= v <= 100 for v in capped)
+    gaps = (_cond(intervals=(Interval(low=100, high=110),)), _cond(values=frozenset({90})))
+    (neither,) = representatives((90, 100), gaps, (1, None))
+    assert describe_class(neither, gaps, (90, 100)) == "<=89 or [91, 99] or >=110"
+    assert describe_class(neither, gaps, (90, 100), (1, None)) == "[1, 89] or [91, 99] or >=110"
+    assert describe_class(neither, gaps, (90, 100), (1, 200)) == "[1, 89] or [91, 99] or [110, 200]"
+
+
 def test_moduli_split_a_gap_by_residue() -> None:
     cuts = (_cond(intervals=(Interval(low=1, high=None),)), _cond(moduli=(8,)))
     reps = representatives((64,), cuts)

@@ -481,7 +481,9 @@ def test_an_open_int_axis_ranges_over_its_classes(
 def _random_value(data: dict[str, Any], axis: str, rng: random.Random) -> Value:
     spec = data["axes"][axis]
     if spec["type"] == "int" and rng.random() < 0.1:
-        return int(rng.choice([-1, 0, 3, 40, 130, 1000]))
+        # an int no list names, within the axis's validity range (one outside it is refused)
+        low, high = spec.get("min", -(1 << 62)), spec.get("max", 1 << 62)
+        return int(rng.choice([v for v in (-1, 0, 3, 40, 130, 1000) if low <= v <= high]))
     return rng.choice(spec["values"])  # type: ignore[no-any-return]
 
 
@@ -573,6 +575,7 @@ def test_artifact_carries_classes_spellings_and_aliases(
         assert [c["text"] for c in classes] == [axis.describe(c["value"]) for c in classes]
         assert out.get("spellings", {}) == dict(axis.spellings)
         assert out.get("aliases", {}) == dict(axis.aliases)
-    assert data["axes"]["sm"]["classes"][0] == {"value": 48, "text": "<=49"}
+    assert data["axes"]["sm"]["min"] == 10  # no sm below compute capability 1.0 is an input
+    assert data["axes"]["sm"]["classes"][0] == {"value": 48, "text": "[10, 49]"}
     assert data["axes"]["dtype"]["spellings"]["bfloat16"] == "bf16"
     assert data["axes"]["tokens_per_block"]["aliases"] == {"block_size": "vllm"}

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import capmatrix
-from capmatrix import ANY, KernelQuery, Verdict, resolve, select
+from capmatrix import ANY, InvalidQuery, KernelQuery, Verdict, resolve, select
 from capmatrix.resolver import CLOSEST_GRANTS, MAX_RESIDUAL_BOXES, compile_matrix
 
 if TYPE_CHECKING:
@@ -497,7 +497,8 @@ def test_effective_values_by_shape_match_the_axis_by_axis_walk() -> None:
                 if r < 0.1:
                     given[axis.name] = ANY
                 elif r < 0.2 and str(axis.type) == "int":
-                    given[axis.name] = rng.choice([-7, 3, 1000, 72])
+                    low = -7 if axis.minimum is None else axis.minimum
+                    given[axis.name] = rng.choice([v for v in (-7, 3, 1000, 72) if v >= low])
                 else:
                     given[axis.name] = rng.choice(axis.values)
             query = KernelQuery(None, model=model, **given)
@@ -583,3 +584,25 @@ def test_a_condition_on_an_axis_the_matrix_lacks_narrows_nothing() -> None:
     assert ours.constrained == theirs.constrained
     query = KernelQuery("xqa", sm=120, model="llama", spec_dec="one_model")
     assert resolve(query, built).verdict is resolve(query, m).verdict is Verdict.SUPPORTED
+
+
+@pytest.mark.parametrize(("axis", "value"), [("head_dim", 0), ("head_dim", -64), ("beam_width", 0),
+                                            ("tokens_per_block", -16), ("q_per_kv", 0), ("sm", 9)])
+def test_an_int_outside_the_axis_range_is_refused(axis: str, value: int) -> None:
+    """``min`` in axes.yaml: no head size, block size, beam width or group below 1, no sm below 10."""
+    matrix = capmatrix.load()
+    low = matrix.axes[axis].minimum
+    assert low is not None and value < low
+    with pytest.raises(InvalidQuery, match=f"axis '{axis}' takes ints >= {low}; got {value}"):
+        capmatrix.resolve(KernelQuery("xqa", model="llama", **{axis: value}), matrix)
+    # the bound itself is an input (answered, listed or not)
+    capmatrix.resolve(KernelQuery("xqa", model="llama", **{axis: low}), matrix)
+
+
+def test_no_class_representative_lies_outside_the_axis_range() -> None:
+    for axis in capmatrix.load().axes.values():
+        ints = [v for v in axis.values if type(v) is int]
+        if axis.minimum is not None:
+            assert all(v >= axis.minimum for v in ints), axis.name
+        if axis.maximum is not None:
+            assert all(v <= axis.maximum for v in ints), axis.name

@@ -181,7 +181,7 @@ def _dtype(value: object) -> str:
 def _capability(value: object) -> int:
     if (not isinstance(value, tuple) or len(value) != 2  # (major, minor)
             or type(value[0]) is not int or type(value[1]) is not int
-            or value[0] < 0 or not 0 <= value[1] <= _MAX_MINOR):
+            or value[0] < 1 or not 0 <= value[1] <= _MAX_MINOR):
         raise InvalidArgument("capability", value, "a (major, minor) tuple of ints, minor 0-9, e.g. (9, 0)")
     return value[0] * 10 + value[1]
 

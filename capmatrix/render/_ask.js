@@ -154,9 +154,19 @@
       if ('default' in AXES[name]) { out[name] = AXES[name]['default']; }
     });
     Object.keys(out).forEach(function (name) {
-      if (AXES[name].type === 'enum' && known(name, out[name]) < 0) {
-        throw new QueryError(JSON.stringify(out[name]) + ' is not a value of ' + name + ' (one of: ' +
-                             AXES[name].values.join(', ') + ')');
+      var info = AXES[name], value = out[name];
+      if (info.type === 'enum' && known(name, value) < 0) {
+        throw new QueryError(JSON.stringify(value) + ' is not a value of ' + name + ' (one of: ' +
+                             info.values.join(', ') + ')');
+      }
+      // An int outside the axis's min / max is no input at all (capmatrix refuses it the same way).
+      if (info.type === 'int' && typeof value === 'number' &&
+          (('min' in info && value < info.min) || ('max' in info && value > info.max))) {
+        var bounds = [];
+        if ('min' in info) { bounds.push('>= ' + info.min); }
+        if ('max' in info) { bounds.push('<= ' + info.max); }
+        throw new QueryError('axis ' + JSON.stringify(name) + ' takes ints ' + bounds.join(' and ') +
+                             '; got ' + value);
       }
     });
     return out;
