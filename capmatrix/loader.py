@@ -12,7 +12,7 @@ import gc
 import os
 import stat
 
-from capmatrix import _cache
+from capmatrix import _artifact, _cache
 from capmatrix._files import read_bytes
 from capmatrix.errors import CapabilityError, CapabilityErrors
 from capmatrix.resolver import compile_matrix
@@ -289,8 +289,16 @@ def _largest(sizes: dict[str, int], root: str, count: int = 3) -> str:
 def load(path: str | os.PathLike[str] | None = None) -> Matrix:
     """Load, validate and compile a matrix (default: the shipped one).
 
+    An installed package's shipped matrix is its compiled artifact, validated when the wheel was built
+    (:mod:`capmatrix._artifact`); ``CAPMATRIX_CACHE=off`` parses and checks its YAML instead, as a
+    source checkout always does.
+
     :raises CapabilityErrors: with every problem found, each located at ``file:line:col``.
     """
+    if path is None and not _cache.turned_off() and _artifact.checkout_root() is None:
+        shipped = _artifact.shipped()
+        if shipped is not None:
+            return shipped
     root = _root(path)
     problems: list[CapabilityError] = []
     matrix = _build(root, problems)
@@ -358,10 +366,7 @@ def _build(root: str, problems: list[CapabilityError]) -> Matrix | None:
     readable = len(inputs) == len(raws) and bool(inputs)
     if readable:
         with _gc_paused():
-            # The wheel's own entry of its shipped matrix first: a fresh install has no cache entry yet.
-            cached = _cache.prebuilt(root, inputs)
-            if cached is None:
-                cached, key = _cache.lookup(root, inputs)
+            cached, key = _cache.lookup(root, inputs)
         if cached is not None:
             return cached
     # A clean matrix needs the positions of entries and rules only; a problem anywhere reads the
