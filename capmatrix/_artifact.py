@@ -26,13 +26,14 @@ except ImportError:  # pragma: no cover - an interpreter built without it
     from hashlib import blake2b
 
 from capmatrix._cache_json import decode, loads
+from capmatrix.errors import InvalidFile
 from capmatrix.resolver import compile_matrix
 
 TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
     from capmatrix.matrix import Matrix
 
-__all__ = ["FORMAT", "NAME", "ArtifactError", "checkout_root", "inputs_digest", "read", "shipped", "text"]
+__all__ = ["FORMAT", "NAME", "checkout_root", "inputs_digest", "read", "shipped", "text"]
 
 #: The artifact's layout; bump it whenever the header or the payload (``_cache_json``) changes.
 FORMAT = 1
@@ -43,8 +44,7 @@ _MAGIC = "capmatrix-matrix"
 _EXPECT_DIR = "expect"
 
 
-class ArtifactError(Exception):
-    """An artifact that is not what the build wrote (another format, a bad checksum, a payload in doubt)."""
+_REBUILD = "reinstall capmatrix, or rebuild the artifact: python tools/prebuild_matrix.py"
 
 
 def _package() -> str:
@@ -111,20 +111,22 @@ def read(path: str, *, inputs: str | None = None, root: str) -> Matrix:
     ``inputs``: the digest the artifact must have been compiled from (None: any, as installed).
 
     :raises OSError: when the file cannot be read.
-    :raises ArtifactError: for another format, another ``inputs``, a bad checksum or a payload in doubt.
+    :raises capmatrix.errors.InvalidFile: for another format, another ``inputs``, a bad checksum or a
+        payload in doubt.
     """
     with open(path, "rb") as handle:  # noqa: PTH123
         blob = handle.read()
     head, newline, payload = blob.partition(b"\n")
     parts = head.decode("ascii", "replace").split(" ")
     if not newline or len(parts) != 4 or parts[0] != _MAGIC:
-        raise ArtifactError(f"{path}: not a compiled capmatrix matrix")
+        raise InvalidFile(path, "not a compiled capmatrix matrix", hint=_REBUILD)
     if parts[1] != str(FORMAT):
-        raise ArtifactError(f"{path}: artifact format {parts[1]}, this capmatrix reads format {FORMAT}")
+        raise InvalidFile(path, f"artifact format {parts[1]}, this capmatrix reads format {FORMAT}",
+                          hint=_REBUILD)
     if inputs is not None and parts[2] != inputs:
-        raise ArtifactError(f"{path}: stale (compiled from other files than the matrix's now)")
+        raise InvalidFile(path, "stale: compiled from other files than the matrix's now", hint=_REBUILD)
     if blake2b(payload, digest_size=32).hexdigest() != parts[3]:
-        raise ArtifactError(f"{path}: damaged (its checksum does not match)")
+        raise InvalidFile(path, "damaged: its checksum does not match", hint=_REBUILD)
     # The decoded model is a tree of tens of thousands of objects and holds no cycles: the collections
     # its allocations would trigger free nothing (as in the loader's ``_gc_paused``).
     was_on = gc.isenabled()
@@ -134,7 +136,8 @@ def read(path: str, *, inputs: str | None = None, root: str) -> Matrix:
         data["root"] = root
         return decode(data)
     except Exception as exc:  # noqa: BLE001 - whatever a payload in doubt raises, it is refused by name
-        raise ArtifactError(f"{path}: payload not readable ({type(exc).__name__}: {exc})") from None
+        message = f"payload not readable ({type(exc).__name__}: {exc})"
+        raise InvalidFile(path, message, hint=_REBUILD) from None
     finally:
         if was_on:
             gc.enable()
@@ -146,7 +149,7 @@ def shipped(package: str | None = None) -> Matrix | None:
     None in a source checkout whose artifact is missing, stale or unreadable (the authoring side loads
     ``capabilities/`` then), and in an install that carries no artifact.
 
-    :raises ArtifactError: for an installed artifact that is damaged or of another format.
+    :raises capmatrix.errors.InvalidFile: for an installed artifact that is damaged or of another format.
     """
     package = _package() if package is None else package
     path = os.path.join(package, NAME)  # noqa: PTH118
@@ -156,7 +159,7 @@ def shipped(package: str | None = None) -> Matrix | None:
             return None
         try:
             return _compiled(read(path, inputs=inputs_digest(checkout, package), root=checkout))
-        except (OSError, ArtifactError):
+        except (OSError, InvalidFile):
             return None
     try:
         matrix = read(path, root=os.path.join(package, "_capabilities"))  # noqa: PTH118

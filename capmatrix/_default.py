@@ -37,7 +37,7 @@ def default_matrix() -> Matrix:
     """The shipped matrix, read once per process (thread-safe).
 
     :raises capmatrix.CapabilityErrors: when it is built from YAML (a checkout) that does not validate.
-    :raises capmatrix._artifact.ArtifactError: for an installed artifact that is damaged.
+    :raises capmatrix.errors.InvalidFile: for an installed artifact that is damaged.
     """
     global _default  # noqa: PLW0603 - the process-wide cache of the shipped matrix
     matrix = _default
