@@ -456,7 +456,7 @@ def _isolated(root: str, problems: list[CapabilityError]) -> Matrix | None:
     went: dict[str, set[str]] = {}  # kernel or role left out -> the broken engines it went with
     for display, found in by_file.items():
         file = files.get(display)
-        scope = None if file is None else _engine_scope(file)
+        scope = None if file is None else _engine_scope(file, display)
         if scope is None:
             return None
         for name, engine in scope.items():
@@ -530,24 +530,26 @@ def _role_candidates(raw: object) -> list[str]:
             for c in candidates if isinstance(c, str)]
 
 
-def _engine_scope(file: str) -> dict[str, str] | None:
+def _engine_scope(file: str, display: str) -> dict[str, str] | None:
     """The engine of each kernel of ``file``; None unless it holds kernels only, each naming its engine.
 
-    Read with PyYAML's safe loader; a file it cannot read (a syntax error) is read line by line instead:
-    top-level keys, the kernels' names (two spaces in) and their ``engine:`` lines (four spaces in).
+    Read by the loader's own reader, within its limits (the file may be hostile); a file it refuses (a
+    syntax error) is read line by line instead: its top-level keys, the kernels' names (two spaces in)
+    and their ``engine:`` lines (four spaces in).
     """
-    import yaml  # noqa: PLC0415 - PyYAML, as the reader that reported the problems
+    from capmatrix import _yaml  # noqa: PLC0415 - PyYAML loads on first use
 
     try:
-        with open(file, "rb") as handle:  # noqa: PTH123
-            raw = handle.read()
-        text = raw.decode("utf-8")
-    except (OSError, UnicodeDecodeError):
+        raw = read_bytes(file, display)
+    except CapabilityErrors:
         return None
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return _engine_scope_of_lines(text)
+        data, _smap = _yaml.read_raw(raw, display)
+    except CapabilityErrors:
+        try:
+            return _engine_scope_of_lines(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            return None
     if not isinstance(data, dict) or set(data) != {"kernels"} or not isinstance(data["kernels"], dict):
         return None
     scope = {}
