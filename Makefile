@@ -7,7 +7,7 @@ TORCH_PIN := torch==2.13.0
 
 .PHONY: venv dev run test lint unit docs bench fuzz exhaustive clean
 
-$(VENV)/.installed: pyproject.toml tools/build_core.py capmatrix/analysis/_core.c
+$(VENV)/.installed: pyproject.toml tools/build_hook.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e .

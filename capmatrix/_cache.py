@@ -40,12 +40,7 @@ try:  # hashlib's own BLAKE2 module: importing hashlib would load OpenSSL first 
 except ImportError:  # pragma: no cover - an interpreter built without it
     from hashlib import blake2b
 
-try:  # the C scanner that json.loads runs, without json's own imports (re, and the patterns it compiles)
-    import _json
-except ImportError:  # pragma: no cover - an interpreter built without it
-    _json = None  # type: ignore[assignment]
-
-from capmatrix._cache_json import decode, encode
+from capmatrix._cache_json import decode, dumps, loads
 
 TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
@@ -55,8 +50,7 @@ if TYPE_CHECKING:
     from capmatrix.matrix import Matrix
 
 __all__ = [
-    "FORMAT", "MAX_ENTRIES", "PREBUILT_NAME", "cache_dir", "entry_text", "key", "lookup", "prebuilt",
-    "prebuilt_key", "store", "turned_off",
+    "FORMAT", "MAX_ENTRIES", "cache_dir", "entry_text", "key", "lookup", "store", "turned_off",
 ]
 
 #: The layout of an entry; bump it whenever the payload (``_cache_json``) or the digest changes.
@@ -148,17 +142,12 @@ def _code_digest() -> bytes:
     return _code
 
 
-def _stamp(digest: Any, directory: str, suffix: str, label: str | None = None) -> None:  # noqa: ANN401 - a hashlib object
-    """Add each file of ``directory`` whose name ends with ``suffix``: its path, size and mtime.
-
-    With ``label``: the label in place of the directory, and no mtime (a prebuilt entry's key, which
-    the build and the installed package, wherever it lies and whenever it was installed, must share).
-    """
+def _stamp(digest: Any, directory: str, suffix: str) -> None:  # noqa: ANN401 - a hashlib object
+    """Add each file of ``directory`` whose name ends with ``suffix``: its path, size and mtime."""
     with os.scandir(directory) as listing:
         found = sorted((e.name, e.stat()) for e in listing if e.name.endswith(suffix) and e.is_file())
     for name, st in found:
-        text = (f"{directory}/{name} {st.st_size} {st.st_mtime_ns}" if label is None
-                else f"{label}/{name} {st.st_size}")
+        text = f"{directory}/{name} {st.st_size} {st.st_mtime_ns}"
         _frame(digest, text.encode("utf-8", "surrogateescape"))
 
 
@@ -305,76 +294,11 @@ def store(matrix: Matrix, wanted: str, names: Sequence[str]) -> None:
 
 def entry_text(matrix: Matrix, wanted: str) -> str | None:
     """The text of an entry of ``matrix`` under key ``wanted`` (None: a value JSON cannot hold)."""
-    try:
-        import json  # noqa: PLC0415 - only a write encodes
-
-        payload = json.dumps(encode(matrix), ensure_ascii=True, allow_nan=False, separators=(",", ":"))
-    except (TypeError, ValueError):  # a value JSON cannot hold exactly (e.g. a date in hf_config)
+    payload = dumps(matrix)
+    if payload is None:
         return None
     check = _digest(payload.encode("ascii")).hexdigest()
     return f"{_MAGIC} {FORMAT} {wanted} {check}\n{payload}"
-
-
-# --------------------------------------------------------------------------------------------------
-# The entry a wheel carries: its shipped matrix, validated when the wheel was built
-
-#: Its name in the package, beside ``_capabilities/`` (``tools/prebuild_matrix.py`` writes it).
-PREBUILT_NAME = "_shipped_matrix.entry"
-
-
-_HERE: str | None = None
-
-
-def _package() -> str:
-    """The real directory of capmatrix (resolved once: every load of any matrix compares its root)."""
-    global _HERE  # noqa: PLW0603 - computed once per process
-    if _HERE is None:
-        _HERE = os.path.dirname(os.path.realpath(__file__))  # noqa: PTH120 - no pathlib here
-    return _HERE
-
-
-def prebuilt_key(package: str, files: Sequence[tuple[str, bytes]]) -> str:
-    """The key of a prebuilt entry: this package's modules and schema, and every file's name and bytes.
-
-    The modules enter by name and size, not by modification time as in :func:`key`: installing a wheel
-    rewrites the times, not the bytes, and the build and the installed package must agree. Neither
-    the root (the build's is a scratch directory) nor PyYAML (the build's may be another release of
-    the same major version, and the shipped files use nothing that differs between them) enters.
-    """
-    digest = _digest(f"{_MAGIC} {FORMAT} prebuilt".encode())
-    # Labels, not the directories' names: the package's real directory may be named otherwise.
-    _stamp(digest, package, ".py", "package")
-    _stamp(digest, os.path.join(package, "schema"), ".json", "schema")  # noqa: PTH118
-    for name, raw in files:
-        _frame(digest, name.encode("utf-8", "surrogateescape"))
-        _frame(digest, raw)
-    return digest.hexdigest()
-
-
-def prebuilt(root: str, files: Sequence[tuple[str, bytes]], package: str | None = None) -> Matrix | None:
-    """The shipped matrix from the entry its wheel carries, or None (a checkout, a miss, any doubt).
-
-    Only for ``root`` the package's own ``_capabilities`` and only when its files are, byte for byte,
-    those the entry was built from (and the package's modules those that built it): a fresh install
-    then loads without parsing, before any cache directory exists (or where none can be written).
-    ``CAPMATRIX_CACHE=off`` turns it off with the cache: every file is then parsed and checked. The
-    entry is trusted as far as the package's own modules are: whoever can write one can write the
-    other. It is read as a cache entry is (a regular file, within the size bound, its checksum).
-    """
-    package = _package() if package is None else package
-    if turned_off() or root != os.path.join(package, "_capabilities"):  # noqa: PTH118
-        return None
-    try:
-        fd = os.open(os.path.join(package, PREBUILT_NAME), _READ_FLAGS)  # noqa: PTH118
-        blob = _read_regular(fd, mine=False)
-        if blob is None:
-            return None
-        matrix = _decode_entry(blob, prebuilt_key(package, files), root=root)
-    except Exception:  # noqa: BLE001 - any doubt about the entry is a miss, and the files are loaded
-        return None
-    if matrix.files != tuple(name for name, _raw in files):
-        return None
-    return matrix
 
 
 def _write_entry(directory: int, name: str, text: str) -> None:
@@ -431,10 +355,8 @@ def _prune(directory: int) -> None:
             os.unlink(name, dir_fd=directory)
 
 
-def _decode_entry(blob: bytes, wanted: str, root: str | None = None) -> Matrix:
+def _decode_entry(blob: bytes, wanted: str) -> Matrix:
     """The matrix of an entry whose header names ``wanted`` and whose payload has its checksum.
-
-    ``root``: the matrix root to give it (a prebuilt entry's was the build's scratch directory).
 
     :raises Exception: of any kind, for anything else (the caller treats every one as a miss).
     """
@@ -446,34 +368,4 @@ def _decode_entry(blob: bytes, wanted: str, root: str | None = None) -> Matrix:
         raise _Mismatch
     if _digest(payload).hexdigest() != parts[3]:
         raise _Mismatch
-    data = _loads(payload.decode("ascii"))
-    if root is not None:
-        data["root"] = root
-    return decode(data)
-
-
-class _PlainJSON:
-    """What the C scanner reads of a ``json.JSONDecoder``: plain values, and no NaN or Infinity."""
-
-    strict = True
-    object_hook = None
-    object_pairs_hook = None
-    parse_float = float
-    parse_int = int
-
-    @staticmethod
-    def parse_constant(name: str) -> None:
-        raise _Mismatch(name)  # an entry never holds NaN or Infinity (written with allow_nan=False)
-
-
-def _loads(text: str) -> Any:  # noqa: ANN401 - JSON data
-    """``json.loads(text)`` of a payload this cache wrote (no surrounding whitespace), or an exception."""
-    if _json is None:  # pragma: no cover - an interpreter built without the C scanner
-        import json  # noqa: PLC0415
-
-        return json.loads(text)
-    scan = _json.make_scanner(_PlainJSON())  # type: ignore[arg-type] # it reads the attributes above
-    value, end = scan(text, 0)
-    if end != len(text):
-        raise _Mismatch
-    return value
+    return decode(loads(payload.decode("ascii")))

@@ -11,6 +11,11 @@ from __future__ import annotations
 import sys
 import threading
 
+try:  # the C scanner that json.loads runs, without json's own imports (re, and the patterns it compiles)
+    import _json
+except ImportError:  # pragma: no cover - an interpreter built without it
+    _json = None  # type: ignore[assignment]
+
 from capmatrix.matrix import Matrix
 from capmatrix.model import (
     GPU,
@@ -41,7 +46,7 @@ if TYPE_CHECKING:
 
     from capmatrix.model import Boxes
 
-__all__ = ["decode", "encode"]
+__all__ = ["decode", "dumps", "encode", "loads"]
 
 
 class _Mismatch(ValueError):
@@ -444,3 +449,40 @@ def _decode_tables(data: dict[str, Any]) -> Matrix:
         gpus={g.key: g for g in gpus},
         releases={r.engine: r for r in releases},
     )
+
+
+def dumps(m: Matrix) -> str | None:
+    """:func:`encode`'s data as compact ASCII JSON text (None: a value JSON cannot hold exactly)."""
+    import json  # noqa: PLC0415 - only a write encodes
+
+    try:
+        return json.dumps(encode(m), ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError):  # e.g. a date in hf_config
+        return None
+
+
+class _PlainJSON:
+    """What the C scanner reads of a ``json.JSONDecoder``: plain values, and no NaN or Infinity."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+
+    @staticmethod
+    def parse_constant(name: str) -> None:
+        raise _Mismatch(name)  # an entry never holds NaN or Infinity (written with allow_nan=False)
+
+
+def loads(text: str) -> Any:  # noqa: ANN401 - JSON data
+    """``json.loads(text)`` of a payload :func:`encode` wrote (no surrounding whitespace), or an exception."""
+    if _json is None:  # pragma: no cover - an interpreter built without the C scanner
+        import json  # noqa: PLC0415
+
+        return json.loads(text)
+    scan = _json.make_scanner(_PlainJSON())  # type: ignore[arg-type] # it reads the attributes above
+    value, end = scan(text, 0)
+    if end != len(text):
+        raise _Mismatch
+    return value

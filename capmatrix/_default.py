@@ -1,16 +1,18 @@
 """The shipped matrix as the process default: :func:`resolve`, :func:`select` and :func:`reload`.
 
-The default is loaded on first use and swapped atomically by :func:`reload`. :func:`resolve` is the
-per-step path of an engine: a cached answer costs one attribute read and one dict lookup.
+The default is read on first use from the compiled artifact the package carries (:mod:`capmatrix._artifact`;
+standard library only), and swapped atomically by :func:`reload`. Only a source checkout whose artifact
+is missing or stale, or a :func:`reload` of another directory, builds a matrix from YAML with the loader
+(the authoring side, imported then). :func:`resolve` is the per-step path of an engine: a cached answer
+costs one attribute read and one dict lookup.
 """
 
 from __future__ import annotations
 
 import threading
 
-from capmatrix._suggest import Suggestions, suggestions
+from capmatrix import _artifact
 from capmatrix.errors import InvalidQuery
-from capmatrix.loader import load
 from capmatrix.matrix import Matrix
 from capmatrix.query import KernelQuery
 from capmatrix.resolver import Resolution, Resolver, Selection, check_query, compile_matrix
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
     import os
     from collections.abc import Collection
 
+    from capmatrix._suggest import Suggestions
     from capmatrix.model import AxisValue
 
 __all__ = [
@@ -31,18 +34,33 @@ _default: Matrix | None = None
 
 
 def default_matrix() -> Matrix:
-    """The shipped matrix, loaded once per process (thread-safe).
+    """The shipped matrix, read once per process (thread-safe).
 
-    :raises capmatrix.CapabilityErrors: when the shipped data does not validate.
+    :raises capmatrix.CapabilityErrors: when it is built from YAML (a checkout) that does not validate.
+    :raises capmatrix.errors.InvalidFile: for an installed artifact that is damaged.
     """
     global _default  # noqa: PLW0603 - the process-wide cache of the shipped matrix
     matrix = _default
     if matrix is None:
         with _default_lock:
             if _default is None:
-                _default = load()
+                _default = _shipped()
             matrix = _default
     return matrix
+
+
+def _shipped() -> Matrix:
+    """The shipped matrix: the package's compiled artifact, else (a checkout) the loader's build of it."""
+    matrix = _artifact.shipped()
+    if matrix is None:
+        return _load(None)
+    return matrix
+
+
+def _load(path: str | os.PathLike[str] | None) -> Matrix:
+    from capmatrix.loader import load  # noqa: PLC0415 - the authoring side: YAML, schema, validation
+
+    return load(path)
 
 
 def set_default_matrix(matrix: Matrix | None) -> None:
@@ -65,7 +83,7 @@ def reload(path: str | os.PathLike[str] | None = None) -> Matrix:
 
     :raises capmatrix.CapabilityErrors: with every problem of the new matrix.
     """
-    matrix = load(path)
+    matrix = _shipped() if path is None else _load(path)
     set_default_matrix(matrix)
     return matrix
 
@@ -138,4 +156,7 @@ def suggest(
 
     :raises InvalidQuery: for a bad query or an unknown axis in ``vary``.
     """
+    # The suggestion search is a question an author or a CLI asks, not the engine's path: imported on use.
+    from capmatrix._suggest import suggestions  # noqa: PLC0415
+
     return suggestions(_resolver(matrix), query, vary)

@@ -12,14 +12,15 @@ import gc
 import os
 import stat
 
-from capmatrix import _cache
+from capmatrix import _artifact, _cache
 from capmatrix._files import read_bytes
+from capmatrix._record import replace
 from capmatrix.errors import CapabilityError, CapabilityErrors
 from capmatrix.resolver import compile_matrix
 
 TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from pathlib import Path
     from typing import Any
 
@@ -286,16 +287,34 @@ def _largest(sizes: dict[str, int], root: str, count: int = 3) -> str:
     return ", ".join(f"{_display(path, root)} ({size} bytes)" for path, size in top)
 
 
-def load(path: str | os.PathLike[str] | None = None) -> Matrix:
+def load(path: str | os.PathLike[str] | None = None, *, isolate: bool = False) -> Matrix:
     """Load, validate and compile a matrix (default: the shipped one).
+
+    An installed package's shipped matrix is its compiled artifact, validated when the wheel was built
+    (:mod:`capmatrix._artifact`); ``CAPMATRIX_CACHE=off`` parses and checks its YAML instead, as a
+    source checkout always does.
+
+    ``isolate``: where every problem lies in files whose kernels all name their engine (``engine:``),
+    leave those engines out rather than fail: the rest is validated again without those files (and
+    without the gates and roles that name their kernels), then every kernel and role of those engines
+    is left out too. The matrix answers the other engines; a question about what it left out raises
+    the problems (:attr:`Matrix.quarantine`, :attr:`Matrix.left_out`). Problems anywhere else (axes,
+    models, roles, an engine-free kernel, a file that names no engine) still fail the whole load.
 
     :raises CapabilityErrors: with every problem found, each located at ``file:line:col``.
     """
+    if path is None and not _cache.turned_off() and _artifact.checkout_root() is None:
+        shipped = _artifact.shipped()
+        if shipped is not None:
+            return shipped
     root = _root(path)
     problems: list[CapabilityError] = []
     matrix = _build(root, problems)
     if problems or matrix is None:
-        raise CapabilityErrors(problems)
+        partial = _isolated(root, problems) if isolate and problems else None
+        if partial is None:
+            raise CapabilityErrors(problems)
+        matrix = partial
     with _gc_paused():
         object.__setattr__(matrix, "_compiled", compile_matrix(matrix))
     return matrix
@@ -358,10 +377,7 @@ def _build(root: str, problems: list[CapabilityError]) -> Matrix | None:
     readable = len(inputs) == len(raws) and bool(inputs)
     if readable:
         with _gc_paused():
-            # The wheel's own entry of its shipped matrix first: a fresh install has no cache entry yet.
-            cached = _cache.prebuilt(root, inputs)
-            if cached is None:
-                cached, key = _cache.lookup(root, inputs)
+            cached, key = _cache.lookup(root, inputs)
         if cached is not None:
             return cached
     # A clean matrix needs the positions of entries and rules only; a problem anywhere reads the
@@ -378,7 +394,7 @@ def _build(root: str, problems: list[CapabilityError]) -> Matrix | None:
 
 def _parse(
     root: str, raws: list[tuple[str, str, bytes | None]], problems: list[CapabilityError],
-    *, outline: bool = False,
+    *, outline: bool = False, prune: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> Matrix | None:
     # PyYAML, the schema and the builders load on first use: a load the cache answers needs none of them
     from capmatrix import _hints, _yaml  # noqa: PLC0415
@@ -410,5 +426,156 @@ def _parse(
         problems.append(
             CapabilityError(str(root), None, None, "", "no capability files found", code="E001")
         )
+    if prune is not None:
+        prune([data for data, _smap in docs])
     builder = _Semantics(problems, broken_paths)
     return builder.build(root, docs)
+
+
+# --------------------------------------------------------------------------------------------------
+# Isolating an engine whose files have problems (load(path, isolate=True))
+
+
+def _isolated(root: str, problems: list[CapabilityError]) -> Matrix | None:
+    """The matrix without the engines of the files that have ``problems``, or None where it cannot be.
+
+    None (the whole load fails) unless every problem lies in a file whose every kernel names its engine
+    and which declares nothing but kernels, and the rest validates on its own: the broken files' kernels
+    left out, with the gates and roles that name one of them (and so on). Of what validates, the kernels
+    of those engines and the roles of only those engines are then left out too, so that every question
+    about a broken engine raises its problems, not an answer from its healthy half.
+    """
+    try:
+        files = {display: file for file, display in _discover(root)}
+    except CapabilityErrors:
+        return None
+    by_file: dict[str, list[CapabilityError]] = {}
+    for problem in problems:
+        by_file.setdefault(problem.path, []).append(problem)
+    engine_problems: dict[str, list[CapabilityError]] = {}
+    went: dict[str, set[str]] = {}  # kernel or role left out -> the broken engines it went with
+    for display, found in by_file.items():
+        file = files.get(display)
+        scope = None if file is None else _engine_scope(file, display)
+        if scope is None:
+            return None
+        for name, engine in scope.items():
+            went[name] = {engine}
+            engine_problems.setdefault(engine, []).extend(found)
+
+    def prune(docs: list[dict[str, Any]]) -> None:
+        """Leave out, until none is left, each gate or role that names what was left out."""
+        while True:
+            before = len(went)
+            for data in docs:
+                for section, named in (("kernels", _guard_targets), ("roles", _role_candidates)):
+                    entries = data.get(section)
+                    if not isinstance(entries, dict):
+                        continue
+                    for name, raw in list(entries.items()):
+                        hit = {e for n in named(raw) if n in went for e in went[n]}
+                        if hit:
+                            went[name] = hit
+                            del entries[name]
+            if len(went) == before:
+                return
+
+    raws: list[tuple[str, str, bytes | None]] = [
+        (file, display, read_bytes(file, display))
+        for display, file in files.items() if display not in by_file
+    ]
+    again: list[CapabilityError] = []
+    try:
+        matrix = _parse(root, raws, again, prune=prune)
+    except CapabilityErrors:
+        return None
+    if again or matrix is None:
+        return None
+    engines = set(engine_problems)
+    for name, kernel in matrix.kernels.items():
+        if kernel.engine in engines:
+            went[name] = {kernel.engine}
+    kernels = {n: k for n, k in matrix.kernels.items() if n not in went}
+    for name, role in matrix.roles.items():
+        mine = {matrix.kernels[c].engine for c in role.candidates if c in matrix.kernels} - {None}
+        hit = {e for c in role.candidates if c in went for e in went[c]}
+        if hit or (mine and mine <= engines):
+            went[name] = hit or {e for e in mine if e is not None}
+    roles = {n: r for n, r in matrix.roles.items() if n not in went}
+
+    def problems_of(engines: set[str]) -> tuple[CapabilityError, ...]:
+        return tuple(sorted({p for e in engines for p in engine_problems[e]}, key=CapabilityError.sort_key))
+
+    return replace(matrix, kernels=kernels, roles=roles,
+                   left_out={engine: problems_of({engine}) for engine in sorted(engines)},
+                   quarantine={name: problems_of(engines) for name, engines in went.items()})
+
+
+def _guard_targets(raw: object) -> list[str]:
+    """Every kernel or role name a kernel's ``guards`` names (a gate's targets)."""
+    guards = raw.get("guards") if isinstance(raw, dict) else None
+    targets = guards.get("targets") if isinstance(guards, dict) else guards
+    return [t for t in targets if isinstance(t, str)] if isinstance(targets, list) else []
+
+
+def _role_candidates(raw: object) -> list[str]:
+    """Every kernel name a role's entry lists (its candidates and its orders' candidates)."""
+    if not isinstance(raw, dict):
+        return []
+    lists = [raw.get("candidates")]
+    orders = raw.get("orders")
+    if isinstance(orders, list):
+        lists += [o.get("candidates") for o in orders if isinstance(o, dict)]
+    return [c for candidates in lists if isinstance(candidates, list)
+            for c in candidates if isinstance(c, str)]
+
+
+def _engine_scope(file: str, display: str) -> dict[str, str] | None:
+    """The engine of each kernel of ``file``; None unless it holds kernels only, each naming its engine.
+
+    Read by the loader's own reader, within its limits (the file may be hostile); a file it refuses (a
+    syntax error) is read line by line instead: its top-level keys, the kernels' names (two spaces in)
+    and their ``engine:`` lines (four spaces in).
+    """
+    from capmatrix import _yaml  # noqa: PLC0415 - PyYAML loads on first use
+
+    try:
+        raw = read_bytes(file, display)
+    except CapabilityErrors:
+        return None
+    try:
+        data, _smap = _yaml.read_raw(raw, display)
+    except CapabilityErrors:
+        try:
+            return _engine_scope_of_lines(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            return None
+    if not isinstance(data, dict) or set(data) != {"kernels"} or not isinstance(data["kernels"], dict):
+        return None
+    scope = {}
+    for name, entry in data["kernels"].items():
+        engine = entry.get("engine") if isinstance(entry, dict) else None
+        if not isinstance(name, str) or not isinstance(engine, str):
+            return None
+        scope[name] = engine
+    return scope or None
+
+
+def _engine_scope_of_lines(text: str) -> dict[str, str] | None:
+    """:func:`_engine_scope` of a file PyYAML cannot read: its lines in the shipped files' layout."""
+    import re  # noqa: PLC0415
+
+    top = re.findall(r"^([A-Za-z_][\w-]*):", text, re.MULTILINE)
+    if top != ["kernels"]:
+        return None
+    scope: dict[str, str | None] = {}
+    current: str | None = None
+    for line in text.splitlines():
+        if (m := re.fullmatch(r"  ([A-Za-z_][\w.-]*):\s*(#.*)?", line)) is not None:
+            current = m.group(1)
+            scope[current] = None
+        elif current is not None and (m := re.fullmatch(r"    engine:\s*([\w-]+)\s*(#.*)?", line)):
+            scope[current] = m.group(1)
+    if not scope or any(engine is None for engine in scope.values()):
+        return None
+    return {name: engine for name, engine in scope.items() if engine is not None}

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
+    from capmatrix.errors import CapabilityError
     from capmatrix.model import GPU, Axis, AxisValue, DerivedAxis, EngineReleases, ModelFamily, Role, Rule
 
 __all__ = ["ROOT_LABEL", "Matrix", "gpu_spelling"]
@@ -40,6 +41,12 @@ class Matrix:
     gpus: Mapping[str, GPU] = field(default_factory=dict)
     #: The modelled releases of each engine that declares some (``releases:``), by engine.
     releases: Mapping[str, EngineReleases] = field(default_factory=dict)
+    #: What a load that isolates engines (``load(path, isolate=True)``) left out: each engine whose files
+    #: have problems, mapped to those problems (``file:line:col``) ...
+    left_out: Mapping[str, tuple[CapabilityError, ...]] = field(default_factory=dict, repr=False)
+    #: ... and each kernel and role it left out with them, mapped to the problems of its engines: a
+    #: question about one of them raises :class:`~capmatrix.CapabilityErrors` with those.
+    quarantine: Mapping[str, tuple[CapabilityError, ...]] = field(default_factory=dict, repr=False)
     _compiled: Any = field(default=None, repr=False, compare=False)
 
     @property

@@ -11,7 +11,7 @@ use these two.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import accumulate, count
 from operator import add, and_
 
@@ -277,21 +277,15 @@ class Region:
 
     __hash__ = None  # type: ignore[assignment]  # regions are compared by content, not hashed
 
-    def merged(self, merge: Callable[[Sequence[Box]], list[Box] | None] | None = None) -> Region:
+    def merged(self) -> Region:
         """An equal region in which boxes that differ on one axis only are merged together.
 
         The boxes are disjoint, so two boxes equal on every other axis have disjoint masks on the
-        remaining one and merging them is exact. Repeats until no pair merges. ``merge`` is a
-        compiled twin of this method's merge and order (the analyses pass the diagram core's); it
-        answers None for boxes it does not take, which are then merged here.
+        remaining one and merging them is exact. Repeats until no pair merges.
         """
         if self._merged:
             # A merged region is a fixed point: no two of its boxes merge and they are in order.
             return self
-        if merge is not None and (ordered := merge(self._boxes)) is not None:
-            out = Region(self.space, ordered, disjoint=True)
-            out._merged = True
-            return out
         boxes = set(self._boxes)
         if len(boxes) > 1:
             # Only the axes where the boxes differ can merge (on an axis where all agree, two boxes

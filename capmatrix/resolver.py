@@ -29,7 +29,7 @@ from capmatrix._compile import KernelIndex, _CompiledKernel
 from capmatrix._explain import MAX_RESIDUAL_BOXES, Explainer
 from capmatrix._partition import PartitionLimit, find, partition, reduce_kernel
 from capmatrix._tables import NO_ROW, Table
-from capmatrix.errors import InvalidQuery, UnknownName, did_you_mean
+from capmatrix.errors import CapabilityErrors, InvalidQuery, UnknownName, did_you_mean
 from capmatrix.model import NONE, AxisType
 from capmatrix.query import ANY, KernelQuery, _Any, _short
 from capmatrix.regions import Region, Space, bits
@@ -201,10 +201,17 @@ class Resolver:
 
     # -- internals ----------------------------------------------------------------------------
 
+    def _unknown(self, kind: str, name: str, known: Iterable[str]) -> Exception:
+        """The error of a name the matrix lacks: its problems where a load isolated it, else UnknownName."""
+        problems = self.matrix.quarantine.get(name)
+        if problems:
+            return CapabilityErrors(problems)
+        return UnknownName(kind, name, known)
+
     def _select(self, role_name: str, query: KernelQuery) -> Selection:
         role = self.matrix.roles.get(role_name)
         if role is None:
-            raise UnknownName("role", role_name, self.matrix.roles)
+            raise self._unknown("role", role_name, self.matrix.roles)
         # The role's own axis values and its engine's defaults act as defaults the query may override.
         candidate_query = self._pinned(self._canonical(query), self._pins[role_name])
         candidates, decided = role.candidates, True
@@ -296,7 +303,7 @@ class Resolver:
         """
         role = self.matrix.roles.get(role_name)
         if role is None:
-            raise UnknownName("role", role_name, self.matrix.roles)
+            raise self._unknown("role", role_name, self.matrix.roles)
         if not role.orders:
             return role.candidates, True
         table, needed = self._order_table(role_name)
@@ -514,7 +521,7 @@ class Resolver:
             raise InvalidQuery("the query names no kernel; use select() for a role")
         compiled = self._kernels.get(query.kernel)
         if compiled is None:
-            raise UnknownName("kernel", query.kernel, self._kernels)
+            raise self._unknown("kernel", query.kernel, self._kernels)
         if effective is None:  # asked of this kernel alone: with its engine's defaults
             pins = self._kernel_pins[query.kernel]
             effective = self._effective(self._pinned(self._canonical(query), pins) if pins else query)

@@ -7,7 +7,13 @@ Read from the source with ``ast`` (every import counts: module level, in functio
 from __future__ import annotations
 
 import ast
+import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "capmatrix"
 
@@ -37,6 +43,7 @@ CORE: dict[str, int] = {
     "capmatrix._yaml": 5,
     "capmatrix._fastschema": 5,
     "capmatrix._cache_json": 5,
+    "capmatrix._artifact": 8,
     "capmatrix._cache": 6,
     "capmatrix.schema": 6,
     "capmatrix._explain": 6,
@@ -59,6 +66,32 @@ WING_RANK, CLI_RANK = 13, 14
 LAZY_OK = ("torch", "yaml", "jsonschema", "capmatrix._yaml", "difflib", "importlib.metadata", "dataclasses",
            "pathlib", "re", "json")
 LOADER_LAZY_OK = ("capmatrix._hints", "capmatrix._references", "capmatrix._values", "capmatrix.schema")
+#: The face reaches the authoring side only inside the functions that need it: a checkout's build of the
+#: shipped matrix from YAML, a reload of another directory (the loader), and the suggestion search.
+DEFAULT_LAZY_OK = ("capmatrix.loader", "capmatrix._suggest")
+
+#: The runtime: what an engine's path (import, the shipped matrix, resolve, select, the adapters) may load.
+#: Standard library only; everything else in the package is the authoring side (loader and validation,
+#: analyses, render, codegen, CLI, export, probes, evidence, suggestions).
+RUNTIME = frozenset({
+    "capmatrix", "capmatrix.errors", "capmatrix._classes", "capmatrix._record", "capmatrix.model",
+    "capmatrix.query", "capmatrix.regions", "capmatrix._partition", "capmatrix._tables", "capmatrix.matrix",
+    "capmatrix._answers", "capmatrix._compile", "capmatrix._explain", "capmatrix._cache_json",
+    "capmatrix.resolver", "capmatrix._artifact", "capmatrix.releases", "capmatrix._default",
+    "capmatrix.engine", "capmatrix.engine.bind", "capmatrix.engine.device", "capmatrix.engine.hf",
+    "capmatrix.engine.reference", "capmatrix.engine.sglang", "capmatrix.engine.trtllm",
+    "capmatrix.engine.vllm",
+})
+#: Authoring modules the engine path must never load (checked in a process that blocks third parties).
+AUTHORING_PREFIXES = ("capmatrix.analysis", "capmatrix.render", "capmatrix.cli", "capmatrix.codegen",
+                      "capmatrix.loader", "capmatrix._yaml", "capmatrix.schema", "capmatrix._fastschema",
+                      "capmatrix._values", "capmatrix._references", "capmatrix._cache.",
+                      "capmatrix._suggest", "capmatrix.export", "capmatrix.probe", "capmatrix.evidence")
+
+
+def _authoring(module: str) -> bool:
+    """Whether ``module`` is authoring (``capmatrix._yaml`` covers ``_yaml_fast`` and the like)."""
+    return (module + ".").startswith(AUTHORING_PREFIXES)
 
 
 def _modules() -> dict[str, Path]:
@@ -187,8 +220,162 @@ def test_lazy_imports_only_keep_import_light() -> None:
         for imported, line, lazy in _imports(name)
         if lazy and not any(imported == ok or imported.startswith(ok + ".") for ok in LAZY_OK)
         and not (name == "capmatrix.loader" and imported in LOADER_LAZY_OK)
+        and not (name == "capmatrix._default" and imported in DEFAULT_LAZY_OK)
     ]
     assert found == []
+
+
+def _type_only_lines(name: str) -> set[int]:
+    """The lines of ``if TYPE_CHECKING:`` blocks of module ``name`` (imports for annotations only)."""
+    tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
+    return {
+        n.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+        for stmt in node.body
+        for n in ast.walk(stmt)
+        if isinstance(n, (ast.Import, ast.ImportFrom))
+    }
+
+
+def test_the_runtime_imports_only_the_runtime_at_module_level() -> None:
+    """A runtime module imports, where it is imported, only runtime modules and the standard library."""
+    stdlib = sys.stdlib_module_names
+    wrong = [
+        f"{MODULES[name]}:{line}: {name} imports {imported}"
+        for name in sorted(RUNTIME)
+        for imported, line, lazy in _imports(name)
+        if not lazy and line not in _type_only_lines(name) and (
+            (imported.startswith("capmatrix") and _target(imported) not in RUNTIME)
+            or (not imported.startswith("capmatrix") and imported.split(".")[0] not in stdlib)
+        )
+    ]
+    assert wrong == []
+
+
+def test_the_runtime_rule_catches_an_authoring_import() -> None:
+    """The rule reads the real edges: the loader (authoring) imports the resolver (runtime), not back."""
+    assert "capmatrix.loader" not in RUNTIME
+    assert "capmatrix.resolver" in RUNTIME
+    assert any(t == "capmatrix._cache" for m, t, _ in _edges() if m == "capmatrix.loader")
+    type_only = _type_only_lines("capmatrix._default")
+    typed = {i for i, line, _lazy in _imports("capmatrix._default") if line in type_only}
+    assert "capmatrix._suggest" in typed
+    assert all(_target(i) in RUNTIME for i, line, lazy in _imports("capmatrix._default")
+               if i.startswith("capmatrix") and not lazy and line not in type_only)
+    assert {i for i, _l, lazy in _imports("capmatrix._default") if lazy} == set(DEFAULT_LAZY_OK)
+
+
+#: The engine path, in a process where PyYAML, jsonschema and tabulate cannot be imported.
+ENGINE_PATH = """
+import json, sys
+
+BLOCKED = ("yaml", "_yaml", "jsonschema", "jsonschema_specifications", "referencing", "tabulate")
+
+
+class Blocker:  # a meta path finder (not importlib.abc's class: importing it imports typing)
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ModuleNotFoundError(f"blocked: {name}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, Blocker())
+import capmatrix
+from capmatrix.engine import trtllm, vllm, sglang
+
+answers = {
+    "file": capmatrix.__file__,
+    "resolve": capmatrix.resolve(capmatrix.KernelQuery("xqa", sm=121, model="llama",
+                                                       spec_dec="one_model")).verdict.value,
+    "select": capmatrix.select("trtllm_generation", capmatrix.KernelQuery(
+        sm=120, model="deepseek_v3", phase="generation", kv_cache_dtype="fp8", dtype="fp8")).kernel,
+    "bind_spec_dec": trtllm.bind_spec_dec(
+        spec_dec="two_model", sm=90, is_mla=False, is_draft_model=True, use_chain_drafter=True,
+        attention_backend="trtllm").need_table[True],
+    "select_backend": vllm.select_backend(capability=(12, 0), head_size=576, dtype="bf16",
+                                          kv_cache_dtype="fp8", block_size=None, use_mla=True,
+                                          use_sparse=True),
+    "sglang": sglang.resolve(capability=(12, 0), model=sglang.SGLangModel(
+        "DeepseekV32ForCausalLM", mla=True, dsa=True)).attention_backend,
+    "modules": sorted(m for m in sys.modules if m.startswith("capmatrix")),
+    "third_party": sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED + ("torch",)),
+    "slow_stdlib": sorted(m for m in ("dataclasses", "typing", "inspect") if m in sys.modules),
+}
+print(json.dumps(answers))
+"""
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The package as a wheel installs it: its modules and its compiled artifact, no YAML, no checkout."""
+    sys.path.insert(0, str(PACKAGE.parent / "tools"))
+    try:
+        from prebuild_matrix import prebuild
+    finally:
+        sys.path.remove(str(PACKAGE.parent / "tools"))
+    site = tmp_path_factory.mktemp("site")
+    shutil.copytree(PACKAGE, site / "capmatrix",
+                    ignore=shutil.ignore_patterns("__pycache__", "_matrix.json", "*.so", "_capabilities"))
+    prebuild(site / "capmatrix" / "_matrix.json", package=site / "capmatrix")
+    return site
+
+
+def _engine_path(site: Path, cwd: Path) -> dict[str, object]:
+    run = subprocess.run([sys.executable, "-c", ENGINE_PATH], capture_output=True, text=True, check=False,
+                         cwd=cwd, env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin",
+                                       "CAPMATRIX_CACHE": "off"}, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    answers: dict[str, object] = json.loads(run.stdout)
+    return answers
+
+
+def test_the_engine_path_answers_without_third_parties_or_the_authoring_side(
+    installed: Path, tmp_path: Path
+) -> None:
+    answers = _engine_path(installed, tmp_path)
+    assert str(answers["file"]).startswith(str(installed))
+    assert answers["third_party"] == []
+    # Records (capmatrix._record) and the TYPE_CHECKING = False idiom keep these out of an engine's start
+    # (dataclasses and what it imports: about 12 ms of CPU; typing: 2 ms).
+    assert answers["slow_stdlib"] == []
+    modules = answers["modules"]
+    assert isinstance(modules, list)
+    assert [m for m in modules if _authoring(m)] == []
+    assert set(modules) <= RUNTIME
+    # The same answers as the checkout's loader gives (the artifact is the matrix, not a copy of answers).
+    import capmatrix
+    from capmatrix.engine import sglang, trtllm, vllm
+
+    matrix = capmatrix.load()
+    assert answers["resolve"] == capmatrix.resolve(capmatrix.KernelQuery(
+        "xqa", sm=121, model="llama", spec_dec="one_model"), matrix).verdict.value
+    assert answers["select"] == capmatrix.select("trtllm_generation", capmatrix.KernelQuery(
+        sm=120, model="deepseek_v3", phase="generation", kv_cache_dtype="fp8", dtype="fp8"), matrix).kernel
+    assert answers["bind_spec_dec"] == trtllm.bind_spec_dec(
+        spec_dec="two_model", sm=90, is_mla=False, is_draft_model=True, use_chain_drafter=True,
+        attention_backend="trtllm", matrix=matrix).need_table[True]
+    assert answers["select_backend"] == vllm.select_backend(
+        capability=(12, 0), head_size=576, dtype="bf16", kv_cache_dtype="fp8", block_size=None,
+        use_mla=True, use_sparse=True, matrix=matrix)
+    assert answers["sglang"] == sglang.resolve(capability=(12, 0), model=sglang.SGLangModel(
+        "DeepseekV32ForCausalLM", mla=True, dsa=True), matrix=matrix).attention_backend
+
+
+def test_the_engine_path_check_fails_where_the_runtime_needs_the_loader(
+    installed: Path, tmp_path: Path
+) -> None:
+    """Without its artifact the package falls back to the loader, which PyYAML's absence stops: the check
+    above can fail."""
+    bare = tmp_path / "bare"
+    shutil.copytree(installed, bare)
+    (bare / "capmatrix" / "_matrix.json").unlink()
+    shutil.copytree(PACKAGE.parent / "capabilities", bare / "capmatrix" / "_capabilities")
+    run = subprocess.run([sys.executable, "-c", ENGINE_PATH], capture_output=True, text=True, check=False,
+                         cwd=tmp_path, env={"PYTHONPATH": str(bare), "PATH": "/usr/bin:/bin",
+                                            "CAPMATRIX_CACHE": "off"}, timeout=120)
+    assert run.returncode != 0
+    assert "blocked: yaml" in run.stderr
 
 
 def test_argparse_only_in_the_command_line() -> None:

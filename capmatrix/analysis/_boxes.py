@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from capmatrix._partition import TABLE_SAMPLE_MIN, mostly_disjoint, partition, reduce_kernel
-from capmatrix.analysis._diagram import MERGE
 from capmatrix.model import Axis, AxisValue, Effect
 from capmatrix.regions import Region, bits, box_of, subtract
 
@@ -243,7 +242,7 @@ class Area:
 
 def areas(region: Region) -> tuple[Area, ...]:
     """The merged boxes of a region, as areas (largest first)."""
-    merged = region.merged(MERGE)
+    merged = region.merged()
     return tuple(Area(merged.space, box) for box in merged.boxes)
 
 

@@ -16,28 +16,19 @@ each node, by the lowest value of each mask). ``docs/analysis.md`` documents the
 The axis order is the analysis's choice (:func:`axis_order`): axes constrained by more rule boxes
 first, ties in declared order. A good order keeps diagrams small; any order gives the same cells.
 
-The nodes live in a *core*: ``_core`` (C, built with the package where a compiler is at hand) or
-``_pycore`` (pure Python), the same walks giving the same node ids; :data:`CORES` lists those this
-installation has, the compiled one first. ``CAPMATRIX_PURE_PYTHON=1`` keeps to the Python core.
+The nodes live in a *core*, ``_pycore``: the node store and its walks. (A compiled twin in C was
+removed: on the shipped and the five-release matrix it saved about 40 ms of a 150-190 ms ``check``,
+which did not pay for a platform-specific wheel; docs/architecture.md has the figures.)
 """
 
 from __future__ import annotations
 
 import gc
-import hashlib
-import os
-import warnings
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from capmatrix.analysis import _pycore
 from capmatrix.regions import bits
-
-try:  # built only where a C compiler was at hand (tools/build_core.py)
-    from capmatrix.analysis import _core
-except ImportError:
-    _core = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -46,7 +37,7 @@ if TYPE_CHECKING:
 
     from capmatrix.regions import Box, Space
 
-__all__ = ["CORES", "EMPTY", "FULL", "MERGE", "Diagram", "axis_order", "collection_paused"]
+__all__ = ["CORES", "EMPTY", "FULL", "Diagram", "axis_order", "collection_paused"]
 
 #: The terminal node of the empty region.
 EMPTY = 0
@@ -83,7 +74,7 @@ def axis_order(space: Space, boxes: Iterable[Box]) -> tuple[int, ...]:
 
 
 class Store(Protocol):
-    """What a diagram needs of its core (``_pycore.Core`` and the compiled ``_core.Core`` both are)."""
+    """What a diagram needs of its core (``_pycore.Core`` is one)."""
 
     def __len__(self) -> int: ...
     def node(self, level: int, kids: tuple[int, ...], /) -> int: ...
@@ -102,33 +93,8 @@ class Store(Protocol):
     def release(self) -> None: ...
 
 
-def _compiled_core() -> Callable[[Sequence[int], Sequence[int]], Store] | None:
-    """The compiled core's class, or None where it was not built, is turned off, or is stale.
-
-    A core built from another revision of ``_core.c`` (an editable install whose source moved on)
-    could disagree with this package's Python, so its build's source hash is compared with the file.
-    """
-    if _core is None or os.environ.get("CAPMATRIX_PURE_PYTHON", "") not in ("", "0"):
-        return None
-    source = Path(__file__).with_name("_core.c")
-    if source.is_file() and hashlib.sha256(source.read_bytes()).hexdigest() != _core.SOURCE_SHA256:
-        warnings.warn(f"capmatrix: the compiled diagram core ({_core.__file__}) was built from another "
-                      f"revision of {source}; using the pure-Python core. Rebuild it with "
-                      "`pip install -e .` (or `make dev`).", RuntimeWarning, stacklevel=2)
-        return None
-    return _core.Core
-
-
 #: The cores at hand by name, the one a diagram uses by default first.
-CORES: dict[str, Callable[[Sequence[int], Sequence[int]], Store]] = {
-    name: core
-    for name, core in (("compiled", _compiled_core()), ("python", _pycore.Core))
-    if core is not None
-}
-
-#: The compiled core's merge of a region's boxes, for ``Region.merged(MERGE)`` (None where the
-#: compiled core is not used: ``merged()`` then merges in Python, to the same boxes).
-MERGE: Callable[[Sequence[Box]], list[Box] | None] | None = _core.merge if "compiled" in CORES else None
+CORES: dict[str, Callable[[Sequence[int], Sequence[int]], Store]] = {"python": _pycore.Core}
 
 
 class Diagram:

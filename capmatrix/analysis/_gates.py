@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from capmatrix.analysis._boxes import KernelBoxes, supported_region, witness_of
-from capmatrix.analysis._diagram import MERGE
 from capmatrix.model import Effect, ValueOf
 from capmatrix.regions import Region, intersect
 
@@ -197,7 +196,7 @@ def _report(
     if not region:
         return
     space = matrix.space
-    merged = region.merged(MERGE)
+    merged = region.merged()
     effect = Effect.EXCLUDE if code == "C111" else Effect.GRANT
     rules = tuple(
         rule for rule, box in zip(gate.rules, compiled.boxes, strict=True)

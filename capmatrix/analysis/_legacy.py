@@ -49,7 +49,6 @@ from typing import TYPE_CHECKING, Any
 
 from capmatrix._partition import partition
 from capmatrix.analysis._boxes import Area, KernelBoxes, areas, reduce_kernel
-from capmatrix.analysis._diagram import MERGE
 from capmatrix.errors import CapmatrixError, InvalidValue, UnknownName, echo
 from capmatrix.model import AxisType, format_value
 from capmatrix.regions import Region
@@ -436,7 +435,7 @@ def _compare(
             for n, value in zip(chosen, combo, strict=True):
                 box[positions[n]] = 1 << axes[positions[n]].index(value)  # type: ignore[operator]
             true_boxes.append(tuple(box))
-    legacy = Region(space, true_boxes, disjoint=True).merged(MERGE)
+    legacy = Region(space, true_boxes, disjoint=True).merged()
     compiled = KernelBoxes.of(matrix.kernels[kernel], space)
     boxes = [*compiled.boxes, *legacy.boxes]
     legacy_bits = ((1 << len(legacy.boxes)) - 1) << len(compiled.boxes)

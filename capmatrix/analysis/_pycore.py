@@ -1,11 +1,9 @@
-"""The pure-Python diagram core: the node store and its walks (``_core.c`` is its compiled twin).
+"""The diagram core: the node store and its walks.
 
 A *core* holds the nodes of one :class:`~capmatrix.analysis._diagram.Diagram`: per node its level and
 its children (one per value of the level's axis), hash-consed and reduced, with the memoised walks
 that build regions (union, intersection, difference, a kernel's rules) and read them (cells, box
-counts, the canonical boxes, containment, overlap). Both cores take the same arguments and give the
-same node ids for the same calls, so either can stand behind a diagram; the compiled one is used
-where it was built (``capmatrix.analysis._diagram.CORES``), this one everywhere else.
+counts, the canonical boxes, containment, overlap).
 
 Nodes are ints: 0 is the empty region, 1 the whole universe; the rest are numbered as they are built.
 """

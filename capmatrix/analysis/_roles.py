@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from capmatrix._partition import PartitionLimit, find, measure, partition, uncovered
 from capmatrix.analysis._boxes import Area, KernelBoxes, areas, reduce_kernel
-from capmatrix.analysis._diagram import EMPTY, FULL, MERGE, Diagram, axis_order, collection_paused
+from capmatrix.analysis._diagram import EMPTY, FULL, Diagram, axis_order, collection_paused
 from capmatrix.analysis._findings import MAX_REGIONS, Witness, finding
 from capmatrix.errors import CapmatrixError
 from capmatrix.regions import Region
@@ -57,7 +57,7 @@ def role_regions(
     with diagram_for(sp, compiled.values()) as diagram:
         supported = {name: supported_node(diagram, boxes) for name, boxes in compiled.items()}
         return {
-            name: Region(sp, diagram.boxes(node), disjoint=True).merged(MERGE)
+            name: Region(sp, diagram.boxes(node), disjoint=True).merged()
             for name, node in _winners(diagram, matrix, role, supported, ordered=ordered).items()
         }
 
@@ -194,7 +194,7 @@ def _bounded(diagram: Diagram, node: int, limit: int, *, negated: bool = False) 
     boxes = diagram.count_boxes(node, negated=negated)
     cells = diagram.cells(node, negated=negated)
     if boxes <= limit:
-        region = Region(space, diagram.boxes(node, negated=negated), disjoint=True).merged(MERGE)
+        region = Region(space, diagram.boxes(node, negated=negated), disjoint=True).merged()
         return Gap(region, len(region.boxes), cells, limit, boxes)
     shown = diagram.boxes(node, limit, negated=negated)
     return Gap(Region(space, shown, disjoint=True), None, cells, limit, boxes)
@@ -265,7 +265,7 @@ def table_role_findings(
         shown.extend(rest.boxes[: max(0, limit - len(shown))])
         cells += rest.cells()
         counted = None if counted is None else counted + len(rest.boxes)
-        region = Region(space, shown, disjoint=True).merged(MERGE)
+        region = Region(space, shown, disjoint=True).merged()
         total = len(region.boxes) if counted is not None and counted <= limit else None
         gap = Gap(region, total, cells, limit)
         winners = role_regions(matrix, role)
@@ -291,7 +291,7 @@ def _gap_within(
     label: Callable[[int], bool]
     relevant: Callable[[int, int], int]
     boxes_of: list[Box] = []
-    merged = [r.merged(MERGE) for r in regions]
+    merged = [r.merged() for r in regions]
     # The smaller input wins: the candidates' supported boxes, or their rules' boxes.
     if sum(len(r.boxes) for r in merged) <= sum(len(c.boxes) for c in compiled):
         for region in merged:
@@ -327,10 +327,10 @@ def _gap_within(
     except PartitionLimit:
         first, _ = find(space, boxes_of, label, want=False, limit=limit, root=root, relevant=relevant)
         cells = measure(space, boxes_of, label, root=root, relevant=relevant).get(False, 0)
-        return Gap(Region(space, first, disjoint=True).merged(MERGE), None, cells, limit)
-    whole = Region(space, found.get(False, []), disjoint=True).merged(MERGE)
+        return Gap(Region(space, first, disjoint=True).merged(), None, cells, limit)
+    whole = Region(space, found.get(False, []), disjoint=True).merged()
     total = len(whole.boxes)
     if total <= limit:
         return Gap(whole, total, whole.cells(), limit, total)
-    shown = Region(space, whole.boxes[:limit], disjoint=True).merged(MERGE)
+    shown = Region(space, whole.boxes[:limit], disjoint=True).merged()
     return Gap(shown, total, whole.cells(), limit, total)

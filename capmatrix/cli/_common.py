@@ -157,13 +157,20 @@ def _private_folder(folder: Path) -> str | None:
     return None
 
 
-def announce_matrix(choice: MatrixChoice, err: TextIO) -> None:
+def announce_matrix(choice: MatrixChoice, err: TextIO, matrix: Matrix | None = None) -> None:
     """Say on ``err`` which matrix is used when nobody named it and it is not the shipped one.
 
-    Also: a working-tree matrix found but not taken, and why. The choice is kept for
-    :func:`print_json`, whose answers name the matrix that answered.
+    Also: a working-tree matrix found but not taken, and why; and the engines ``matrix`` left out
+    because their files have problems. The choice is kept for :func:`print_json`, whose answers name
+    the matrix that answered.
     """
     _answered_by.set(choice)
+    err.writelines(
+        f"capmatrix: warning: engine {engine} left out: {len(problems)} problem"
+        f"{'' if len(problems) == 1 else 's'} in its files, first {problems[0].location}; "
+        "its questions exit 2 (`capmatrix validate` lists them)\n"
+        for engine, problems in (sorted(matrix.left_out.items()) if matrix is not None else ())
+    )
     if choice.passed_over is not None:
         where, why = choice.passed_over
         err.write(f"capmatrix: not using {where}: {why}; pass --matrix {where} to use it\n")
@@ -182,9 +189,13 @@ def forget_matrix_choice() -> None:
     _answered_by.set(None)
 
 
-def load_matrix(path: str | None) -> Matrix:
-    """Load the matrix :func:`choose_matrix` picks for ``path`` (``--matrix``, or None)."""
-    return load(choose_matrix(path).path)
+def load_matrix(path: str | None, *, isolate: bool = False) -> Matrix:
+    """Load the matrix :func:`choose_matrix` picks for ``path`` (``--matrix``, or None).
+
+    ``isolate``: an engine whose files have problems is left out (``load(..., isolate=True)``), and
+    :func:`announce_matrix` says so; a question about it exits 2 with the problems.
+    """
+    return load(choose_matrix(path).path, isolate=isolate)
 
 
 def prescan(argv: Sequence[str], option: str) -> str | None:
@@ -225,15 +236,19 @@ def _option(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def add_axis_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Matrix:
+def add_axis_options(
+    parser: argparse.ArgumentParser, argv: Sequence[str], *, isolate: bool = False
+) -> Matrix:
     """One ``--<axis> VALUE`` option per axis of the matrix named by ``--matrix``; return that matrix.
+
+    ``isolate``: as :func:`load_matrix`'s (the commands that answer questions: ``query``, ``select``).
 
     An axis (or alias) is ``--`` and its name with ``_`` as ``-``, beside the options the command has.
 
     :raises CapabilityErrors: when an axis or alias names an option the command has already (E227), as
         ``capmatrix validate`` reports it, rather than argparse's conflict.
     """
-    matrix = load_matrix(prescan(argv, "--matrix"))
+    matrix = load_matrix(prescan(argv, "--matrix"), isolate=isolate)
     clashes = axis_option_clashes({parser.prog: parser}, matrix)
     if clashes:
         raise CapabilityErrors(clashes)

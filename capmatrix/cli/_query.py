@@ -231,7 +231,7 @@ def format_suggestions(suggestions: Sequence[Suggestion], *, limit: int = SHOWN_
 def configure_query(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Matrix:
     """Arguments of ``capmatrix query``."""
     _query_options(parser)
-    return add_axis_options(parser, argv)
+    return add_axis_options(parser, argv, isolate=True)
 
 
 def _query_options(parser: argparse.ArgumentParser) -> None:
@@ -264,7 +264,7 @@ def _add_explain_option(parser: argparse.ArgumentParser) -> None:
 
 def cmd_query(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextIO) -> int:
     """Resolve one query; exit 0 supported, 1 unsupported, 3 depends."""
-    announce_matrix(choose_matrix(args.matrix), err)
+    announce_matrix(choose_matrix(args.matrix), err, matrix)
     query = query_from_args(args, matrix, args.kernel)
     resolution = resolve(query, matrix)
     found = suggest(query, matrix, args.vary)
@@ -290,7 +290,7 @@ def cmd_query(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextIO
 def configure_select(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Matrix:
     """Arguments of ``capmatrix select``."""
     _select_options(parser)
-    return add_axis_options(parser, argv)
+    return add_axis_options(parser, argv, isolate=True)
 
 
 def _select_options(parser: argparse.ArgumentParser) -> None:
@@ -405,7 +405,7 @@ def format_selection(selection: Selection, also: Sequence[Resolution] = (), *,
 
 def cmd_select(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextIO) -> int:
     """Select a kernel for a role; exit 0 when one is supported, 1 when none, 3 when it depends."""
-    announce_matrix(choose_matrix(args.matrix), err)
+    announce_matrix(choose_matrix(args.matrix), err, matrix)
     query = query_from_args(args, matrix, None)
     selection = select(args.role, query, matrix)
     also = alternatives(selection, matrix)

@@ -16,17 +16,19 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
 
 from capmatrix._default import default_matrix, resolve
+from capmatrix._record import field, record
 from capmatrix.engine.bind import BoundDecision, bind
 from capmatrix.engine.hf import ATTENTION_MLA
 from capmatrix.errors import CapmatrixError
 from capmatrix.query import KernelQuery
 from capmatrix.releases import release
 
+TYPE_CHECKING = False  # not typing's: the engine's start imports neither typing nor dataclasses
 if TYPE_CHECKING:
+    from typing import Any, Final
+
     from capmatrix.matrix import Matrix
     from capmatrix.model import AxisValue
     from capmatrix.resolver import Resolution
@@ -76,7 +78,7 @@ class AmbiguousGate(CapmatrixError, ValueError):
         )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class SpecDecDecisions:
     """The spec-dec decisions of one engine, bound at start.
 
@@ -274,7 +276,7 @@ def extend_ctx(*, spec_dec: str, sm: int, attention_backend: str) -> bool:
 # Gate and kernel together: does TensorRT-LLM run XQA for this model and mode?
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class XqaPlan:
     """What release 1.2 does with the generation queries of one pass, and whether XQA serves them.
 
