@@ -47,11 +47,13 @@ def test_bounds_keep_representatives_and_class_texts_inside_the_axis() -> None:
     unbounded = representatives((64,), cuts)
     assert any(v < 1 for v in unbounded)  # else the bound changes nothing here
     reps = representatives((64,), cuts, (1, None))
-    assert reps and all(v >= 1 for v in reps)
+    assert reps
+    assert all(v >= 1 for v in reps)
     stood_for = {signature(v, cuts) for v in (64, *reps)}
     assert all(signature(v, cuts) in stood_for for v in range(1, 400))
     capped = representatives((64,), cuts, (1, 100))
-    assert capped and all(1 <= v <= 100 for v in capped)
+    assert capped
+    assert all(1 <= v <= 100 for v in capped)
     gaps = (_cond(intervals=(Interval(low=100, high=110),)), _cond(values=frozenset({90})))
     (neither,) = representatives((90, 100), gaps, (1, None))
     assert describe_class(neither, gaps, (90, 100)) == "<=89 or [91, 99] or >=110"

@@ -592,7 +592,8 @@ def test_an_int_outside_the_axis_range_is_refused(axis: str, value: int) -> None
     """``min`` in axes.yaml: no head size, block size, beam width or group below 1, no sm below 10."""
     matrix = capmatrix.load()
     low = matrix.axes[axis].minimum
-    assert low is not None and value < low
+    assert low is not None
+    assert value < low
     with pytest.raises(InvalidQuery, match=f"axis '{axis}' takes ints >= {low}; got {value}"):
         capmatrix.resolve(KernelQuery("xqa", model="llama", **{axis: value}), matrix)
     # the bound itself is an input (answered, listed or not)
