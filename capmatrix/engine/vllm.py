@@ -10,7 +10,7 @@ names map to kernels by spelling: ``FLASH_ATTN`` is ``vllm_flash_attn``. ``versi
 from __future__ import annotations
 
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from capmatrix._default import _resolver
 from capmatrix.errors import CapmatrixError, InvalidArgument, did_you_mean
@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 
 # ``VLLM_BACKENDS`` and ``KV_CACHE_DTYPES`` are read from the data on first use (module __getattr__).
 __all__ = ["ENGINE", "ROLE", "BackendNotModelled", "InvalidArgument",
-           "NoValidBackend", "backend_order", "backends", "kv_cache_dtypes", "select_backend"]
+           "NoValidBackend", "backend_order", "backends", "kv_cache_dtypes", "select_backend",
+           "valid_backends"]
 
 #: The role that holds vLLM's priority lists.
 ROLE = "vllm_attention"
@@ -72,8 +73,19 @@ def __getattr__(name: str) -> object:
     raise AttributeError(msg)
 
 
-def _words(matrix: Matrix, vocabulary: str, version: str) -> tuple[str, ...]:
-    return matrix.releases[ENGINE].words_at(vocabulary, version)
+#: Each vocabulary's words per release, per compiled matrix: the adapter asks for them at every call.
+_WORDS: weakref.WeakKeyDictionary[Resolver, dict[tuple[str, str], tuple[str, ...]]] = (
+    weakref.WeakKeyDictionary())
+
+
+def _words(resolver: Resolver, vocabulary: str, version: str) -> tuple[str, ...]:
+    cache = _WORDS.get(resolver)
+    if cache is None:
+        cache = _WORDS.setdefault(resolver, {})
+    words = cache.get((vocabulary, version))
+    if words is None:
+        words = cache[vocabulary, version] = resolver.matrix.releases[ENGINE].words_at(vocabulary, version)
+    return words
 
 
 def backends(version: str | None = None, matrix: Matrix | None = None) -> tuple[str, ...]:
@@ -82,8 +94,8 @@ def backends(version: str | None = None, matrix: Matrix | None = None) -> tuple[
     A forced name among them that the matrix has no kernel for raises :class:`BackendNotModelled`; any
     other name is not vLLM's (vLLM raises there too) and is an :class:`InvalidArgument`.
     """
-    m = _resolver(matrix).matrix
-    return _words(m, _BACKENDS, release(m, ENGINE, version))
+    resolver = _resolver(matrix)
+    return _words(resolver, _BACKENDS, release(resolver.matrix, ENGINE, version))
 
 
 def kv_cache_dtypes(version: str | None = None, matrix: Matrix | None = None) -> tuple[str, ...]:
@@ -91,8 +103,8 @@ def kv_cache_dtypes(version: str | None = None, matrix: Matrix | None = None) ->
 
     Each is a value or a spelling of the matrix's ``kv_cache_dtype`` axis (``float16`` is ``fp16``).
     """
-    m = _resolver(matrix).matrix
-    return _words(m, _KV_WORDS, release(m, ENGINE, version))
+    resolver = _resolver(matrix)
+    return _words(resolver, _KV_WORDS, release(resolver.matrix, ENGINE, version))
 
 
 class BackendNotModelled(CapmatrixError, LookupError):
@@ -185,12 +197,13 @@ def _capability(value: object) -> int:
 
 
 def _query(
-    matrix: Matrix, version: str, args: tuple[object, object, object, object, object],
+    resolver: Resolver, version: str, args: tuple[object, object, object, object, object],
     flags: tuple[object, object, object], extra: Mapping[str, AxisValue] | None,
 ) -> KernelQuery:
     capability, head_size, dtype, kv_cache_dtype, block_size = args
     use_mla, use_sparse, has_sink = flags
-    words = _words(matrix, _KV_WORDS, version)  # ``version``: a release the matrix models (checked)
+    matrix = resolver.matrix
+    words = _words(resolver, _KV_WORDS, version)  # ``version``: a release the matrix models (checked)
     if not isinstance(kv_cache_dtype, str) or kv_cache_dtype not in words:
         raise InvalidArgument(
             "kv_cache_dtype", kv_cache_dtype, f"one of vLLM {version}'s KV-cache dtypes: {', '.join(words)}",
@@ -242,9 +255,9 @@ def _forced(resolver: Resolver, selected: object, version: str) -> str | None:
         raise InvalidArgument("selected", selected, "an AttentionBackendEnum name (a str) or None")
     name = selected.upper()
     matrix = resolver.matrix
-    if name == "AUTO" or name in _words(matrix, _AUTOMATIC, version):
+    if name == "AUTO" or name in _words(resolver, _AUTOMATIC, version):
         return None
-    members = _words(matrix, _BACKENDS, version)
+    members = _words(resolver, _BACKENDS, version)
     if name in members and _PREFIX + name.lower() in matrix.kernels:
         return name
     modelled = tuple(b for b in members if _PREFIX + b.lower() in matrix.kernels)
@@ -312,7 +325,7 @@ def select_backend(
     if known is not None:
         return known
     modelled = release(resolver.matrix, ENGINE, version)
-    query = _query(resolver.matrix, modelled, (capability, head_size, dtype, kv_cache_dtype, block_size),
+    query = _query(resolver, modelled, (capability, head_size, dtype, kv_cache_dtype, block_size),
                    (use_mla, use_sparse, has_sink), extra)
     forced = _forced(resolver, selected, modelled)
     if forced is not None:
@@ -354,8 +367,49 @@ def backend_order(
     resolver = _resolver(matrix)
     if extra and not isinstance(extra, Mapping):
         raise InvalidArgument("extra", extra, "a mapping of axis names to values, or None")
-    query = _query(resolver.matrix, release(resolver.matrix, ENGINE, version),
+    query = _query(resolver, release(resolver.matrix, ENGINE, version),
                    (capability, head_size, dtype, kv_cache_dtype, block_size),
                    (use_mla, use_sparse, has_sink), extra)
     candidates, _decided = resolver.matrix.roles[ROLE].order_for(resolver.derived_values(query))
     return tuple(_backend(k) for k in candidates)
+
+
+def valid_backends(
+    *,
+    capability: tuple[int, int],
+    head_size: int,
+    dtype: object,
+    kv_cache_dtype: str,
+    block_size: int | None,
+    use_mla: bool,
+    use_sparse: bool = False,
+    has_sink: bool = False,
+    selected: Sequence[str],
+    extra: Mapping[str, AxisValue] | None = None,
+    matrix: Matrix | None = None,
+    version: str | None = None,
+) -> dict[str, bool]:
+    """Each backend of ``selected``: whether vLLM ``version`` accepts it forced (``--attention-backend``).
+
+    ``valid_backends(..., selected=names)[name]`` is whether ``select_backend(..., selected=name)``
+    returns ``name``; the query is built once for all of them (the differential asks every backend of
+    every cell). The arguments are read and checked as :func:`select_backend` reads them; an automatic
+    spelling (``auto``) is not a backend and is refused.
+
+    :raises InvalidArgument: an argument of the wrong type or value, or an automatic spelling in
+        ``selected``.
+    :raises BackendNotModelled: a name of ``selected`` is vLLM's but the matrix does not model it.
+    """
+    resolver = _resolver(matrix)
+    if extra and not isinstance(extra, Mapping):
+        raise InvalidArgument("extra", extra, "a mapping of axis names to values, or None")
+    modelled = release(resolver.matrix, ENGINE, version)
+    query = _query(resolver, modelled, (capability, head_size, dtype, kv_cache_dtype, block_size),
+                   (use_mla, use_sparse, has_sink), extra)
+    out: dict[str, bool] = {}
+    for name in selected:
+        forced = _forced(resolver, name, modelled)
+        if forced is None:
+            raise InvalidArgument("selected", name, "a backend's name (automatic selection is no backend)")
+        out[name] = bool(resolver.resolve(query.with_kernel(_PREFIX + forced.lower())))
+    return out
