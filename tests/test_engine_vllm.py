@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import json
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import pytest
 
 import capmatrix
 from capmatrix.cli import run
+from capmatrix.engine.records import compare_record
 from capmatrix.engine.vllm import ROLE, NoValidBackend, backend_order, select_backend
 
 EVIDENCE = Path(__file__).resolve().parent.parent / "capabilities/evidence"
@@ -78,46 +78,41 @@ def test_record_shape(record: dict[str, Any]) -> None:
 
 
 @pytest.mark.no_cover  # a sweep: the same lines thousands of times (see conftest.py)
-def test_differential_every_cell(record: dict[str, Any]) -> None:
+@pytest.mark.parametrize("path", RECORDS, ids=[p.name for p in RECORDS])
+def test_differential_every_cell(path: Path) -> None:
     """Every cell: the automatic choice, the priority list, the rejected backends in vLLM's order when
-    nothing is valid, and every forced backend's verdict. No disagreement is tolerated.
+    nothing is valid, and every forced backend's verdict. No disagreement is tolerated. The comparison is
+    capmatrix.engine.records's, which ``capmatrix test`` runs too.
     """
-    version = record["vllm"]["version"]
-    reason_sets = record["reason_sets"]
-    forced = record["forced"]
-    disagreements: Counter[str] = Counter()
-    examples: dict[str, str] = {}
-    checks = 0
-    for key, outcome_ids in record["cells"].items():
-        for column, oid in zip(record["columns"], outcome_ids, strict=True):
-            want, order_id, rsets = record["outcomes"][oid]
-            kwargs = {**_kwargs(key, column), "version": version}
-            order = tuple(record["orders"][order_id])
-            try:
-                got = select_backend(**kwargs)
-                rejected: tuple[str, ...] | None = None
-            except NoValidBackend as exc:
-                got, rejected = None, exc.backends
-            checks += 1
-            if got != want:
-                disagreements["auto"] += 1
-                examples.setdefault("auto", f"{key} {column}: vLLM {want}, matrix {got}")
-            checks += 1
-            if backend_order(**kwargs) != order:
-                disagreements["order"] += 1
-                examples.setdefault("order", f"{key} {column}: {order} != {backend_order(**kwargs)}")
-            if got is None and rejected != order:  # NoValidBackend names every backend in vLLM's order
-                disagreements["rejected"] += 1
-                examples.setdefault("rejected", f"{key} {column}: {rejected} != {order}")
-            for backend, rs in zip(forced, rsets, strict=True):
-                # [] = valid; a list of reasons, or {"raises": ...} where vLLM crashed: not valid
-                valid = reason_sets[rs] == []
-                checks += 1
-                if _forced_valid(kwargs, backend) is not valid:
-                    disagreements[backend] += 1
-                    examples.setdefault(backend, f"{key} {column}: vLLM valid={valid}")
-    assert checks == len(record["cells"]) * len(record["columns"]) * (2 + len(forced))
-    assert not disagreements, (dict(disagreements), examples)
+    record = json.loads(path.read_text(encoding="utf-8"))
+    result = compare_record(path)
+    questions = len(record["cells"]) * len(record["columns"])
+    assert result.rows == questions
+    refused = result.checks - questions * (2 + len(record["forced"]))  # one more check where none is valid
+    assert 0 < refused < questions
+    assert result.agree, (result.failed, [str(d) for d in result.disagreements])
+
+
+def test_differential_names_each_disagreement(tmp_path: Path) -> None:
+    """A record that says otherwise than the matrix in one cell: the comparison names that cell, what vLLM
+    said and what the matrix says, and nothing else."""
+    record = json.loads(RECORDS[0].read_text(encoding="utf-8"))
+    key = min(record["cells"])
+    column = record["columns"][0]
+    want, order_id, rsets = record["outcomes"][record["cells"][key][0]]
+    changed = "TRITON_ATTN" if want != "TRITON_ATTN" else "FLASH_ATTN"
+    record["outcomes"].append([changed, order_id, rsets])
+    record["cells"][key] = [len(record["outcomes"]) - 1, *record["cells"][key][1:]]
+    for other, ids in record["cells"].items():  # only this cell's first column uses the new outcome
+        assert other == key or len(record["outcomes"]) - 1 not in ids
+    lying = tmp_path / RECORDS[0].name
+    lying.write_text(json.dumps(record), encoding="utf-8")
+    result = compare_record(lying)
+    assert result.failed == 1
+    (found,) = result.disagreements
+    assert (found.cell, found.field, found.recorded) == (f"{key} {column}", "auto", changed)
+    assert found.matrix == str(want)
+    assert result.regenerate == record["regenerate"]
 
 
 def test_no_valid_backend_reasons() -> None:
@@ -486,3 +481,28 @@ def test_flashmla_sparse_asks_no_flashmla_build() -> None:
     with pytest.raises(NoValidBackend):  # dense FLASHMLA does
         select_backend(**{**sparse, "use_sparse": False}, extra={"vllm_flashmla_built": False},
                        selected="FLASHMLA")
+
+
+def test_valid_backends_is_select_backend_forced() -> None:
+    """``valid_backends`` (what the differential asks) answers as ``select_backend(selected=...)`` does, on a
+    spread of the grid's cells and every modelled backend; an automatic spelling is no backend."""
+    from capmatrix.engine.vllm import BackendNotModelled, InvalidArgument, backends, valid_backends
+
+    record = json.loads(RECORDS[-1].read_text(encoding="utf-8"))
+    version = record["vllm"]["version"]
+    names = [b for b in backends(version) if "vllm_" + b.lower() in capmatrix.default_matrix().kernels]
+    keys = sorted(record["cells"])[::347]
+    assert len(keys) >= 10
+    seen: set[bool] = set()
+    for key in keys:
+        for column in record["columns"]:
+            kwargs = {**_kwargs(key, column), "version": version}
+            got = valid_backends(**kwargs, selected=names)
+            assert list(got) == names
+            assert got == {name: _forced_valid(kwargs, name) for name in names}
+            seen.update(got.values())
+    assert seen == {True, False}
+    with pytest.raises(InvalidArgument):
+        valid_backends(**_MHA, selected=["FLASH_ATTN", "auto"])
+    with pytest.raises(BackendNotModelled):
+        valid_backends(**_MHA, selected=["CUSTOM"])

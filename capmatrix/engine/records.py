@@ -274,7 +274,7 @@ def sglang_cell(key: str) -> dict[str, Any]:
 
 def sglang_answer(header: dict[str, Any], models: dict[str, sglang.SGLangModel], cell: dict[str, Any],
                   matrix: Matrix | None = None) -> dict[str, Any]:
-    """capmatrix's answer to a recorded SGLang cell, in the record's form."""
+    """Capmatrix's answer to a recorded SGLang cell, in the record's form."""
     spec = dict(header["specs"][cell["spec"]])
     forced = cell["forced"]
     split: dict[str, Any] = {}
@@ -325,7 +325,8 @@ def compare_record(path: Path, matrix: Matrix | None = None, *, engine: str | No
     if engine is None or kind is None:
         named = next(((e, k) for e, k, pattern in PATTERNS if path.match(pattern)), None)
         if named is None:
-            raise ValueError(f"{path.name}: not a record's name (one of {', '.join(p for *_, p in PATTERNS)})")
+            names = ", ".join(p for *_, p in PATTERNS)
+            raise ValueError(f"{path.name}: not a record's name (one of {names})")
         engine, kind = named
     header, rows = read_record(path)
     version = _version(engine, header)

@@ -74,7 +74,7 @@ def __getattr__(name: str) -> object:
 
 
 #: Each vocabulary's words per release, per compiled matrix: the adapter asks for them at every call.
-_WORDS: weakref.WeakKeyDictionary[Resolver, dict[tuple[str, str], tuple[str, ...]]] = (
+_WORDS: weakref.WeakKeyDictionary[Resolver, dict[tuple[str, ...], tuple[str, ...]]] = (
     weakref.WeakKeyDictionary())
 
 
@@ -406,10 +406,17 @@ def valid_backends(
     modelled = release(resolver.matrix, ENGINE, version)
     query = _query(resolver, modelled, (capability, head_size, dtype, kv_cache_dtype, block_size),
                    (use_mla, use_sparse, has_sink), extra)
-    out: dict[str, bool] = {}
-    for name in selected:
-        forced = _forced(resolver, name, modelled)
-        if forced is None:
-            raise InvalidArgument("selected", name, "a backend's name (automatic selection is no backend)")
-        out[name] = bool(resolver.resolve(query.with_kernel(_PREFIX + forced.lower())))
-    return out
+    names = tuple(selected)
+    cache = _WORDS.get(resolver)
+    if cache is None:
+        cache = _WORDS.setdefault(resolver, {})
+    key = ("valid_backends", modelled, *names)
+    kernels = cache.get(key)  # the same names for every cell asked
+    if kernels is None:
+        forced = [_forced(resolver, name, modelled) for name in names]
+        for name, backend in zip(names, forced, strict=True):
+            if backend is None:
+                raise InvalidArgument("selected", name, "a backend's name (automatic selection is none)")
+        kernels = cache[key] = tuple(_PREFIX + f.lower() for f in forced if f)
+    return {name: bool(resolver.resolve(query.with_kernel(kernel)))
+            for name, kernel in zip(names, kernels, strict=True)}
