@@ -129,12 +129,12 @@ def xqa_spec_dec_mode_after(
     )
 
 
-def xqa_spec_dec_kept(*, sm, attention_backend="trtllm", **_) -> bool:  # noqa: S107
+def xqa_spec_dec_kept(*, sm, attention_backend="trtllm", **_) -> bool:
     # P4 over axis values: whether the metadata keeps the flag (TRTLLM backend, not a trtllm-gen SM);
     # the fix left it alone, so it is every release-1.2 release's.
     return attention_backend == TRTLLM and not _is_sm_version_trtllm_gen_kernel(sm)
 
 
-def xqa_extend_ctx(*, spec_dec, sm, attention_backend="trtllm", **_) -> bool:  # noqa: S107
+def xqa_extend_ctx(*, spec_dec, sm, attention_backend="trtllm", **_) -> bool:
     # P6 over axis values (unchanged by the fix).
     return extend_ctx_after(spec_dec=spec_dec, sm=sm, attention_backend=attention_backend)
