@@ -171,14 +171,18 @@ def test_recipe_a_corrected_fact_xqa_spec_dec_on_sm110(tmp_path: Path) -> None:
     failing = _failing(report)
     kept = ("examples/legacy/trtllm_release_1_2.py:xqa_spec_dec_kept vs trtllm_spec_dec_kept "
             "(trtllm_release=1.2.0rc8,1.2.0,1.2.1)")
-    assert set(failing) == {kept, "docs/support-matrix pages (capmatrix render --check)"}
+    assert set(failing) == {kept, "docs/support-matrix pages (capmatrix render --check)", "expectation cases"}
+    (case,) = next(r for r in report.failed if r.oracle == "expect").disagreements
+    assert "SM110" in case.cell
+    assert case.refresh.startswith("if intended, set expect: supported in ")
+    assert case.refresh.rsplit(":", 1)[0].endswith("capabilities/expect/seed.yaml")
     (legacy,) = [r for r in report.failed if r.item == kept]
     (d,) = legacy.disagreements
     assert d.cell.startswith("sm=110 and attention in {mha, gqa, mqa}")
     assert (d.oracle_says, d.matrix_says) == ("False (unsupported)", "supported")
     assert "capmatrix compare-legacy examples/legacy/trtllm_release_1_2.py:xqa_spec_dec_kept" in d.refresh
     _regenerate(root)
-    assert set(_failing(_gate(root, "legacy", "docs"))) == {kept}
+    assert set(_failing(_gate(root, "legacy", "docs", "expect"))) == {kept, "expectation cases"}
 
 
 def test_recipe_a_new_vllm_backend_before_flashinfer(tmp_path: Path) -> None:
