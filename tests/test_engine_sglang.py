@@ -9,12 +9,8 @@ its stage and text. The differential compares every field of every cell.
 
 from __future__ import annotations
 
-import gzip
 import io
-import json
-import re
 from collections import Counter
-from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +19,7 @@ import pytest
 import capmatrix
 from capmatrix.analysis import check_path
 from capmatrix.cli import run
+from capmatrix.engine.records import RecordComparison, compare_record, normalised, read_record, sglang_cell
 from capmatrix.engine.sglang import (
     BACKENDS,
     InvalidArgument,
@@ -47,68 +44,13 @@ GRID_0523 = {"cells": 9900,
 
 def read(path: Path) -> tuple[dict[str, Any], list[tuple[dict[str, Any], dict[str, Any]]]]:
     """The record's header and its (cell, answer) rows."""
-    with gzip.open(path, "rt", encoding="utf-8") as lines:
-        header = json.loads(lines.readline())
-        rows = []
-        for line in lines:
-            key, answer = json.loads(line)
-            cap, model, spec, kv, page, forced = key.split("/")
-            rows.append(({"capability": cap, "model": model, "spec": spec, "kv_cache_dtype": kv,
-                          "page_size": None if page == "-" else int(page), "forced": forced}, answer))
-    return header, rows
+    header, rows = read_record(path)
+    return header, [(sglang_cell(key), answer) for key, answer in rows]
 
 
-def answer(header: dict[str, Any], models: dict[str, SGLangModel], cell: dict[str, Any]) -> dict[str, Any]:
-    """capmatrix's answer to a recorded cell, in the record's form."""
-    spec = dict(header["specs"][cell["spec"]])
-    forced = cell["forced"]
-    split: dict[str, Any] = {}
-    if "+" in forced:
-        split["prefill_attention_backend"], split["decode_attention_backend"] = forced.split("+")
-    elif forced != "-":
-        split["attention_backend"] = forced
-    major, minor = cell["capability"].split(".")
-    got = resolve(capability=(int(major), int(minor)), model=models[cell["model"]],
-                  kv_cache_dtype=cell["kv_cache_dtype"], page_size=cell["page_size"],
-                  speculative_algorithm=spec.get("speculative_algorithm"),
-                  speculative_eagle_topk=spec.get("speculative_eagle_topk"),
-                  version=header["sglang"]["version"], **split)
-    values = {k: v for k, v in asdict(got).items() if k != "refused"}
-    if got.refused is None:
-        return values
-    refused = {"stage": got.refused.stage, "text": got.refused.text}
-    return {"refused": refused} if got.refused.stage == "server_args" else {**values, "refused": refused}
-
-
-_SET = re.compile(r"\{('[a-z0-9_]+'(?:, '[a-z0-9_]+')*)\}")
-
-
-def normalised(text: str) -> str:
-    """The text with each printed Python set of names sorted.
-
-    SGLang prints the hybrid-GDN allow-list as a set (attention_registry.py:473-476), whose order follows
-    the process's string hashing: the same check gives other texts in other processes.
-    """
-    return _SET.sub(lambda m: "{" + ", ".join(sorted(m.group(1).split(", "))) + "}", text)
-
-
-def differential(path: Path) -> tuple[int, Counter[str], dict[str, str]]:
-    """Every row compared: how many, the disagreements by model and field, an example of each."""
-    header, rows = read(path)
-    models = {name: model_from_hf_config(config) for name, config in header["models"].items()}
-    disagreements: Counter[str] = Counter()
-    examples: dict[str, str] = {}
-    for cell, recorded in rows:
-        want = dict(recorded)
-        if "refused" in want:
-            want["refused"] = {"stage": want["refused"]["stage"], "text": normalised(want["refused"]["text"])}
-        got = answer(header, models, cell)
-        if got != want:
-            fields = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
-            sig = f"{cell['model']}: {', '.join(fields)}"
-            disagreements[sig] += 1
-            examples.setdefault(sig, f"{cell} sglang={want} capmatrix={got}")
-    return len(rows), disagreements, examples
+def differential(path: Path) -> RecordComparison:
+    """Every row compared by the shared implementation (``capmatrix test`` runs the same)."""
+    return compare_record(path)
 
 
 @pytest.fixture(scope="module")
@@ -157,10 +99,9 @@ def test_record_shape(path: Path) -> None:
 def test_differential_every_cell(path: Path) -> None:
     """Every cell of each release's record, asked as that release: each resolved value, or the
     refusal's stage and text. No disagreement is tolerated."""
-    cells, disagreements, examples = differential(path)
-    assert cells == read(path)[0]["cells"]
-    listed = "\n".join(f"{n} x {sig}: {examples[sig]}" for sig, n in disagreements.most_common())
-    assert not disagreements, listed
+    result = differential(path)
+    assert result.rows == result.checks == read(path)[0]["cells"]
+    assert result.agree, "\n".join(map(str, result.disagreements))
 
 
 # ---- SGLang's own defects, as the record shows them and the matrix explains them ----------------------

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import json
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import pytest
 
 import capmatrix
 from capmatrix.cli import run
+from capmatrix.engine.records import compare_record
 from capmatrix.engine.vllm import ROLE, NoValidBackend, backend_order, select_backend
 
 EVIDENCE = Path(__file__).resolve().parent.parent / "capabilities/evidence"
@@ -78,84 +78,51 @@ def test_record_shape(record: dict[str, Any]) -> None:
 
 
 @pytest.mark.no_cover  # a sweep: the same lines thousands of times (see conftest.py)
-def test_differential_every_cell(record: dict[str, Any]) -> None:
+@pytest.mark.parametrize("path", RECORDS, ids=[p.name for p in RECORDS])
+def test_differential_every_cell(path: Path) -> None:
     """Every cell: the automatic choice, the priority list, the rejected backends in vLLM's order when
-    nothing is valid, and every forced backend's verdict. No disagreement is tolerated.
+    nothing is valid, and every forced backend's verdict. No disagreement is tolerated. The comparison is
+    capmatrix.engine.records's, which ``capmatrix test`` runs too.
     """
-    checks, disagreements, examples = _differential(record, record["cells"], record["columns"], {})
-    assert checks == len(record["cells"]) * len(record["columns"]) * (2 + len(record["forced"]))
-    assert not disagreements, (dict(disagreements), examples)
+    record = json.loads(path.read_text(encoding="utf-8"))
+    result = compare_record(path)
+    # the grid, then (0.34.0 and later) its checkpoint-KV cells and B12X's cells with b12x installed
+    questions = len(record["cells"]) * len(record["columns"])
+    checkpoint = record.get("checkpoint_kv", {"cells": {}, "columns": []})
+    questions += len(checkpoint["cells"]) * len(checkpoint["columns"])
+    b12x = len(record.get("b12x_installed", {"cells": {}})["cells"]) * len(record["columns"])
+    assert result.rows == questions + b12x
+    refused = result.checks - b12x - questions * (2 + len(record["forced"]))  # one more where none is valid
+    assert 0 < refused < questions
+    assert result.agree, (result.failed, [str(d) for d in result.disagreements])
+    if record["vllm"]["version"] == "0.34.0":  # the sections this test exists to hold
+        assert checkpoint["cells"]
+        assert b12x
 
 
-@pytest.mark.no_cover  # a sweep, as above
-def test_differential_checkpoint_kv(record: dict[str, Any]) -> None:
-    """The cells of a quantized KV dtype once more with that dtype from the checkpoint (--kv-cache-dtype
-    left auto), where the release's layer reads it: vLLM's config then still says auto, which FA4's hd256
-    fallback and FLASH_ATTN's SM90 FP8 block size read. Where the layer passes auto (MLA), the answer is
-    the auto cell's.
-    """
-    section = record.get("checkpoint_kv")
-    if section is None:  # 0.33.0's layers read no checkpoint KV dtype: nothing recorded, nothing to hold
-        releases = capmatrix.load().releases["vllm"]
-        assert releases.words_at("checkpoint_kv_layers", record["vllm"]["version"]) == ()
-        return
-    cells = section["cells"]
-    checks, disagreements, examples = _differential(
-        record, cells, section["columns"], {"kv_cache_dtype": "auto"}, checkpoint=True)
-    assert checks == len(cells) * len(section["columns"]) * (2 + len(record["forced"]))
-    assert not disagreements, (dict(disagreements), examples)
-    # the MLA layers pass auto: the checkpoint's dtype changes nothing there
-    version = record["vllm"]["version"]
-    for kind, kv, passed in section["layer_passes"]:
-        if passed != "auto":
-            continue
-        for key in [k for k in cells if k.split("/")[3] == kv][:40]:
-            kwargs = {**_kwargs(key, kind), "version": version}
-            auto = {**kwargs, "kv_cache_dtype": "auto"}
-            assert backend_order(**auto, checkpoint_kv_cache_dtype=kv) == backend_order(**auto)
-
-
-def _differential(record: dict[str, Any], cells: dict[str, list[int]], columns: list[str],
-                  override: dict[str, Any], *, checkpoint: bool = False,
-                  ) -> tuple[int, Counter[str], dict[str, str]]:
-    version = record["vllm"]["version"]
-    reason_sets = record["reason_sets"]
-    forced = record["forced"]
-    disagreements: Counter[str] = Counter()
-    examples: dict[str, str] = {}
-    checks = 0
-    for key, outcome_ids in cells.items():
-        for column, oid in zip(columns, outcome_ids, strict=True):
-            want, order_id, rsets = record["outcomes"][oid]
-            kwargs = {**_kwargs(key, column), "version": version}
-            if checkpoint:
-                kwargs["checkpoint_kv_cache_dtype"] = kwargs["kv_cache_dtype"]
-            kwargs.update(override)
-            order = tuple(record["orders"][order_id])
-            try:
-                got = select_backend(**kwargs)
-                rejected: tuple[str, ...] | None = None
-            except NoValidBackend as exc:
-                got, rejected = None, exc.backends
-            checks += 1
-            if got != want:
-                disagreements["auto"] += 1
-                examples.setdefault("auto", f"{key} {column}: vLLM {want}, matrix {got}")
-            checks += 1
-            if backend_order(**kwargs) != order:
-                disagreements["order"] += 1
-                examples.setdefault("order", f"{key} {column}: {order} != {backend_order(**kwargs)}")
-            if got is None and rejected != order:  # NoValidBackend names every backend in vLLM's order
-                disagreements["rejected"] += 1
-                examples.setdefault("rejected", f"{key} {column}: {rejected} != {order}")
-            for backend, rs in zip(forced, rsets, strict=True):
-                # [] = valid; a list of reasons, or {"raises": ...} where vLLM crashed: not valid
-                valid = reason_sets[rs] == []
-                checks += 1
-                if _forced_valid(kwargs, backend) is not valid:
-                    disagreements[backend] += 1
-                    examples.setdefault(backend, f"{key} {column}: vLLM valid={valid}")
-    return checks, disagreements, examples
+def test_differential_names_each_disagreement(tmp_path: Path) -> None:
+    """A record that says otherwise than the matrix in one cell: the comparison names that cell, what vLLM
+    said and what the matrix says, and nothing else."""
+    record = json.loads(RECORDS[0].read_text(encoding="utf-8"))
+    key = next(k for k in sorted(record["cells"]) if k.startswith("9.0/"))
+    record["cells"] = {key: record["cells"][key]}  # one cell: the comparison is quick
+    column = record["columns"][0]
+    one = tmp_path / "one" / RECORDS[0].name
+    one.parent.mkdir()
+    one.write_text(json.dumps(record), encoding="utf-8")
+    before = compare_record(one)
+    assert before.rows == len(record["columns"])
+    want, order_id, rsets = record["outcomes"][record["cells"][key][0]]
+    changed = "TRITON_ATTN" if want != "TRITON_ATTN" else "FLASH_ATTN"
+    record["outcomes"].append([changed, order_id, rsets])
+    record["cells"][key] = [len(record["outcomes"]) - 1, *record["cells"][key][1:]]
+    lying = tmp_path / RECORDS[0].name
+    lying.write_text(json.dumps(record), encoding="utf-8")
+    result = compare_record(lying)
+    assert result.failed == before.failed + 1
+    new = [d for d in result.disagreements if d not in before.disagreements]
+    assert [(d.cell, d.field, d.recorded) for d in new] == [(f"{key} {column}", "auto", changed)]
+    assert result.regenerate == record["regenerate"]
 
 
 def test_no_valid_backend_reasons() -> None:
@@ -219,13 +186,17 @@ def test_environment_and_model_axes() -> None:
 
 @pytest.mark.no_cover  # a sweep: the same lines thousands of times (see conftest.py)
 def test_cli_select_answers_the_same(record: dict[str, Any]) -> None:
-    """`capmatrix select vllm_attention ...` gives vLLM's answer: a spread of cells, every column."""
+    """`capmatrix select vllm_attention ...` answers as ``select_backend``: a spread of the record's cells,
+    every column (whether that is vLLM's answer is the differential's question, and the data gate's)."""
     keys = sorted(record["cells"])[::613]
     assert len(keys) >= 6
     for key in keys:
-        for column, oid in zip(record["columns"], record["cells"][key], strict=True):
-            want = record["outcomes"][oid][0]
+        for column in record["columns"]:
             kw = _kwargs(key, column)
+            try:
+                want: str | None = select_backend(**kw, version=record["vllm"]["version"])
+            except NoValidBackend:
+                want = None
             major, minor = kw["capability"]
             argv = ["select", ROLE, "--json", "--engine-version", f"vllm={record['vllm']['version']}",
                     "--sm", str(major * 10 + minor),
@@ -529,45 +500,26 @@ def test_flashmla_sparse_asks_no_flashmla_build() -> None:
                        selected="FLASHMLA")
 
 
-@pytest.mark.no_cover  # a sweep, as above
-def test_differential_b12x_installed(record: dict[str, Any]) -> None:
-    """B12X forced with b12x installed (``vllm_b12x``), every cell of the capabilities the record asks it
-    on: valid exactly where vLLM's validation says nothing. Every other answer is the plain cell's."""
-    section = record.get("b12x_installed")
-    if section is None:  # 0.33.0's record asks B12X without b12x only
-        assert record["vllm"]["version"] == "0.33.0"
-        return
+def test_valid_backends_is_select_backend_forced() -> None:
+    """``valid_backends`` (what the differential asks) answers as ``select_backend(selected=...)`` does, on a
+    spread of the grid's cells and every modelled backend; an automatic spelling is no backend."""
+    from capmatrix.engine.vllm import BackendNotModelled, InvalidArgument, backends, valid_backends
+
+    record = json.loads(RECORDS[-1].read_text(encoding="utf-8"))
     version = record["vllm"]["version"]
-    wrong: list[str] = []
-    valid_seen = checks = 0
-    for key, reason_ids in section["cells"].items():
-        assert key.split("/")[0] in section["capabilities"]
-        for column, rs in zip(record["columns"], reason_ids, strict=True):
-            want = record["reason_sets"][rs] == []
-            kwargs = {**_kwargs(key, column), "version": version, "extra": {"vllm_b12x": True}}
-            checks += 1
-            valid_seen += want
-            if _forced_valid(kwargs, "B12X") is not want:
-                wrong.append(f"{key} {column}: vLLM valid={want}")
-    assert checks == len(section["cells"]) * len(record["columns"])
-    assert valid_seen > 0  # the section holds cells where b12x runs, not only refusals
-    assert not wrong, (len(wrong), wrong[:5])
-
-
-def test_checkpoint_kv_counts_only_where_the_layer_reads_it() -> None:
-    """The checkpoint's KV dtype replaces auto in 0.34.0's non-MLA layer only; an explicit dtype wins."""
-    dense: dict[str, Any] = {"capability": (10, 0), "head_size": 256, "dtype": "bf16", "block_size": None,
-                             "use_mla": False}
-    fp8_given = backend_order(**dense, kv_cache_dtype="fp8", version="0.34.0")
-    from_ckpt = {**dense, "kv_cache_dtype": "auto", "checkpoint_kv_cache_dtype": "fp8"}
-    # FLASH_ATTN validates with the config's auto (FA4's hd256 kernel), where a given fp8 refuses it
-    assert _forced_valid({**from_ckpt, "version": "0.34.0"}, "FLASH_ATTN")
-    assert not _forced_valid({**dense, "kv_cache_dtype": "fp8", "version": "0.34.0"}, "FLASH_ATTN")
-    assert backend_order(**from_ckpt, version="0.34.0") == fp8_given
-    # 0.33.0's layer, an MLA layer and an explicit --kv-cache-dtype ignore the checkpoint
-    for kwargs in ({**from_ckpt, "version": "0.33.0"},
-                   {**from_ckpt, "use_mla": True, "head_size": 576, "version": "0.34.0"},
-                   {**from_ckpt, "kv_cache_dtype": "bfloat16", "version": "0.34.0"}):
-        plain = {k: v for k, v in kwargs.items() if k != "checkpoint_kv_cache_dtype"}
-        assert select_backend(**kwargs) == select_backend(**plain)
-        assert _forced_valid(kwargs, "FLASH_ATTN") is _forced_valid(plain, "FLASH_ATTN")
+    names = [b for b in backends(version) if "vllm_" + b.lower() in capmatrix.default_matrix().kernels]
+    keys = sorted(record["cells"])[::347]
+    assert len(keys) >= 10
+    seen: set[bool] = set()
+    for key in keys:
+        for column in record["columns"]:
+            kwargs = {**_kwargs(key, column), "version": version}
+            got = valid_backends(**kwargs, selected=names)
+            assert list(got) == names
+            assert got == {name: _forced_valid(kwargs, name) for name in names}
+            seen.update(got.values())
+    assert seen == {True, False}
+    with pytest.raises(InvalidArgument):
+        valid_backends(**_MHA, selected=["FLASH_ATTN", "auto"])
+    with pytest.raises(BackendNotModelled):
+        valid_backends(**_MHA, selected=["CUSTOM"])

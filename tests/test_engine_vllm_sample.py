@@ -21,7 +21,14 @@ import pytest
 import capmatrix
 from capmatrix import KernelQuery
 from capmatrix.engine import vllm
-from capmatrix.engine.vllm import KV_CACHE_DTYPES, NoValidBackend, backend_order, select_backend
+from capmatrix.engine.records import (
+    compare_record,
+    recorder_mm_prefix_artefact,
+    vllm_sample_kwargs,
+    vllm_sample_row,
+)
+from capmatrix.engine.vllm import KV_CACHE_DTYPES
+from capmatrix.resolver import compile_matrix
 
 RECORD = Path(__file__).resolve().parent.parent / "capabilities/evidence/vllm_0.33.0_sample.json.gz"
 #: The record's flags that are matrix axes passed through ``extra``.
@@ -41,68 +48,10 @@ def sample() -> tuple[dict[str, Any], list[list[dict[str, Any]]]]:
     return _load()
 
 
-def _kwargs(config: dict[str, Any], version: str = "0.33.0") -> dict[str, Any]:
-    extra = {axis: True for flag, axis in _FLAG_AXES if config[flag]}
-    return {
-        "version": version,
-        "capability": tuple(config["capability"]),
-        "head_size": config["head_size"],
-        "dtype": config["dtype"],
-        # kv_from_checkpoint (0.34.0's sample): --kv-cache-dtype left auto, the drawn dtype the checkpoint's
-        **({"kv_cache_dtype": "auto", "checkpoint_kv_cache_dtype": config["kv_cache_dtype"]}
-           if config.get("kv_from_checkpoint") else {"kv_cache_dtype": config["kv_cache_dtype"]}),
-        "block_size": config["block_size"],
-        "use_mla": config["use_mla"],
-        "use_sparse": config["use_sparse"],
-        "has_sink": config["has_sink"],
-        "extra": extra or None,
-    }
-
-
-def _choice(kwargs: dict[str, Any], selected: str | None = None) -> str | None:
-    try:
-        return select_backend(**kwargs, selected=selected)
-    except NoValidBackend:
-        return None
-
-
 def _disagreements(config: dict[str, Any], answer: dict[str, Any], forced: list[str],
                    version: str = "0.33.0") -> list[str]:
     """Every way the matrix's answer for one record differs from vLLM's (empty: none)."""
-    kwargs = _kwargs(config, version)
-    found: list[str] = []
-    try:
-        got: str | None = select_backend(**kwargs)
-        rejected: tuple[str, ...] | None = None
-    except NoValidBackend as exc:
-        got, rejected = None, exc.backends
-    if got != answer["chosen"]:
-        found.append(f"auto: vLLM {answer['chosen']}, matrix {got}")
-    order = list(backend_order(**kwargs))
-    if order != answer["order"]:
-        found.append(f"order: vLLM {answer['order']}, matrix {order}")
-    if got is None and list(rejected or ()) != answer["order"]:
-        found.append(f"refused: vLLM {answer['order']}, matrix {rejected}")
-    for backend in forced:
-        valid = answer["verdicts"][backend] == []
-        if (_choice(kwargs, backend) == backend) is not valid:
-            found.append(f"{backend}: vLLM valid={valid}")
-    if config["forced"] is not None:
-        want = answer["forced"].get("backend")
-        mine = _choice(kwargs, config["forced"])
-        if mine != want:
-            found.append(f"forced {config['forced']!r}: vLLM {want}, matrix {mine}")
-    return found
-
-
-def _compare(sample: tuple[dict[str, Any], list[list[dict[str, Any]]]]) -> tuple[dict[str, list[str]], int]:
-    head, rows = sample
-    found: dict[str, list[str]] = {}
-    for config, answer in rows:
-        lines = _disagreements(config, answer, head["forced"])
-        if lines:
-            found[json.dumps(config, sort_keys=True)] = lines
-    return found, len(rows)
+    return [str(d) for d in vllm_sample_row(config, answer, forced, version)]
 
 
 def test_sample_design(sample: tuple[dict[str, Any], list[list[dict[str, Any]]]]) -> None:
@@ -145,9 +94,11 @@ def test_sample_design(sample: tuple[dict[str, Any], list[list[dict[str, Any]]]]
 @pytest.mark.no_cover  # a sweep: the same lines thousands of times (see conftest.py)
 def test_sample_differential(sample: tuple[dict[str, Any], list[list[dict[str, Any]]]]) -> None:
     """Every record agrees: the automatic choice, the order, every forced backend and spelling."""
-    found, total = _compare(sample)
-    assert total > 10000
-    assert not found, (len(found), dict(list(found.items())[:5]))
+    _head, rows = sample
+    result = compare_record(RECORD)
+    assert result.rows == len(rows) > 10000
+    assert result.artefacts == 0  # 0.33.0's recorder has no mm-prefix artefact to leave out
+    assert result.agree, (result.failed, [str(d) for d in result.disagreements])
 
 
 @pytest.mark.parametrize("minor", [2, 7, 9])
@@ -188,28 +139,15 @@ def test_sample_is_the_documented_draw(sample: tuple[dict[str, Any], list[list[d
 RECORD_0340 = RECORD.with_name("vllm_0.34.0_sample.json.gz")
 
 
-def _recorder_mm_prefix_artefact(config: dict[str, Any]) -> bool:
-    """A record the recorder cannot make as a real model would.
-
-    The recorder's model stand-in is never an mm-prefix LM (``_ModelStandIn.is_mm_prefix_lm = False``)
-    while the layer's ``use_mm_prefix`` is drawn, so vLLM's FA4 hd256 fallback for mm-prefix models
-    (fa_utils.py:258 @ 62d4bc3c7) never fires in a record. On SM10x at head 256 the record's FLASH_ATTN
-    then resolves FA4 and passes its mm-prefix check, where a real mm-prefix model (and the matrix) falls
-    back to FA2 and is refused.
-    """
-    return (config["use_mm_prefix"] and not config["use_mla"] and config["head_size"] == 256
-            and config["capability"][0] == 10)
-
-
-@pytest.mark.no_cover  # a sweep: the same lines thousands of times (see conftest.py)
 def _layer_query(kwargs: dict[str, Any]) -> KernelQuery:
     """The query the adapter asks for ``kwargs``: what the model's layer hands to selection."""
-    return vllm._query(capmatrix.default_matrix(), kwargs["version"], (
+    return vllm._query(compile_matrix(capmatrix.default_matrix()), kwargs["version"], (
         kwargs["capability"], kwargs["head_size"], kwargs["dtype"], kwargs["kv_cache_dtype"],
         kwargs["block_size"], kwargs.get("checkpoint_kv_cache_dtype")),
         (kwargs["use_mla"], kwargs["use_sparse"], kwargs["has_sink"]), None)
 
 
+@pytest.mark.no_cover  # a sweep: the same lines thousands of times (see conftest.py)
 def test_sample_0340_differential() -> None:
     """Every record of 0.34.0's sample agrees when asked as 0.34.0, but the recorder's artefact above.
 
@@ -225,21 +163,15 @@ def test_sample_0340_differential() -> None:
         head = json.loads(next(lines))
         rows = [json.loads(line) for line in lines]
     assert head["vllm"]["version"] == "0.34.0"
-    found: dict[str, list[str]] = {}
-    artefacts = 0
+    assert len(rows) == 14000
     for config, answer in rows:
-        refused = "raises" in answer["layer"]
-        assert not refused or answer["chosen"] is None
-        if not refused:
-            passed = _layer_query(_kwargs(config, "0.34.0")).axes
+        assert "raises" not in answer["layer"] or answer["chosen"] is None
+        if "raises" not in answer["layer"]:  # the adapter hands selection what the layer handed it
+            passed = _layer_query(vllm_sample_kwargs(config, "0.34.0")).axes
             assert (passed["kv_cache_dtype"], passed["vllm_kv_from_checkpoint"]) == (
                 answer["layer"]["kv_cache_dtype"],
                 bool(config.get("kv_from_checkpoint")) and not config["use_mla"]), config
-        lines_ = _disagreements(config, answer, head["forced"], "0.34.0")
-        if lines_ and _recorder_mm_prefix_artefact(config):
-            artefacts += 1
-        elif lines_:
-            found[json.dumps(config, sort_keys=True)] = lines_
-    assert len(rows) == 14000
-    assert not found, (len(found), dict(list(found.items())[:5]))
-    assert artefacts <= sum(1 for config, _answer in rows if _recorder_mm_prefix_artefact(config))
+    result = compare_record(RECORD_0340)
+    assert result.rows == len(rows)
+    assert result.artefacts <= sum(1 for config, _answer in rows if recorder_mm_prefix_artefact(config))
+    assert result.agree, (result.failed, [str(d) for d in result.disagreements])

@@ -60,7 +60,8 @@ CORE: dict[str, int] = {
     "capmatrix.export": 12,
 }
 WINGS = ("capmatrix.engine", "capmatrix.analysis", "capmatrix.render", "capmatrix.codegen")
-WING_RANK, CLI_RANK = 13, 14
+#: The data gate (``capmatrix.gate``) runs every wing's oracle: above the wings, below the command line.
+WING_RANK, GATE_RANK, CLI_RANK = 13, 14, 15
 #: Imports inside functions are allowed only for these (they keep `import capmatrix` light), and, in
 #: the loader, the validation layers, and pathlib, re and json, which a load the cache answers never needs.
 LAZY_OK = ("torch", "yaml", "jsonschema", "capmatrix._yaml", "difflib", "importlib.metadata", "dataclasses",
@@ -119,6 +120,8 @@ def _rank(name: str) -> int:
         return CLI_RANK
     if wing is not None:
         return WING_RANK
+    if name == "capmatrix.gate":
+        return GATE_RANK
     return CORE[name]
 
 

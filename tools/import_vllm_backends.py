@@ -328,6 +328,28 @@ def check(table: Mapping[str, Any], kernels_text: str, axes_text: str) -> list[s
             if got_mod != moduli:
                 problems.append(f"{where}: tokens_per_block {base['tokens_per_block']} != multiples of "
                                 f"{moduli} ({blocks['path']}:{blocks['line']})")
+    problems.extend(_unrecorded(table, kernels))
+    return problems
+
+
+def _unrecorded(table: Mapping[str, Any], kernels: Mapping[str, Any]) -> list[str]:
+    """The YAML's backend kernels the table has no record of, and that no entry here leaves out on purpose.
+
+    A kernel the check skipped silently was a new backend whose facts nobody compared.
+    """
+    version = table["vllm"]["version"]
+    problems = []
+    for kernel in kernels:
+        name = kernel.removeprefix("vllm_").upper()
+        if not kernel.startswith("vllm_") or name in table["backends"] or name in NOT_IMPORTED:
+            continue
+        if name in BACKENDS and name not in expected_backends(version):
+            continue  # a backend of a later release (SINCE)
+        problems.append(
+            f"{name}: kernel {kernel} has no record in vLLM {version}'s table "
+            f"(capabilities/evidence/sources/{table_path(version).name}); add it to BACKENDS (file, class) "
+            "or NOT_IMPORTED (why) of tools/import_vllm_backends.py, then re-read the sources: "
+            "python tools/import_vllm_backends.py extract --vllm-src DIR --write")
     return problems
 
 

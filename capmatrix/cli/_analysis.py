@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import tempfile
+from collections import Counter
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -27,7 +29,6 @@ from capmatrix.analysis import (
     diff,
     parse_where,
     release_diff,
-    run_expectations,
 )
 from capmatrix.cli._common import (
     EXIT_OK,
@@ -43,6 +44,7 @@ from capmatrix.cli._common import (
 from capmatrix.cli._git import extract_revision
 from capmatrix.cli._github import finding_annotation
 from capmatrix.errors import CapmatrixError, InvalidArgument
+from capmatrix.gate import ORACLES, run_gate
 from capmatrix.loader import load
 
 if TYPE_CHECKING:
@@ -59,6 +61,7 @@ if TYPE_CHECKING:
         PredicateOutput,
         ReleaseDiff,
     )
+    from capmatrix.gate import GateReport, OracleResult
     from capmatrix.matrix import Matrix
 
 __all__ = [
@@ -74,11 +77,13 @@ __all__ = [
     "configure_compare_legacy",
     "configure_diff",
     "configure_test",
+    "gate_summary",
     "read_baseline",
     "render_check",
     "render_diff_markdown",
     "render_diff_text",
     "render_legacy",
+    "render_oracle",
     "render_test",
 ]
 
@@ -576,6 +581,14 @@ def cmd_compare_legacy(args: argparse.Namespace, _prepared: None, out: TextIO, e
 
 def configure_test(parser: argparse.ArgumentParser, _argv: Sequence[str]) -> None:
     """Arguments of ``capmatrix test``."""
+    parser.description = (
+        "The data gate: hold the matrix to every oracle it has (" + ", ".join(ORACLES) + "): the "
+        "expectation cases and their rule coverage, the legacy conditionals of the cases' 'legacy:' "
+        "entries, the engines' recorded selections and the hardware evidence in PATH/evidence, the "
+        "importers' recorded tables (tools/import_*.py --check) and the generated pages (docs/). Each "
+        "disagreement names its oracle, the cell, what each side says and the command that refreshes "
+        "the oracle when the change is intended. The legacy predicates are executed (in a child process)."
+    )
     parser.add_argument("path", nargs="?", help=MATRIX_DEFAULT_HELP)
     parser.add_argument("--expect", metavar="DIR", help="case directory (default: PATH/expect)")
     parser.add_argument("--json", action="store_true", help="print JSON")
@@ -583,14 +596,26 @@ def configure_test(parser: argparse.ArgumentParser, _argv: Sequence[str]) -> Non
         "-v", "--verbose", action="store_true",
         help=f"list every rule no case cites (by default the first {SHOWN_UNCITED} and a count)",
     )
+    parser.add_argument(
+        "-j", "--jobs", type=int, default=max(1, min(os.cpu_count() or 1, 4)), metavar="N",
+        help="compare the engines' records in N worker processes (default: the cores, at most 4)",
+    )
+    chosen = parser.add_mutually_exclusive_group()
+    chosen.add_argument("--only", action="append", choices=ORACLES, metavar="ORACLE",
+                        help=f"run only this oracle (repeatable; one of {', '.join(ORACLES)})")
+    chosen.add_argument("--skip", action="append", choices=ORACLES, metavar="ORACLE",
+                        help="run every oracle but this one (repeatable)")
 
 
 #: Uncited rules listed without --verbose: the list can run to a hundred lines and more.
 SHOWN_UNCITED = 5
 
 
-def render_test(report: ExpectReport, *, verbose: bool = False) -> str:
-    """The text report of ``capmatrix test``: its FAIL lines last, just above the summary line."""
+def render_test(report: ExpectReport, *, verbose: bool = False, gate: GateReport | None = None) -> str:
+    """The text report of the expectation cases: its FAIL lines last, just above the summary line.
+
+    With ``gate``, the summary line ends with the other oracles' counts when any of them ran.
+    """
     lines = [str(p) for p in report.problems]
     lines.extend(f"PASS {r.case.location} {r.case.name}" for r in report.results if r.passed)
     cited = report.total_rules - len(report.uncovered)
@@ -607,18 +632,66 @@ def render_test(report: ExpectReport, *, verbose: bool = False) -> str:
     lines.append(
         f"capmatrix test: {passed} passed, {len(report.failed)} failed"
         + (f", {len(report.problems)} problems in case files" if report.problems else "")
+        + (gate_summary(gate) if gate is not None else "")
     )
     return "\n".join(lines)
 
 
+def gate_summary(gate: GateReport) -> str:
+    """``; oracles: 14 PASS, 1 FAIL (62.3 s)``, or nothing when no oracle but the cases ran."""
+    others = [r for r in gate.results if r.oracle != "expect"]
+    if all(r.status == "SKIP" for r in others):
+        return ""
+    counts = Counter(r.status for r in others)
+    shown = ", ".join(f"{counts[s]} {s}" for s in ("PASS", "FAIL", "BROKEN", "SKIP") if counts[s])
+    return f"; other oracles: {shown} ({gate.seconds:.1f} s in all)"
+
+
+def render_oracle(result: OracleResult) -> list[str]:
+    """The lines of one oracle item: its status line, then each disagreement and its refresh command."""
+    head = f"{result.status} {result.oracle} {result.item}"
+    if result.status == "SKIP":
+        return [f"{head}: {result.skipped}"]
+    if result.status == "BROKEN":
+        return [f"{head}: {result.broken}"]
+    timing = f" ({result.seconds:.1f} s)"
+    if result.status == "PASS":
+        note = f"; {result.note}" if result.note else ""
+        return [f"{head}: {result.checks:,} check{'' if result.checks == 1 else 's'} agree{note}{timing}"]
+    lines = [f"{head}: {result.failed:,} of {result.checks:,} checks disagree{timing}"]
+    refreshes: dict[str, None] = {}
+    for d in result.disagreements:
+        lines.append(f"    {d.cell}")
+        lines.append(f"        {d.oracle} says: {d.oracle_says}")
+        lines.append(f"        matrix says: {d.matrix_says}")
+        refreshes[d.refresh] = None
+    if result.failed > len(result.disagreements):
+        more = result.failed - len(result.disagreements)
+        lines.append(f"    ... and {more:,} more (--json lists the first {len(result.disagreements)})")
+    lines.extend(f"    refresh (if the change is intended): {r}" for r in refreshes)
+    return lines
+
+
 def cmd_test(args: argparse.Namespace, _prepared: None, out: TextIO, err: TextIO) -> int:
-    """Run expectation cases; exit 0 all pass, 1 any failure, 2 malformed cases or matrix."""
+    """Run the data gate; exit 0 every oracle agrees, 1 one disagrees, 2 malformed cases or matrix."""
     choice = choose_matrix(args.path)
     announce_matrix(choice, err)
     matrix = load(choice.path)
-    report = run_expectations(matrix, Path(args.expect) if args.expect else None)
+    only = args.only or [name for name in ORACLES if name not in (args.skip or ())]
+
+    def progress(result: OracleResult) -> None:
+        if result.oracle != "expect":
+            out.writelines(line + "\n" for line in render_oracle(result))
+            out.flush()
+
+    if args.jobs < 1:
+        raise InvalidArgument("--jobs", args.jobs, "a positive number of worker processes")
+    gate = run_gate(matrix, expect=Path(args.expect) if args.expect else None, only=only,
+                    progress=None if args.json else progress, jobs=args.jobs)
     if args.json:
-        print_json(report.as_dict(), out)
+        print_json(gate.as_dict(), out)
+    elif gate.expect is not None:
+        out.write(render_test(gate.expect, verbose=args.verbose, gate=gate) + "\n")
     else:
-        out.write(render_test(report, verbose=args.verbose) + "\n")
-    return report.exit_status()
+        out.write("capmatrix test:" + (gate_summary(gate).removeprefix(";") or " nothing ran") + "\n")
+    return gate.exit_status()

@@ -10,7 +10,7 @@ names map to kernels by spelling: ``FLASH_ATTN`` is ``vllm_flash_attn``. ``versi
 from __future__ import annotations
 
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from capmatrix._default import _resolver
 from capmatrix.errors import CapmatrixError, InvalidArgument, did_you_mean
@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 
 # ``VLLM_BACKENDS`` and ``KV_CACHE_DTYPES`` are read from the data on first use (module __getattr__).
 __all__ = ["ENGINE", "ROLE", "BackendNotModelled", "InvalidArgument",
-           "NoValidBackend", "backend_order", "backends", "kv_cache_dtypes", "select_backend"]
+           "NoValidBackend", "backend_order", "backends", "kv_cache_dtypes", "select_backend",
+           "valid_backends"]
 
 #: The role that holds vLLM's priority lists.
 ROLE = "vllm_attention"
@@ -74,8 +75,19 @@ def __getattr__(name: str) -> object:
     raise AttributeError(msg)
 
 
-def _words(matrix: Matrix, vocabulary: str, version: str) -> tuple[str, ...]:
-    return matrix.releases[ENGINE].words_at(vocabulary, version)
+#: Each vocabulary's words per release, per compiled matrix: the adapter asks for them at every call.
+_WORDS: weakref.WeakKeyDictionary[Resolver, dict[tuple[str, ...], tuple[str, ...]]] = (
+    weakref.WeakKeyDictionary())
+
+
+def _words(resolver: Resolver, vocabulary: str, version: str) -> tuple[str, ...]:
+    cache = _WORDS.get(resolver)
+    if cache is None:
+        cache = _WORDS.setdefault(resolver, {})
+    words = cache.get((vocabulary, version))
+    if words is None:
+        words = cache[vocabulary, version] = resolver.matrix.releases[ENGINE].words_at(vocabulary, version)
+    return words
 
 
 def backends(version: str | None = None, matrix: Matrix | None = None) -> tuple[str, ...]:
@@ -84,8 +96,8 @@ def backends(version: str | None = None, matrix: Matrix | None = None) -> tuple[
     A forced name among them that the matrix has no kernel for raises :class:`BackendNotModelled`; any
     other name is not vLLM's (vLLM raises there too) and is an :class:`InvalidArgument`.
     """
-    m = _resolver(matrix).matrix
-    return _words(m, _BACKENDS, release(m, ENGINE, version))
+    resolver = _resolver(matrix)
+    return _words(resolver, _BACKENDS, release(resolver.matrix, ENGINE, version))
 
 
 def kv_cache_dtypes(version: str | None = None, matrix: Matrix | None = None) -> tuple[str, ...]:
@@ -93,8 +105,8 @@ def kv_cache_dtypes(version: str | None = None, matrix: Matrix | None = None) ->
 
     Each is a value or a spelling of the matrix's ``kv_cache_dtype`` axis (``float16`` is ``fp16``).
     """
-    m = _resolver(matrix).matrix
-    return _words(m, _KV_WORDS, release(m, ENGINE, version))
+    resolver = _resolver(matrix)
+    return _words(resolver, _KV_WORDS, release(resolver.matrix, ENGINE, version))
 
 
 class BackendNotModelled(CapmatrixError, LookupError):
@@ -194,32 +206,33 @@ def _kv_word(argument: str, value: object, words: tuple[str, ...], version: str)
     return value
 
 
-def _layer_kv(matrix: Matrix, version: str, kv_cache_dtype: object, checkpoint: object,
+def _layer_kv(resolver: Resolver, version: str, kv_cache_dtype: object, checkpoint: object,
               use_mla: bool) -> tuple[str, bool]:
     """The KV-cache dtype the layer passes to selection, and whether it is the checkpoint's.
 
     The checkpoint's dtype counts only where ``--kv-cache-dtype`` is ``auto`` and the release's layer of
     this kind reads it (releases.yaml, ``checkpoint_kv_layers``); the config's dtype stays ``auto``.
     """
-    words = _words(matrix, _KV_WORDS, version)  # ``version``: a release the matrix models (checked)
+    words = _words(resolver, _KV_WORDS, version)  # ``version``: a release the matrix models (checked)
     kv = _kv_word("kv_cache_dtype", kv_cache_dtype, words, version)
     if checkpoint is None:
         return kv, False
     ckpt = _kv_word("checkpoint_kv_cache_dtype", checkpoint, words, version)
     kind = "mla" if use_mla else "mha"
-    if kv != "auto" or ckpt == "auto" or kind not in _words(matrix, _CHECKPOINT_LAYERS, version):
+    if kv != "auto" or ckpt == "auto" or kind not in _words(resolver, _CHECKPOINT_LAYERS, version):
         return kv, False
     return ckpt, True
 
 
 def _query(
-    matrix: Matrix, version: str, args: tuple[object, object, object, object, object, object],
+    resolver: Resolver, version: str, args: tuple[object, object, object, object, object, object],
     flags: tuple[object, object, object], extra: Mapping[str, AxisValue] | None,
 ) -> KernelQuery:
     capability, head_size, dtype, kv_cache_dtype, block_size, checkpoint = args
     use_mla, use_sparse, has_sink = flags
+    matrix = resolver.matrix
     mla = _flag("use_mla", use_mla)
-    kv, from_checkpoint = _layer_kv(matrix, version, kv_cache_dtype, checkpoint, mla)
+    kv, from_checkpoint = _layer_kv(resolver, version, kv_cache_dtype, checkpoint, mla)
     axes: dict[str, AxisValue] = {
         matrix.releases[ENGINE].axis: version,
         "sm": _capability(capability),
@@ -268,9 +281,9 @@ def _forced(resolver: Resolver, selected: object, version: str) -> str | None:
         raise InvalidArgument("selected", selected, "an AttentionBackendEnum name (a str) or None")
     name = selected.upper()
     matrix = resolver.matrix
-    if name == "AUTO" or name in _words(matrix, _AUTOMATIC, version):
+    if name == "AUTO" or name in _words(resolver, _AUTOMATIC, version):
         return None
-    members = _words(matrix, _BACKENDS, version)
+    members = _words(resolver, _BACKENDS, version)
     if name in members and _PREFIX + name.lower() in matrix.kernels:
         return name
     modelled = tuple(b for b in members if _PREFIX + b.lower() in matrix.kernels)
@@ -344,7 +357,7 @@ def select_backend(
     if known is not None:
         return known
     modelled = release(resolver.matrix, ENGINE, version)
-    query = _query(resolver.matrix, modelled,
+    query = _query(resolver, modelled,
                    (capability, head_size, dtype, kv_cache_dtype, block_size, checkpoint_kv_cache_dtype),
                    (use_mla, use_sparse, has_sink), extra)
     forced = _forced(resolver, selected, modelled)
@@ -388,8 +401,58 @@ def backend_order(
     resolver = _resolver(matrix)
     if extra and not isinstance(extra, Mapping):
         raise InvalidArgument("extra", extra, "a mapping of axis names to values, or None")
-    query = _query(resolver.matrix, release(resolver.matrix, ENGINE, version),
+    query = _query(resolver, release(resolver.matrix, ENGINE, version),
                    (capability, head_size, dtype, kv_cache_dtype, block_size, checkpoint_kv_cache_dtype),
                    (use_mla, use_sparse, has_sink), extra)
     candidates, _decided = resolver.matrix.roles[ROLE].order_for(resolver.derived_values(query))
     return tuple(_backend(k) for k in candidates)
+
+
+def valid_backends(
+    *,
+    capability: tuple[int, int],
+    head_size: int,
+    dtype: object,
+    kv_cache_dtype: str,
+    block_size: int | None,
+    use_mla: bool,
+    use_sparse: bool = False,
+    has_sink: bool = False,
+    selected: Sequence[str],
+    checkpoint_kv_cache_dtype: str | None = None,
+    extra: Mapping[str, AxisValue] | None = None,
+    matrix: Matrix | None = None,
+    version: str | None = None,
+) -> dict[str, bool]:
+    """Each backend of ``selected``: whether vLLM ``version`` accepts it forced (``--attention-backend``).
+
+    ``valid_backends(..., selected=names)[name]`` is whether ``select_backend(..., selected=name)``
+    returns ``name``; the query is built once for all of them (the differential asks every backend of
+    every cell). The arguments are read and checked as :func:`select_backend` reads them; an automatic
+    spelling (``auto``) is not a backend and is refused.
+
+    :raises InvalidArgument: an argument of the wrong type or value, or an automatic spelling in
+        ``selected``.
+    :raises BackendNotModelled: a name of ``selected`` is vLLM's but the matrix does not model it.
+    """
+    resolver = _resolver(matrix)
+    if extra and not isinstance(extra, Mapping):
+        raise InvalidArgument("extra", extra, "a mapping of axis names to values, or None")
+    modelled = release(resolver.matrix, ENGINE, version)
+    query = _query(resolver, modelled,
+                   (capability, head_size, dtype, kv_cache_dtype, block_size, checkpoint_kv_cache_dtype),
+                   (use_mla, use_sparse, has_sink), extra)
+    names = tuple(selected)
+    cache = _WORDS.get(resolver)
+    if cache is None:
+        cache = _WORDS.setdefault(resolver, {})
+    key = ("valid_backends", modelled, *names)
+    kernels = cache.get(key)  # the same names for every cell asked
+    if kernels is None:
+        forced = [_forced(resolver, name, modelled) for name in names]
+        for name, backend in zip(names, forced, strict=True):
+            if backend is None:
+                raise InvalidArgument("selected", name, "a backend's name (automatic selection is none)")
+        kernels = cache[key] = tuple(_PREFIX + f.lower() for f in forced if f)
+    return {name: bool(resolver.resolve(query.with_kernel(kernel)))
+            for name, kernel in zip(names, kernels, strict=True)}

@@ -9,7 +9,8 @@ off on SM>=120 for every attention type); ``*_after`` is after it (P8: only for 
 - extend_ctx: SpeculativeDecodingMode.extend_ctx (interface.py; unchanged by the fix, P6)
 - effective_spec_dec_mode: what TrtllmAttentionMetadata.update_spec_dec_param keeps (trtllm.py, P3/P4);
   other backends' metadata ignore the flag (the base hook does nothing)
-- xqa_spec_dec_mode_before/after: the need decision over axis values, for ``capmatrix compare-legacy``
+- xqa_spec_dec_mode_before/after, xqa_spec_dec_kept, xqa_extend_ctx: the decisions over axis values, for
+  ``capmatrix compare-legacy`` and ``capmatrix test`` (capabilities/expect/legacy.yaml)
 """
 
 from __future__ import annotations
@@ -126,3 +127,14 @@ def xqa_spec_dec_mode_after(
         is_first_draft=is_first_draft, use_chain_drafter=use_chain_drafter,
         attention_backend=attention_backend,
     )
+
+
+def xqa_spec_dec_kept(*, sm, attention_backend="trtllm", **_) -> bool:
+    # P4 over axis values: whether the metadata keeps the flag (TRTLLM backend, not a trtllm-gen SM);
+    # the fix left it alone, so it is every release-1.2 release's.
+    return attention_backend == TRTLLM and not _is_sm_version_trtllm_gen_kernel(sm)
+
+
+def xqa_extend_ctx(*, spec_dec, sm, attention_backend="trtllm", **_) -> bool:
+    # P6 over axis values (unchanged by the fix).
+    return extend_ctx_after(spec_dec=spec_dec, sm=sm, attention_backend=attention_backend)
