@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from capmatrix._default import derived_values, resolve, select, suggest
+from capmatrix.cli import _sglang
 from capmatrix.cli._common import (
     EXIT_DEPENDS,
     EXIT_ERROR,
@@ -22,7 +23,7 @@ from capmatrix.cli._common import (
     query_from_args,
 )
 from capmatrix.cli._github import problem_annotation
-from capmatrix.errors import CapabilityErrors
+from capmatrix.errors import CapabilityErrors, InvalidQuery
 from capmatrix.loader import load
 from capmatrix.model import format_value
 from capmatrix.resolver import CLOSEST_GRANTS, OriginKind, ReasonKind, Verdict
@@ -406,6 +407,8 @@ def format_selection(selection: Selection, also: Sequence[Resolution] = (), *,
 def cmd_select(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextIO) -> int:
     """Select a kernel for a role; exit 0 when one is supported, 1 when none, 3 when it depends."""
     announce_matrix(choose_matrix(args.matrix), err)
+    if _sglang.serves(args.role, matrix):
+        return _select_sglang(args, matrix, out)
     query = query_from_args(args, matrix, None)
     selection = select(args.role, query, matrix)
     also = alternatives(selection, matrix)
@@ -417,6 +420,23 @@ def cmd_select(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextI
     return {Verdict.SUPPORTED: EXIT_OK, Verdict.UNSUPPORTED: EXIT_FAIL}.get(
         selection.verdict, EXIT_DEPENDS
     )
+
+
+def _select_sglang(args: argparse.Namespace, matrix: Matrix, out: TextIO) -> int:
+    """``select sglang_attention``: SGLang's whole resolution (:mod:`capmatrix.cli._sglang`)."""
+    # SGLang's topk is a number, which the axis's words (unset, one, many) do not carry: read apart.
+    plain = argparse.Namespace(**{**vars(args), "axis_sglang_topk": None})
+    query = query_from_args(plain, matrix, None)
+    sm = query.axes.get("sm")
+    if not isinstance(sm, int) or isinstance(sm, bool):
+        raise InvalidQuery(f"select {args.role} asks SGLang about one device: give --gpu NAME or --sm SM")
+    ask = _sglang.prepare(args, matrix, query.axes)
+    got = _sglang.resolve_at(ask, sm, matrix)
+    if args.json:
+        print_json(_sglang.answer_dict(ask, sm, got), out)
+    else:
+        out.write(_sglang.format_answer(ask, sm, got, matrix, explain=args.explain) + "\n")
+    return EXIT_FAIL if got.refused is not None else EXIT_OK
 
 
 def configure_validate(parser: argparse.ArgumentParser, _argv: Sequence[str]) -> None:
