@@ -423,7 +423,7 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--gpu", metavar="NAME",
         help="a GPU by name (H100, B200, RTX 5090, DGX Spark, ...; `capmatrix list gpus`): its SM is "
-             "the query's --sm",
+             "the query's --sm; `all` or a comma list (H100,B200) answers per GPU, grouped where they agree",
     )
     parser.add_argument(
         "--hf-config", metavar="PATH",

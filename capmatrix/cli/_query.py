@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from capmatrix._default import derived_values, resolve, select, suggest
-from capmatrix.cli import _sglang
+from capmatrix.cli import _per_gpu, _sglang
 from capmatrix.cli._common import (
     EXIT_DEPENDS,
     EXIT_ERROR,
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from typing import TextIO
 
     from capmatrix._suggest import Suggestion
+    from capmatrix.engine.sglang import Resolved
     from capmatrix.errors import CapabilityError
     from capmatrix.matrix import Matrix
     from capmatrix.resolver import Origin, Reason, Resolution, Selection
@@ -266,6 +267,10 @@ def _add_explain_option(parser: argparse.ArgumentParser) -> None:
 def cmd_query(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextIO) -> int:
     """Resolve one query; exit 0 supported, 1 unsupported, 3 depends."""
     announce_matrix(choose_matrix(args.matrix), err)
+    gpus = _per_gpu.gpus_asked(args, matrix)
+    if gpus is not None:
+        return _print_per_gpu(args, _per_gpu.answer_per_gpu(
+            args, gpus, args.kernel, lambda asked: _verdict_of(asked, matrix)), out)
     query = query_from_args(args, matrix, args.kernel)
     resolution = resolve(query, matrix)
     found = suggest(query, matrix, args.vary)
@@ -286,6 +291,29 @@ def cmd_query(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextIO
     return {Verdict.SUPPORTED: EXIT_OK, Verdict.UNSUPPORTED: EXIT_FAIL}.get(
         resolution.verdict, EXIT_DEPENDS
     )
+
+
+def _exit_status(verdict: Verdict) -> int:
+    return {Verdict.SUPPORTED: EXIT_OK, Verdict.UNSUPPORTED: EXIT_FAIL}.get(verdict, EXIT_DEPENDS)
+
+
+def _verdict_of(args: argparse.Namespace, matrix: Matrix) -> tuple[str, int, dict[str, object]]:
+    """One GPU's verdict for ``query`` (the ``--gpu all`` table) and the rules that decided it."""
+    resolution = resolve(query_from_args(args, matrix, args.kernel), matrix)
+    if resolution.verdict is Verdict.SUPPORTED:
+        decided = [r.rule_id for r in resolution.reasons if r.kind is ReasonKind.GRANT and r.rule_id]
+    else:
+        decided = [r.rule_id for r in resolution.reasons if r.kind is ReasonKind.EXCLUDE and r.rule_id]
+    answer = str(resolution.verdict) + (f" ({', '.join(decided)})" if decided else "")
+    return answer, _exit_status(resolution.verdict), {"verdict": str(resolution.verdict), "rules": decided}
+
+
+def _print_per_gpu(args: argparse.Namespace, table: _per_gpu.PerGPU, out: TextIO) -> int:
+    if args.json:
+        print_json(table.as_dict(), out)
+    else:
+        out.write(table.text() + "\n")
+    return table.status
 
 
 def configure_select(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Matrix:
@@ -407,6 +435,10 @@ def format_selection(selection: Selection, also: Sequence[Resolution] = (), *,
 def cmd_select(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextIO) -> int:
     """Select a kernel for a role; exit 0 when one is supported, 1 when none, 3 when it depends."""
     announce_matrix(choose_matrix(args.matrix), err)
+    gpus = _per_gpu.gpus_asked(args, matrix)
+    if gpus is not None:
+        return _print_per_gpu(args, _per_gpu.answer_per_gpu(
+            args, gpus, args.role, lambda asked: _winner_of(asked, matrix)), out)
     if _sglang.serves(args.role, matrix):
         return _select_sglang(args, matrix, out)
     query = query_from_args(args, matrix, None)
@@ -422,16 +454,40 @@ def cmd_select(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextI
     )
 
 
-def _select_sglang(args: argparse.Namespace, matrix: Matrix, out: TextIO) -> int:
-    """``select sglang_attention``: SGLang's whole resolution (:mod:`capmatrix.cli._sglang`)."""
+def _winner_of(args: argparse.Namespace, matrix: Matrix) -> tuple[str, int, dict[str, object]]:
+    """One GPU's winner of ``select`` (the ``--gpu all`` table), or why there is none."""
+    if _sglang.serves(args.role, matrix):
+        ask, sm, got = _ask_sglang(args, matrix)
+        kernel = _sglang.winner(got)
+        if got.refused is None:
+            answer = str(kernel)
+        else:
+            refused = got.refused
+            answer = f"no supported candidate: SGLang refuses at {refused.stage}: {refused.text.strip()}"
+        data = _sglang.answer_dict(ask, sm, got)
+        return answer, EXIT_FAIL if kernel is None else EXIT_OK, {
+            "kernel": kernel, "verdict": data["verdict"], "sglang": data["sglang"]}
+    selection = select(args.role, query_from_args(args, matrix, None), matrix)
+    answer = selection.kernel or _selection_head(selection).split(": ", 1)[1]
+    return answer, _exit_status(selection.verdict), {"kernel": selection.kernel,
+                                                     "verdict": str(selection.verdict)}
+
+
+def _ask_sglang(args: argparse.Namespace, matrix: Matrix) -> tuple[_sglang.SGLangAsk, int, Resolved]:
     # SGLang's topk is a number, which the axis's words (unset, one, many) do not carry: read apart.
     plain = argparse.Namespace(**{**vars(args), "axis_sglang_topk": None})
     query = query_from_args(plain, matrix, None)
     sm = query.axes.get("sm")
     if not isinstance(sm, int) or isinstance(sm, bool):
-        raise InvalidQuery(f"select {args.role} asks SGLang about one device: give --gpu NAME or --sm SM")
+        raise InvalidQuery(f"select {args.role} asks SGLang about one device: give --gpu NAME (or all) or "
+                           "--sm SM")
     ask = _sglang.prepare(args, matrix, query.axes)
-    got = _sglang.resolve_at(ask, sm, matrix)
+    return ask, sm, _sglang.resolve_at(ask, sm, matrix)
+
+
+def _select_sglang(args: argparse.Namespace, matrix: Matrix, out: TextIO) -> int:
+    """``select sglang_attention``: SGLang's whole resolution (:mod:`capmatrix.cli._sglang`)."""
+    ask, sm, got = _ask_sglang(args, matrix)
     if args.json:
         print_json(_sglang.answer_dict(ask, sm, got), out)
     else:
