@@ -378,8 +378,13 @@ def engine_versions(args: argparse.Namespace, matrix: Matrix) -> dict[str, str]:
     return out
 
 
-def query_from_args(args: argparse.Namespace, matrix: Matrix, kernel: str | None) -> KernelQuery:
-    """Build a KernelQuery from the parsed ``--<axis>`` options of ``matrix``'s axes."""
+def query_from_args(args: argparse.Namespace, matrix: Matrix, kernel: str | None, *,
+                    role: str | None = None) -> KernelQuery:
+    """Build a KernelQuery from the parsed ``--<axis>`` options of ``matrix``'s axes.
+
+    ``role``: the role ``select`` asks (the kernel's or role's engine words what ``--hf-config`` leaves
+    to the engine's default: vLLM's KV cache ``auto``, not the model dtype).
+    """
     axes = {}
     for axis in matrix.axes.values():
         for name in (axis.name, *axis.aliases):
@@ -408,7 +413,7 @@ def query_from_args(args: argparse.Namespace, matrix: Matrix, kernel: str | None
     if config_path is None:
         return KernelQuery(kernel, model=args.model, **axes)
     derived = query_from_hf_config(
-        read_hf_config(config_path), kernel, matrix=matrix, model=args.model
+        read_hf_config(config_path), kernel if kernel is not None else role, matrix=matrix, model=args.model
     )
     return KernelQuery(kernel, model=derived.model, **{**derived.axes, **axes})
 

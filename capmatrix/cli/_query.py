@@ -441,7 +441,7 @@ def cmd_select(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextI
             args, gpus, args.role, lambda asked: _winner_of(asked, matrix)), out)
     if _sglang.serves(args.role, matrix):
         return _select_sglang(args, matrix, out)
-    query = query_from_args(args, matrix, None)
+    query = query_from_args(args, matrix, None, role=args.role)
     selection = select(args.role, query, matrix)
     also = alternatives(selection, matrix)
     if args.json:
@@ -467,7 +467,7 @@ def _winner_of(args: argparse.Namespace, matrix: Matrix) -> tuple[str, int, dict
         data = _sglang.answer_dict(ask, sm, got)
         return answer, EXIT_FAIL if kernel is None else EXIT_OK, {
             "kernel": kernel, "verdict": data["verdict"], "sglang": data["sglang"]}
-    selection = select(args.role, query_from_args(args, matrix, None), matrix)
+    selection = select(args.role, query_from_args(args, matrix, None, role=args.role), matrix)
     answer = selection.kernel or _selection_head(selection).split(": ", 1)[1]
     return answer, _exit_status(selection.verdict), {"kernel": selection.kernel,
                                                      "verdict": str(selection.verdict)}
