@@ -197,7 +197,7 @@ def test_axes_sglang_does_not_read_are_named() -> None:
 
 @pytest.mark.parametrize(("argv", "words"), [
     (["--sm", "90"], "give --model NAME, --hf-config PATH or --sglang-model-arch"),
-    (["--model", "llama"], "give --gpu NAME or --sm SM"),
+    (["--model", "llama"], "give --gpu NAME (or all) or --sm SM"),
     (["--sm", "90", "--model", "llama", "--sglang-spec", "*"], "give --sglang-spec a value"),
     (["--sm", "90", "--model", "llama", "--sglang-topk", "many"], "give it (e.g. --sglang-topk 4)"),
     (["--sm", "90", "--model", "llama", "--sglang-topk", "0"], "--speculative-eagle-topk is a number"),
@@ -209,6 +209,17 @@ def test_bad_input_exits_2(argv: list[str], words: str) -> None:
     assert code == 2
     assert out == ""
     assert words in err
+
+
+def test_a_config_without_architectures_is_refused(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "llama", "num_attention_heads": 32, "num_key_value_heads": 8,
+                                  "hidden_size": 4096}), encoding="utf-8")
+    code, out, err = cli("select", "sglang_attention", "--sm", "90", "--hf-config", str(config))
+    assert code == 2
+    assert out == ""
+    assert "config['architectures']" in err
+    assert "a non-empty list of architecture names" in err
 
 
 def test_model_without_architecture_is_refused(tmp_path: Path) -> None:

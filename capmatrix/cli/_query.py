@@ -19,8 +19,10 @@ from capmatrix.cli._common import (
     announce_matrix,
     axis_option_clashes,
     choose_matrix,
+    columns,
     print_json,
     query_from_args,
+    wrap,
 )
 from capmatrix.cli._github import problem_annotation
 from capmatrix.errors import CapabilityErrors, InvalidQuery
@@ -80,14 +82,23 @@ SHORT_REASON = 320
 CANDIDATE_REASON = 160
 
 
-def read_axes(matrix: Matrix, kernels: Iterable[str]) -> frozenset[str]:
-    """The axes some rule of ``kernels`` reads: the only axis defaults an answer about them shows."""
+def read_axes(matrix: Matrix, kernels: Iterable[str],
+              deciding: Iterable[Reason] | None = None) -> frozenset[str]:
+    """The axes some rule of ``kernels`` reads: the only axis defaults an answer about them shows.
+
+    ``deciding``: the reasons the answer shows; an environment axis (an engine's build or installation,
+    ``vllm_fa3_built``) is then kept only where one of their rules reads it.
+    """
     read: set[str] = set()
     for name in kernels:
         kernel = matrix.kernels.get(name)
         if kernel is not None:
             for rule in kernel.rules:
                 read.update(rule.conditions)
+    if deciding is not None:
+        rules = {rule.id: rule for rule in matrix.rules}
+        decide = {axis for r in deciding if r.rule_id in rules for axis in rules[r.rule_id].conditions}
+        read = {a for a in read if a in decide or not (a in matrix.axes and matrix.axes[a].environment)}
     return frozenset(read)
 
 
@@ -122,16 +133,23 @@ def format_resolution(resolution: Resolution, reasons: Sequence[Reason] | None =
 
     ``shown_defaults``: the axes whose defaults are worth printing (:func:`read_axes`); None prints all.
     """
-    lines = [f"{resolution.kernel}: {resolution.verdict}", *_values_lines(resolution, shown_defaults)]
+    lines = [f"{resolution.kernel}: {resolution.verdict}"]
     why = [r for r in (resolution.reasons if reasons is None else reasons) if r.kind in _MARKS]
     if why:
         lines.append("  why:")
         lines.extend(f"    {_MARKS[r.kind]} {r.message}" for r in why)
+    lines.extend(_values_lines(resolution, shown_defaults))
     return "\n".join(lines)
 
 
 def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 4].rstrip() + " ..."
+    """``text`` within ``limit`` characters, cut after a whole word (``...`` says where)."""
+    if len(text) <= limit:
+        return text
+    kept = text[: limit - 3]
+    if text[limit - 3] != " " and " " in kept:
+        kept = kept.rsplit(" ", 1)[0]  # never inside a word
+    return kept.rstrip() + " ..."
 
 
 def _near_misses(reasons: Sequence[Reason]) -> list[tuple[str, list[Reason]]]:
@@ -178,7 +196,7 @@ def format_short(resolution: Resolution, reasons: Sequence[Reason], suggestions:
     ``grants``: how many grants the kernel has, so that the ones not shown are counted (None: count
     only the near misses among ``reasons``).
     """
-    lines = [f"{resolution.kernel}: {resolution.verdict}", *_values_lines(resolution, shown_defaults)]
+    lines = [f"{resolution.kernel}: {resolution.verdict}"]
     decided = _deciding(resolution, reasons, SHORT_REASON)
     if decided:
         lines.append("  decided by:")
@@ -197,6 +215,7 @@ def format_short(resolution: Resolution, reasons: Sequence[Reason], suggestions:
         if more > 0:
             lines.append(f"    ... and {more} other grant{'s' if more > 1 else ''} (--explain lists "
                          "them, closest first; --closest K sets how many)")
+    lines.extend(_values_lines(resolution, shown_defaults))
     if resolution.verdict is not Verdict.SUPPORTED:
         lines.extend(_would_work(suggestions, vary=vary, limit=SHOWN_SHORT_SUGGESTIONS))
     return "\n".join(lines)
@@ -279,7 +298,7 @@ def cmd_query(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextIO
         print_json({**resolution.as_dict(), "reasons": [r.as_dict() for r in reasons],
                     "suggestions": [s.as_dict() for s in found]}, out)
     else:
-        shown_defaults = read_axes(matrix, [resolution.kernel])
+        shown_defaults = read_axes(matrix, [resolution.kernel], reasons)
         if args.explain:
             text = format_resolution(resolution, reasons, shown_defaults=shown_defaults)
             if resolution.verdict is not Verdict.SUPPORTED:
@@ -287,7 +306,7 @@ def cmd_query(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextIO
         else:
             text = format_short(resolution, reasons, found, shown_defaults=shown_defaults,
                                 vary=bool(args.vary), grants=len(matrix.kernels[resolution.kernel].grants))
-        out.write(text + "\n")
+        out.write(wrap(text, columns()) + "\n")
     return {Verdict.SUPPORTED: EXIT_OK, Verdict.UNSUPPORTED: EXIT_FAIL}.get(
         resolution.verdict, EXIT_DEPENDS
     )
@@ -312,7 +331,7 @@ def _print_per_gpu(args: argparse.Namespace, table: _per_gpu.PerGPU, out: TextIO
     if args.json:
         print_json(table.as_dict(), out)
     else:
-        out.write(table.text() + "\n")
+        out.write(wrap(table.text(), columns()) + "\n")
     return table.status
 
 
@@ -410,14 +429,6 @@ def format_selection(selection: Selection, also: Sequence[Resolution] = (), *,
     Short (the default): one line per candidate with its deciding reason; ``explain``: every reason.
     """
     lines = [_selection_head(selection)]
-    if selection.trace:
-        kernels = [r.kernel for r in (*selection.trace, *also)]
-        shown = read_axes(matrix, kernels) if matrix is not None else None
-        pinned = None
-        if matrix is not None:
-            pinned = (selection.role, [a for a in matrix.roles[selection.role].axes
-                                       if a not in selection.query.axes])
-        lines.extend(_values_lines(selection.trace[-1], shown, pinned))
     for resolution in selection.trace:
         mark = "=>" if resolution.kernel == selection.kernel else "  "
         if not explain:
@@ -429,6 +440,15 @@ def format_selection(selection: Selection, also: Sequence[Resolution] = (), *,
                      and not line.startswith("  model") and not line.startswith("  axis"))
     if also:
         lines.append(f"   would also serve: {', '.join(r.kernel for r in also)}")
+    if selection.trace:  # the values asked with, after the answer and its reasons
+        kernels = [r.kernel for r in (*selection.trace, *also)]
+        deciding = [reason for r in selection.trace for reason in r.reasons]
+        shown = read_axes(matrix, kernels, deciding) if matrix is not None else None
+        pinned = None
+        if matrix is not None:
+            pinned = (selection.role, [a for a in matrix.roles[selection.role].axes
+                                       if a not in selection.query.axes])
+        lines.extend(_values_lines(selection.trace[-1], shown, pinned))
     return "\n".join(lines)
 
 
@@ -448,7 +468,8 @@ def cmd_select(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextI
         print_json({**selection.as_dict(),
                     "alternatives": [{"kernel": r.kernel, "rules": list(r.rules)} for r in also]}, out)
     else:
-        out.write(format_selection(selection, also, matrix=matrix, explain=args.explain) + "\n")
+        out.write(wrap(format_selection(selection, also, matrix=matrix, explain=args.explain), columns())
+                  + "\n")
     return {Verdict.SUPPORTED: EXIT_OK, Verdict.UNSUPPORTED: EXIT_FAIL}.get(
         selection.verdict, EXIT_DEPENDS
     )
@@ -457,7 +478,11 @@ def cmd_select(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextI
 def _winner_of(args: argparse.Namespace, matrix: Matrix) -> tuple[str, int, dict[str, object]]:
     """One GPU's winner of ``select`` (the ``--gpu all`` table), or why there is none."""
     if _sglang.serves(args.role, matrix):
-        ask, sm, got = _ask_sglang(args, matrix)
+        try:
+            ask, sm, got = _ask_sglang(args, matrix)
+        except _sglang.Unmodelled as exc:  # one GPU the matrix does not model SGLang on: said on its row
+            return f"not modelled: {exc}", EXIT_DEPENDS, {"kernel": None, "verdict": None,
+                                                          "error": str(exc)}
         kernel = _sglang.winner(got)
         if got.refused is None:
             answer = str(kernel)
@@ -491,7 +516,7 @@ def _select_sglang(args: argparse.Namespace, matrix: Matrix, out: TextIO) -> int
     if args.json:
         print_json(_sglang.answer_dict(ask, sm, got), out)
     else:
-        out.write(_sglang.format_answer(ask, sm, got, matrix, explain=args.explain) + "\n")
+        out.write(wrap(_sglang.format_answer(ask, sm, got, matrix, explain=args.explain), columns()) + "\n")
     return EXIT_FAIL if got.refused is not None else EXIT_OK
 
 

@@ -16,7 +16,7 @@ from dataclasses import asdict
 
 from capmatrix.engine import sglang
 from capmatrix.engine.hf import read_hf_config
-from capmatrix.errors import InvalidQuery, UnknownName, echo
+from capmatrix.errors import InvalidArgument, InvalidQuery, UnknownName, echo
 from capmatrix.query import ANY
 from capmatrix.releases import release
 
@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from capmatrix.model import AxisValue
     from capmatrix.query import _Any
 
-__all__ = ["SGLangAsk", "answer_dict", "format_answer", "prepare", "resolve_at", "serves"]
+__all__ = ["SGLangAsk", "Unmodelled", "answer_dict", "format_answer", "prepare", "resolve_at", "serves",
+           "winner"]
 
 #: The flags of :class:`~capmatrix.engine.sglang.SGLangModel` an axis option may set, by axis.
 _FLAG_AXES = {"sglang_dsa": "dsa", "sglang_hybrid_gdn": "hybrid_gdn", "sglang_swa_pattern": "swa_pattern",
@@ -153,10 +154,22 @@ def _model(args: argparse.Namespace, matrix: Matrix,
     return model, label
 
 
+class Unmodelled(InvalidQuery):
+    """The matrix does not model SGLang on this device (its checks' grants stop above it)."""
+
+
 def resolve_at(ask: SGLangAsk, sm: int, matrix: Matrix) -> sglang.Resolved:
-    """SGLang's resolution of ``ask`` on a device of SM ``sm``."""
-    return sglang.resolve(capability=divmod(sm, 10), model=ask.model, matrix=matrix, version=ask.version,
-                          **ask.arguments)  # type: ignore[arg-type]
+    """SGLang's resolution of ``ask`` on a device of SM ``sm``.
+
+    :raises Unmodelled: where the matrix does not model SGLang's checks (below SM80).
+    """
+    try:
+        return sglang.resolve(capability=divmod(sm, 10), model=ask.model, matrix=matrix,
+                              version=ask.version, **ask.arguments)  # type: ignore[arg-type]
+    except InvalidArgument as exc:
+        if exc.argument != "capability":
+            raise
+        raise Unmodelled(f"--sm {sm}: not {exc.expected}; ask about another device") from None
 
 
 def winner(got: sglang.Resolved) -> str | None:
@@ -215,14 +228,13 @@ def format_answer(ask: SGLangAsk, sm: int, got: sglang.Resolved, matrix: Matrix,
         lines.append(f"{sglang.ROLE}: no supported candidate: {release} refuses "
                      f"{_stage_words(got.refused.stage)}")
         lines.append(f"  SGLang says: {got.refused.text.strip()}")
+        lines.append("  decided by:")
+        lines.extend(_rule_lines(matrix, got.refused.rule, explain=explain))
         if got.refused.stage == "engine_start":
             lines.append(f"  after resolving: {_settings(got)}")
     lines.append(f"  query: sm={sm}" + "".join(
         f" {k}={v}" for k, v in ask.arguments.items() if v is not None))
     lines.append(f"  {ask.model_label}: architecture {_model_words(ask.model)}")
-    if got.refused is not None:
-        lines.append("  decided by:")
-        lines.extend(_rule_lines(matrix, got.refused.rule, explain=explain))
     if ask.ignored:
         lines.append(f"  not read by SGLang's resolution: {', '.join(ask.ignored)}")
     return "\n".join(lines)
