@@ -7,6 +7,7 @@ import contextvars
 import os
 import re
 import sys
+import textwrap
 from pathlib import Path
 
 from capmatrix._record import record
@@ -472,8 +473,6 @@ def wrap(text: str, width: int) -> str:
     A continuation is indented under the text after the line's mark (``+ ``, ``x ``, ``=> ``), else
     four columns deeper than the line; a word longer than the width stays whole, on a line of its own.
     """
-    import textwrap  # noqa: PLC0415 - only an answer that needs wrapping reads it
-
     width = max(width, _MIN_WIDTH)
     out: list[str] = []
     for line in text.split("\n"):
