@@ -256,6 +256,11 @@ def test_moving_a_bound_adds_no_values(write_matrix: WriteMatrix) -> None:
     assert result.axes == ()
     assert result.changed  # the rule's change is reported as the kernel's
     assert "values added" not in render_diff_text(result)
+    # a value the YAML stops listing is a change of the universe, and said
+    (new_root / "axes.yaml").write_text((new_root / "axes.yaml").read_text().replace(
+        "values: [80, 90, 100, 103, 120, 121]", "values: [80, 100, 103, 120, 121]"))
+    _space, notes = union_space(old, capmatrix.load(new_root))
+    assert notes == ("axis sm: values removed [90]",)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -92,6 +92,24 @@ def test_json_is_the_same_table() -> None:
         assert row["verdict"] == row["answer"].split(" (")[0]
 
 
+def test_sglang_refusals_and_unmodelled_devices_have_their_rows() -> None:
+    """A GPU where SGLang refuses is grouped by SGLang's stage and text; one below the SGLang checks the
+    matrix models says so on its row, and the other GPUs are still answered."""
+    code, out, _ = cli("select", "sglang_attention", "--model", "deepseek_v3", "--sglang-backend",
+                       "trtllm_mla", "--gpu", "H100,B200")
+    assert code == 3
+    answers = table(out)
+    assert answers["B200"] == "sglang_trtllm_mla"
+    assert answers["H100"].startswith("no supported candidate: SGLang refuses at server_args: TRTLLM MLA")
+    code, out, _ = cli("select", "sglang_attention", "--model", "gpt_oss_120b", "--gpu", "T4,H100")
+    assert code == 3
+    assert table(out)["T4"].startswith("not modelled: --sm 75:")
+    data = json.loads(cli("select", "sglang_attention", "--model", "gpt_oss_120b", "--gpu", "T4,H100",
+                          "--json")[1])
+    assert [row["verdict"] for row in data["gpus"]] == [None, "supported"]
+    assert data["gpus"][0]["error"].startswith("--sm 75:")
+
+
 def test_a_list_keeps_its_order_and_names_each_gpu_once() -> None:
     code, out, _ = cli("select", "vllm_attention", "--model", "llama", "--gpu", "B200, h100,GB10,b200")
     assert code == 0

@@ -189,6 +189,17 @@ def test_axis_options_set_the_model_flags() -> None:
     assert data["kernel"] == "sglang_dsa"
 
 
+def test_topk_words_and_numbers() -> None:
+    """``--sglang-topk one`` is SGLang's 1; a number is passed as typed (SGLang echoes it)."""
+    argv = ("select", "sglang_attention", "--sm", "90", "--model", "llama", "--sglang-spec", "eagle",
+            "--json")
+    one = json.loads(cli(*argv, "--sglang-topk", "one")[1])
+    assert one["sglang"] == json.loads(cli(*argv, "--sglang-topk", "1")[1])["sglang"]
+    assert one["arguments"]["speculative_eagle_topk"] == 1
+    assert json.loads(cli(*argv, "--sglang-topk", "unset")[1])["arguments"]["speculative_eagle_topk"] is None
+    assert json.loads(cli(*argv, "--sglang-topk", "4")[1])["sglang"]["speculative_eagle_topk"] == 4
+
+
 def test_axes_sglang_does_not_read_are_named() -> None:
     code, out, _ = cli("select", "sglang_attention", "--sm", "90", "--model", "llama", "--head-dim", "64")
     assert code == 0
@@ -203,6 +214,8 @@ def test_axes_sglang_does_not_read_are_named() -> None:
     (["--sm", "90", "--model", "llama", "--sglang-topk", "0"], "--speculative-eagle-topk is a number"),
     (["--sm", "90", "--model", "llama", "--sglang-split", "true"], "prefill_attention_backend=..."),
     (["--sm", "90", "--model", "nosuch"], "unknown model 'nosuch'"),
+    (["--sm", "90", "--model", "llama", "--sglang-page-size", "0"], "argument 'page_size' expects"),
+    (["--sm", "75", "--model", "gpt_oss_120b"], "--sm 75: not a device the matrix models SGLang on"),
 ])
 def test_bad_input_exits_2(argv: list[str], words: str) -> None:
     code, out, err = cli("select", "sglang_attention", *argv)

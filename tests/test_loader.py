@@ -129,6 +129,38 @@ def test_a_rule_with_shape_and_name_errors_gets_all_of_them_in_one_run(write_mat
     assert err.getvalue().splitlines()[-1] == "capmatrix: 6 problems in 1 file"
 
 
+BROKEN_IDS = """\
+kernels:
+  bad:
+    description: broken rules whose ids are checked, or cannot be
+    rules:
+      - id: bad.kept
+        grant: {sm: 90}
+        reason: r
+        source: s
+        status: untested
+      - id: bad.kept
+        grant: {smm: 90}
+        reason: r
+        source: s
+        status: nope
+      - id: Not An Id
+        grant: {smm: 90}
+        reason: r
+        source: s
+        status: untested
+      - [not, a, rule]
+"""
+
+
+def test_broken_rules_ids_count_where_they_are_sound(write_matrix: Any) -> None:
+    """A broken rule's sound id is checked for duplicates; a malformed id is the shape's error alone (and
+    its region still checked); a rule that is no mapping is the shape's error alone."""
+    root = write_matrix({"kernels/bad.yaml": BROKEN_IDS})
+    got = [(p.line, p.code) for p in iter_problems(root) if p.path.endswith("bad.yaml")]
+    assert got == [(10, "E220"), (11, "E221"), (14, "E103"), (15, "E103"), (16, "E221"), (20, "E103")]
+
+
 def test_hints_for_yaml_surprises(write_matrix: Any) -> None:
     root = write_matrix({"kernels/bad.yaml": BROKEN})
     problems = {(p.line, p.column): p for p in iter_problems(root)}

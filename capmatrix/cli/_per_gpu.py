@@ -48,9 +48,9 @@ def gpus_asked(args: argparse.Namespace, matrix: Matrix) -> list[GPU] | None:
             raise InvalidQuery(f"--gpu {echo(text)}: an empty name; give GPU names separated by commas "
                                "(--gpu H100,B200) or all")
         gpu_sm(matrix, name.strip())  # the error of an unknown name, with the closest one
-        gpu = matrix.gpu(name.strip())
-        if gpu is not None:
-            chosen.setdefault(gpu.key, gpu)
+        named = matrix.gpu(name.strip())
+        gpu = next(g for g in matrix.gpus.values() if g is named)  # the one it names (gpu_sm found it)
+        chosen.setdefault(gpu.key, gpu)
     return list(chosen.values())
 
 

@@ -212,8 +212,7 @@ def _rule_lines(matrix: Matrix, rule_id: str, *, explain: bool) -> list[str]:
     lines = [f"    - {rule_id} ({where.path}:{where.line})"]
     if explain:
         lines.append(f"      {' '.join(reason.split())}")
-        if source:
-            lines.append(f"      source: {' '.join(source.split())}")
+        lines.extend(f"      source: {' '.join(text.split())}" for text in (source,) if text)
     return lines
 
 
