@@ -158,7 +158,8 @@ def test_broken_rules_ids_count_where_they_are_sound(write_matrix: Any) -> None:
     its region still checked); a rule that is no mapping is the shape's error alone."""
     root = write_matrix({"kernels/bad.yaml": BROKEN_IDS})
     got = [(p.line, p.code) for p in iter_problems(root) if p.path.endswith("bad.yaml")]
-    assert got == [(10, "E220"), (11, "E221"), (14, "E103"), (15, "E103"), (16, "E221"), (20, "E103")]
+    assert got == [(10, "E220"), (11, "E221"), (14, "E103"), (15, "E103"), (16, "E221"),
+                   (20, "E103"), (20, "E103")]
 
 
 def test_hints_for_yaml_surprises(write_matrix: Any) -> None:
