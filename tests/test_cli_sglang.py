@@ -204,6 +204,10 @@ def test_axes_sglang_does_not_read_are_named() -> None:
     code, out, _ = cli("select", "sglang_attention", "--sm", "90", "--model", "llama", "--head-dim", "64")
     assert code == 0
     assert out.splitlines()[-1] == "  not read by SGLang's resolution: head_dim"
+    # an axis given by an engine's word for it (vLLM's vllm_kv_cache_dtype) too
+    _code, out, _ = cli("select", "sglang_attention", "--sm", "90", "--model", "llama",
+                        "--vllm-kv-cache-dtype", "fp8")
+    assert out.splitlines()[-1] == "  not read by SGLang's resolution: kv_cache_dtype"
 
 
 @pytest.mark.parametrize(("argv", "words"), [

@@ -110,7 +110,8 @@ def prepare(
     derived = set(matrix.derived)
     ignored = tuple(name for name in query_axes
                     if name not in _READ and name != release_axis and name not in derived
-                    and getattr(args, f"axis_{name}", None) is not None)
+                    and any(getattr(args, f"axis_{given}", None) is not None
+                            for given in (name, *matrix.axes[name].aliases)))
     shown = release(matrix, sglang.ENGINE, version) if sglang.ENGINE in matrix.releases else None
     return SGLangAsk(model, label, arguments, shown, ignored)
 
