@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import argparse
 import re
-from dataclasses import asdict
 
+from capmatrix._record import replace
 from capmatrix.engine import sglang
 from capmatrix.engine.hf import read_hf_config
 from capmatrix.errors import InvalidArgument, InvalidQuery, UnknownName, echo
@@ -151,7 +151,7 @@ def _model(args: argparse.Namespace, matrix: Matrix,
     flags = {field: query_axes[axis] for axis, field in _FLAG_AXES.items()
              if getattr(args, f"axis_{axis}", None) is not None}
     if flags:
-        model = sglang.SGLangModel(**{**asdict(model), **flags})
+        model = replace(model, **flags)
     return model, label
 
 
@@ -245,5 +245,12 @@ def answer_dict(ask: SGLangAsk, sm: int, got: sglang.Resolved) -> dict[str, obje
     return {"role": sglang.ROLE, "kernel": winner(got),
             "verdict": "unsupported" if got.refused is not None else "supported",
             "engine": sglang.ENGINE, "version": ask.version, "sm": sm,
-            "model": asdict(ask.model), "arguments": dict(ask.arguments),
-            "sglang": asdict(got), "ignored": list(ask.ignored)}
+            "model": _as_dict(ask.model), "arguments": dict(ask.arguments),
+            "sglang": {**_as_dict(got), "refused": None if got.refused is None else _as_dict(got.refused)},
+            "ignored": list(ask.ignored)}
+
+
+def _as_dict(value: sglang.SGLangModel | sglang.Resolved | sglang.Refusal) -> dict[str, object]:
+    """A record's fields by name, in order (``dataclasses.asdict`` would import dataclasses)."""
+    names: tuple[str, ...] = type(value).__slots__  # type: ignore[union-attr] # a record's: its fields
+    return {name: getattr(value, name) for name in names}

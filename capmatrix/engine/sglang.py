@@ -18,17 +18,17 @@ and SGLang's text.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from capmatrix._answers import ReasonKind
 from capmatrix._default import _resolver
+from capmatrix._record import record
 from capmatrix.errors import InvalidArgument
 from capmatrix.matrix import Matrix
 from capmatrix.model import Effect
 from capmatrix.query import KernelQuery
 from capmatrix.releases import release
 
+TYPE_CHECKING = False  # not typing's: a command line that asks SGLang imports this module
 if TYPE_CHECKING:
     from capmatrix.model import AxisValue
     from capmatrix.resolver import Resolver
@@ -126,7 +126,7 @@ _GDN_ALLOWED = {"sm12x": "{'flashinfer', 'triton', 'trtllm_mha'}",
                 "sm10x_11x": "{'fa4', 'flashinfer', 'triton', 'trtllm_mha'}"}
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SGLangModel:
     """What SGLang's resolution reads of a model: its architecture name and a few flags of its config.
 
@@ -189,7 +189,7 @@ def model_from_hf_config(config: Mapping[str, object]) -> SGLangModel:
         swa_pattern=config.get("sliding_window_pattern") is not None)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Refusal:
     """Where and why SGLang refuses: ``stage`` (``server_args`` or ``engine_start``), its text, the rule."""
 
@@ -198,7 +198,7 @@ class Refusal:
     rule: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Resolved:
     """SGLang's resolved values (as ``resolution_result`` reads them), or its refusal.
 
