@@ -227,6 +227,72 @@ class _Semantics(_Values):
 
     # -- kernels and rules ---------------------------------------------------------------------
 
+    def _region(
+        self, region: dict[str, Any], smap: _yaml.SourceMap, rpath: tuple[str | int, ...],
+        axes: dict[str, Axis], effect: Effect, *, skip: tuple[tuple[str | int, ...], ...] = (),
+    ) -> tuple[dict[str, Condition], dict[str, Condition]]:
+        """A rule's region: its conditions on axes and on derived axes, each name and value checked.
+
+        ``skip``: paths of conditions not to read (a shape error lies in them).
+        """
+        conditions: dict[str, Condition] = {}
+        derived: dict[str, Condition] = {}
+        for axis_name, raw_cond in region.items():
+            cpath = (*rpath, axis_name)
+            if cpath in skip:
+                continue
+            axis = axes.get(axis_name)
+            if axis is None and axis_name in self.derived:
+                dcond = self._condition(self.derived[axis_name].axis, raw_cond, smap, cpath)
+                if dcond is not None:
+                    derived[axis_name] = dcond
+                continue
+            if axis is None:
+                self.fail(
+                    smap, cpath, f"unknown axis {echo(axis_name)}", key=True,
+                    hint=self.alias_hint(axis_name, list(axes), "axes"), code="E221",
+                )
+                continue
+            cond = self._condition(axis, raw_cond, smap, cpath, admit_none=effect is Effect.GRANT)
+            if cond is not None:
+                conditions[axis_name] = cond
+        return conditions, derived
+
+    def _broken_rule(
+        self, raw_rule: object, smap: _yaml.SourceMap, path: tuple[str | int, ...], axes: dict[str, Axis],
+        rule_ids: dict[str, Location],
+    ) -> None:
+        """A rule with a shape error is left out, but its sound parts are still checked (names, values, id).
+
+        So that one run reports every problem of the rule (a misspelt status and an unknown axis alike),
+        as ``capmatrix validate`` promises. A part is sound when no shape error lies in it or between it
+        and the rule (an error at the rule itself, a missing field say, leaves its regions readable: the
+        schema checks them on their own).
+        """
+        if not isinstance(raw_rule, dict):
+            return
+        bad = self.broken.get(smap.path, set())
+
+        def sound(sub: tuple[str | int, ...]) -> bool:
+            return not any(b[: len(sub)] == sub or (len(path) < len(b) < len(sub) and sub[: len(b)] == b)
+                           for b in bad)
+
+        rule_id = raw_rule.get("id")
+        if isinstance(rule_id, str) and sound((*path, "id")):
+            if rule_id in rule_ids:
+                self.fail(smap, (*path, "id"),
+                          f"rule id {echo(rule_id)} is already used at {rule_ids[rule_id]}",
+                          hint="rule ids are stable and unique across the matrix", code="E220")
+            else:
+                line, col = smap.locate(path)
+                rule_ids[rule_id] = Location(path=smap.path, line=line, column=col)
+        for effect in Effect:
+            rpath = (*path, str(effect))
+            region = raw_rule.get(str(effect))
+            if isinstance(region, dict) and rpath not in bad:
+                skip = tuple((*rpath, name) for name in region if not sound((*rpath, name)))
+                self._region(region, smap, rpath, axes, effect, skip=skip)
+
     def _kernel(
         self,
         name: str,
@@ -239,6 +305,7 @@ class _Semantics(_Values):
         for i, raw_rule in enumerate(raw["rules"]):
             path: tuple[str | int, ...] = ("kernels", name, "rules", i)
             if self.is_broken(smap, path):
+                self._broken_rule(raw_rule, smap, path, axes, rule_ids)
                 continue
             line, col = smap.locate(path)
             location = Location(path=smap.path, line=line, column=col)
@@ -251,27 +318,8 @@ class _Semantics(_Values):
                 )
             rule_ids[rule_id] = location
             effect = Effect.GRANT if "grant" in raw_rule else Effect.EXCLUDE
-            region = raw_rule[str(effect)]
-            conditions: dict[str, Condition] = {}
-            derived: dict[str, Condition] = {}
-            for axis_name, raw_cond in region.items():
-                cpath = (*path, str(effect), axis_name)
-                axis = axes.get(axis_name)
-                if axis is None and axis_name in self.derived:
-                    dcond = self._condition(self.derived[axis_name].axis, raw_cond, smap, cpath)
-                    if dcond is not None:
-                        derived[axis_name] = dcond
-                    continue
-                if axis is None:
-                    self.fail(
-                        smap, cpath, f"unknown axis {echo(axis_name)}", key=True,
-                        hint=self.alias_hint(axis_name, list(axes), "axes"), code="E221",
-                    )
-                    continue
-                cond = self._condition(axis, raw_cond, smap, cpath,
-                                       admit_none=effect is Effect.GRANT)
-                if cond is not None:
-                    conditions[axis_name] = cond
+            conditions, derived = self._region(raw_rule[str(effect)], smap, (*path, str(effect)), axes,
+                                               effect)
             released = self._release_condition(raw.get("engine"), raw_rule, smap, path)
             if released is not None:
                 self._add_release(conditions, released, smap, path)

@@ -110,6 +110,16 @@ roles:
 
 WriteMatrix = Callable[..., Path]
 
+#: The width the suite's answers are printed at. Answers wrap at $COLUMNS (capmatrix.cli._common.wrap);
+#: most tests read whole lines of an answer, so the suite pins a terminal wider than any of them, and
+#: the tests of the wrapping set their own.
+WIDE = "100000"
+
+
+@pytest.fixture(autouse=True)
+def _wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", WIDE)
+
 
 @pytest.fixture
 def write_matrix(tmp_path: Path) -> WriteMatrix:

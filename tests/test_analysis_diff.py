@@ -237,6 +237,32 @@ def test_union_space_answers_new_values_with_old_ranges(write_matrix: WriteMatri
     assert not any(r.changed for r in result.roles)
 
 
+def test_moving_a_bound_adds_no_values(write_matrix: WriteMatrix) -> None:
+    """Only a rule changed: the open sm axis's class representatives move with the cut, but the declared
+    universe is the same, so no "values added" (it said "axis sm: values added [125]")."""
+    old = capmatrix.load(write_matrix())
+    kernels = (Path(old.root) / "kernels/test.yaml").read_text()
+    assert 'grant: {sm: "[80, 120)"}' in kernels
+    new_root = Path(old.root).parent / "new"
+    shutil.copytree(old.root, new_root)
+    (new_root / "kernels/test.yaml").write_text(kernels.replace('"[80, 120)"', '"[80, 125)"'))
+    new = capmatrix.load(new_root)
+    sm_old, sm_new = old.axes["sm"], new.axes["sm"]
+    assert sm_old.known == sm_new.known
+    assert sm_old.values != sm_new.values  # the representatives differ: the case the note got wrong
+    _space, notes = union_space(old, new)
+    assert notes == ()
+    result = diff(old, new)
+    assert result.axes == ()
+    assert result.changed  # the rule's change is reported as the kernel's
+    assert "values added" not in render_diff_text(result)
+    # a value the YAML stops listing is a change of the universe, and said
+    (new_root / "axes.yaml").write_text((new_root / "axes.yaml").read_text().replace(
+        "values: [80, 90, 100, 103, 120, 121]", "values: [80, 100, 103, 120, 121]"))
+    _space, notes = union_space(old, capmatrix.load(new_root))
+    assert notes == ("axis sm: values removed [90]",)
+
+
 # --------------------------------------------------------------------------------------------------
 # Brute force
 

@@ -125,7 +125,7 @@ def test_help_width_is_shutils(columns: str | None, monkeypatch: pytest.MonkeyPa
     """The help wraps at the width ``shutil.get_terminal_size`` gives (argparse's own formatter's)."""
     import shutil
 
-    from capmatrix.cli._main import _columns
+    from capmatrix.cli._common import columns as _columns
 
     if columns is None:
         monkeypatch.delenv("COLUMNS", raising=False)

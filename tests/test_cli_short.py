@@ -111,11 +111,13 @@ def test_select_fits_and_gives_one_reason_per_candidate() -> None:
     lines = out.splitlines()
     assert len(lines) <= 15
     assert lines[0] == "trtllm_generation: fmha_v2"
-    assert lines[1:4] == [
+    values = lines.index("  query: sm=121")  # the values come after the candidates and their reasons
+    assert lines[values:values + 3] == [
         "  query: sm=121",
         "  model deepseek_v3: attention=mla dtype=bf16 kv_cache_dtype=bf16 head_dim=576 q_per_kv=128",
         "  role trtllm_generation: phase=generation",  # the role's own axis value, not the query's
     ]
+    assert lines[1].startswith("   trtllm_gen: unsupported; ")
     at = capmatrix.load().rule("trtllm_gen.mla_generation").location.line
     first = (f"trtllm_gen.mla_generation (capabilities/kernels/trtllm_gen.yaml:{at}) needs sm sm_100f "
              "(got 121)")
@@ -133,7 +135,7 @@ def test_select_names_later_candidates_that_would_also_serve() -> None:
     argv = ("select", "vllm_attention", "--sm", "90", "--model", "deepseek_v3")
     code, out, _ = cli(*argv)
     assert code == 0
-    assert out.splitlines()[-1] == "   would also serve: vllm_flashmla, vllm_triton_mla"
+    assert "   would also serve: vllm_flashmla, vllm_triton_mla" in out.splitlines()
     data = json.loads(cli(*argv, "--json")[1])
     assert data["kernel"] == "vllm_flash_attn_mla"
     assert data["alternatives"] == [
@@ -174,7 +176,7 @@ def test_a_candidate_no_rule_speaks_for(write_matrix: WriteMatrix) -> None:
     assert code == 0
     lines = out.splitlines()
     assert "   quiet: unsupported" in lines  # no rule applies and no grant comes close: nothing to cite
-    assert lines[-1] == "   would also serve: xqa"
+    assert "   would also serve: xqa" in lines
 
 
 def test_read_axes_and_the_selection_without_a_matrix() -> None:

@@ -354,3 +354,17 @@ def test_three_engines_on_deepseek_mla_at_sm120() -> None:
     trtllm = capmatrix.select("trtllm_generation", capmatrix.KernelQuery(
         sm=120, model="deepseek_v3", phase="generation", kv_cache_dtype="fp8", dtype="fp8"))
     assert trtllm.kernel == "xqa"  # TensorRT-LLM's dense MLA decode: XQA-MLA
+
+
+@pytest.mark.parametrize(("model", "forced"), [(GPT_OSS, None), (LLAMA, "flex_attention"), (OLMO2, None)])
+def test_a_device_below_the_modelled_checks_is_refused_by_name(
+    model: SGLangModel, forced: str | None,
+) -> None:
+    """SM75 lies below every check's grant (the record starts at 8.0): an InvalidArgument naming the
+    capability and the check, not a KeyError from a refusal without SGLang's text."""
+    with pytest.raises(InvalidArgument) as info:
+        resolve(capability=(7, 5), model=model, attention_backend=forced)
+    assert info.value.argument == "capability"
+    assert info.value.value == (7, 5)
+    assert "is modelled where sm >=80" in info.value.expected
+    assert resolve(capability=(8, 0), model=model, attention_backend=forced) is not None

@@ -723,7 +723,8 @@ ARG_TOKENS = st.one_of(
     st.sampled_from(["query", "select", "validate", "xqa", "fallback", "gen", "nope", "--sm", "--attention",
                      "--spec-dec", "--kv", "--beam", "--causal", "--model", "--json", "--matrix", "-h",
                      "--help", "120", "121", "abc", "*", "gqa", "mla", "true", "maybe", "llama", "--",
-                     "--sm=90", "-x", "", " ", "9" * 30]),
+                     "--sm=90", "-x", "", " ", "9" * 30, "--gpu", "all", "H100,B200", ",", "T4,",
+                     "sglang_attention", "deepseek_v3", "--sglang-topk", "--sglang-backend"]),
     st.text(alphabet=st.characters(blacklist_characters="/.\x00", blacklist_categories=["Cs"]), max_size=6),
 )
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import pytest
 
 import capmatrix
+from capmatrix.cli import run
 from capmatrix.loader import default_path, iter_problems
 from capmatrix.schema import schema
 
@@ -53,6 +55,10 @@ EXPECTED = [
     (6, 62, "E222", "False is not one of: none, one_model (axis 'spec_dec')"),
     (11, 21, "E104", "1.1 is not a condition"),
     (15, 9, "E002", "duplicate key 'status' (first defined on line 14)"),
+    # bad.three has shape errors (status, extra) and its region's names and values are still checked
+    (17, 23, "E222", "'sm_13x' is neither a family of 'sm' nor a range"),
+    (17, 37, "E223", "range '[4, 2]' is empty"),
+    (17, 55, "E222", "axis 'causal' is bool: use true or false, not 1"),
     (20, 17, "E103", "'maybe' is not one of"),
     (21, 9, "E101", "unknown key 'extra'"),
     (22, 13, "E220", "rule id 'bad.one' is already used"),
@@ -80,6 +86,82 @@ def test_every_problem_at_once_with_locations(write_matrix: Any) -> None:
     assert [str(p) for p in iter_problems(root)] == [str(e) for e in info.value.errors]
 
 
+SHAPE_AND_NAMES = """\
+kernels:
+  bad:
+    description: a rule with a schema error and name errors
+    rules:
+      - id: bad.first
+        grant: {smm: 90, attention: [mha, gqq]}
+        reason: r
+        source: s
+        status: verifed
+      - id: bad.first
+        grant: {sm: 90}
+        reason: r
+        source: s
+        status: untested
+      - id: bad.second
+        grant: {sm: 90, attention: [mha, 7]}
+        reason: r
+        source: s
+"""
+
+
+def test_a_rule_with_shape_and_name_errors_gets_all_of_them_in_one_run(write_matrix: Any) -> None:
+    """A misspelt status (schema) and an unknown axis and value (names) of one rule: one run reports all
+    of them (it reported the schema's alone, the names only once that was fixed); a broken rule's id
+    still counts for duplicates; a missing field leaves the rule's region to be checked."""
+    root = write_matrix({"kernels/bad.yaml": SHAPE_AND_NAMES})
+    problems = list(iter_problems(root))
+    first = f"{problems[0].path}:5"
+    assert [(p.line, p.column, p.code, p.message) for p in problems] == [
+        (6, 17, "E221", "unknown axis 'smm'"),
+        (6, 43, "E222", "'gqq' is not one of: mha, gqa, mla (axis 'attention')"),
+        (9, 17, "E103", ("'verifed' is not one of ['verified', 'derived', 'read_from_code', 'untested', "
+                        "'known_issue']")),
+        (10, 13, "E220", f"rule id 'bad.first' is already used at {first}"),
+        (15, 9, "E102", "'status' is a required property"),
+        (16, 42, "E222", "7 is not one of: mha, gqa, mla (axis 'attention')"),
+    ]
+    out, err = io.StringIO(), io.StringIO()
+    assert run(["validate", str(root)], out, err) == 2
+    assert err.getvalue().splitlines()[-1] == "capmatrix: 6 problems in 1 file"
+
+
+BROKEN_IDS = """\
+kernels:
+  bad:
+    description: broken rules whose ids are checked, or cannot be
+    rules:
+      - id: bad.kept
+        grant: {sm: 90}
+        reason: r
+        source: s
+        status: untested
+      - id: bad.kept
+        grant: {smm: 90}
+        reason: r
+        source: s
+        status: nope
+      - id: Not An Id
+        grant: {smm: 90}
+        reason: r
+        source: s
+        status: untested
+      - [not, a, rule]
+"""
+
+
+def test_broken_rules_ids_count_where_they_are_sound(write_matrix: Any) -> None:
+    """A broken rule's sound id is checked for duplicates; a malformed id is the shape's error alone (and
+    its region still checked); a rule that is no mapping is the shape's error alone."""
+    root = write_matrix({"kernels/bad.yaml": BROKEN_IDS})
+    got = [(p.line, p.code) for p in iter_problems(root) if p.path.endswith("bad.yaml")]
+    assert got == [(10, "E220"), (11, "E221"), (14, "E103"), (15, "E103"), (16, "E221"),
+                   (20, "E103"), (20, "E103")]
+
+
 def test_hints_for_yaml_surprises(write_matrix: Any) -> None:
     root = write_matrix({"kernels/bad.yaml": BROKEN})
     problems = {(p.line, p.column): p for p in iter_problems(root)}
@@ -97,7 +179,7 @@ def test_rendered_error_uses_compiler_format(write_matrix: Any) -> None:
         "kernels/bad.yaml:6:46: kernels.bad.rules[0].grant.attention[1]: 'gqq' is not one of: "
         "mha, gqa, mla (axis 'attention') (did you mean 'gqa'?)"
     )
-    assert text.splitlines()[-1] == "capmatrix: 13 problems in 1 file"
+    assert text.splitlines()[-1] == "capmatrix: 16 problems in 1 file"
 
 
 @pytest.mark.parametrize(

@@ -276,6 +276,39 @@ def test_cli_hf_config_with_select(tmp_path: Path) -> None:
     assert json.loads(out)["kernel"]
 
 
+@pytest.mark.parametrize(("model", "sm"), [("deepseek_v3_2", "120"), ("deepseek_v3", "100"),
+                                         ("llama3_1_8b", "90"), ("gpt_oss_120b", "100")])
+def test_cli_hf_config_gives_vllm_its_own_kv_default(
+    tmp_path: Path, matrix: Matrix, model: str, sm: str,
+) -> None:
+    """``select vllm_attention --hf-config`` asks vLLM with its KV default, ``auto``, as ``--model`` does
+    (it gave the model dtype: DeepSeek-V3.2 on SM120 had no supported candidate); a TensorRT-LLM role
+    keeps the model dtype."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(dict(matrix.models[model].hf_config or {})), encoding="utf-8")
+    _code, out, err = cli("select", "vllm_attention", "--sm", sm, "--hf-config", str(path), "--json")
+    from_config = json.loads(out)
+    assert from_config["trace"][-1]["query"]["kv_cache_dtype"] == "auto", err
+    _code, out, _ = cli("select", "vllm_attention", "--sm", sm, "--model", model, "--json")
+    assert from_config["kernel"] == json.loads(out)["kernel"] is not None
+    _code, out, _ = cli("select", "trtllm_generation", "--sm", sm, "--hf-config", str(path), "--json")
+    assert json.loads(out)["trace"][-1]["query"]["kv_cache_dtype"] == "bf16"
+    # per GPU too: the config answers as the model does on every GPU
+    _code, out, _ = cli("select", "vllm_attention", "--gpu", "all", "--hf-config", str(path), "--json")
+    _code, by_model, _ = cli("select", "vllm_attention", "--gpu", "all", "--model", model, "--json")
+    kernels = [row["kernel"] for row in json.loads(out)["gpus"]]
+    assert kernels == [row["kernel"] for row in json.loads(by_model)["gpus"]]
+
+
+def test_query_from_hf_config_words_the_kv_default_as_the_engine() -> None:
+    config = {"model_type": "llama", "num_attention_heads": 32, "num_key_value_heads": 8,
+              "hidden_size": 4096, "torch_dtype": "bfloat16"}
+    assert query_from_hf_config(config, "vllm_attention").axes["kv_cache_dtype"] == "auto"
+    assert query_from_hf_config(config, "vllm_flash_attn").axes["kv_cache_dtype"] == "auto"
+    assert query_from_hf_config(config, "xqa").axes["kv_cache_dtype"] == "bf16"
+    assert query_from_hf_config(config).axes["kv_cache_dtype"] == "bf16"
+
+
 def test_cli_hf_config_bad_json_names_the_place(tmp_path: Path) -> None:
     path = tmp_path / "config.json"
     path.write_text('{\n  "model_type": "llama",\n  "num_attention_heads": 32,,\n}\n',

@@ -184,6 +184,11 @@ def _merge_axis(old: Axis | None, new: Axis | None) -> Axis:
     return with_values(base, values)
 
 
+def _declares(axis: Axis, value: AxisValue) -> bool:
+    """Whether the YAML of ``axis`` lists ``value`` (of the same type: ``True`` is not ``1``)."""
+    return any(v == value and type(v) is type(value) for v in axis.known)
+
+
 def union_space(old: Matrix, new: Matrix) -> tuple[Space, tuple[str, ...]]:
     """One space for both matrices, and a description of each universe change."""
     names = list(new.axes) + [n for n in old.axes if n not in new.axes]
@@ -199,8 +204,10 @@ def union_space(old: Matrix, new: Matrix) -> tuple[Space, tuple[str, ...]]:
         else:
             if a.type is not b.type:
                 notes.append(f"axis {name}: type {a.type} -> {b.type}")
-            added = [v for v in b.values if a.index(v) is None]
-            removed = [v for v in a.values if b.index(v) is None]
+            # The declared universe (the values the YAML lists): an open int axis's class representatives
+            # follow the rules' cuts, so they differ whenever a rule moves a bound, and are no values added.
+            added = [v for v in b.known if not _declares(a, v)]
+            removed = [v for v in a.known if not _declares(b, v)]
             if added:
                 notes.append(f"axis {name}: values added {added}")
             if removed:

@@ -6,6 +6,8 @@ import argparse
 import contextvars
 import os
 import re
+import sys
+import textwrap
 from pathlib import Path
 
 from capmatrix._record import record
@@ -52,12 +54,14 @@ __all__ = [
     "axis_option_clashes",
     "brief_load_errors",
     "choose_matrix",
+    "columns",
     "forget_matrix_choice",
     "gpu_sm",
     "load_matrix",
     "prescan",
     "print_json",
     "query_from_args",
+    "wrap",
 ]
 
 EXIT_OK, EXIT_FAIL, EXIT_ERROR, EXIT_DEPENDS = 0, 1, 2, 3
@@ -393,8 +397,13 @@ def engine_versions(args: argparse.Namespace, matrix: Matrix) -> dict[str, str]:
     return out
 
 
-def query_from_args(args: argparse.Namespace, matrix: Matrix, kernel: str | None) -> KernelQuery:
-    """Build a KernelQuery from the parsed ``--<axis>`` options of ``matrix``'s axes."""
+def query_from_args(args: argparse.Namespace, matrix: Matrix, kernel: str | None, *,
+                    role: str | None = None) -> KernelQuery:
+    """Build a KernelQuery from the parsed ``--<axis>`` options of ``matrix``'s axes.
+
+    ``role``: the role ``select`` asks (the kernel's or role's engine words what ``--hf-config`` leaves
+    to the engine's default: vLLM's KV cache ``auto``, not the model dtype).
+    """
     axes = {}
     for axis in matrix.axes.values():
         for name in (axis.name, *axis.aliases):
@@ -423,7 +432,7 @@ def query_from_args(args: argparse.Namespace, matrix: Matrix, kernel: str | None
     if config_path is None:
         return KernelQuery(kernel, model=args.model, **axes)
     derived = query_from_hf_config(
-        read_hf_config(config_path), kernel, matrix=matrix, model=args.model
+        read_hf_config(config_path), kernel if kernel is not None else role, matrix=matrix, model=args.model
     )
     return KernelQuery(kernel, model=derived.model, **{**derived.axes, **axes})
 
@@ -438,13 +447,65 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--gpu", metavar="NAME",
         help="a GPU by name (H100, B200, RTX 5090, DGX Spark, ...; `capmatrix list gpus`): its SM is "
-             "the query's --sm",
+             "the query's --sm; `all` or a comma list (H100,B200) answers per GPU, grouped where they agree",
     )
     parser.add_argument(
         "--hf-config", metavar="PATH",
         help="a Hugging Face config.json: attention, head_dim, q_per_kv, dtype and sliding_window "
              "come from it (a nested text_config too); --<axis> options still win",
     )
+
+
+def columns() -> int:
+    """The width answers wrap at: ``$COLUMNS``, else the terminal's (stdout's), else 80.
+
+    Read as ``shutil.get_terminal_size`` reads it, without importing ``shutil``.
+    """
+    try:
+        width = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        width = 0
+    if width <= 0:
+        try:
+            width = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            width = 0
+    return width or 80
+
+
+#: What a line of an answer may start with (after its indentation): a reason's or a candidate's mark.
+#: A wrapped line goes on under the text after the mark.
+_MARK = re.compile(r"(?:=>|[-+x~!]) ")
+#: A line that names what follows (``query: ``, ``model llama: ``, ``axis defaults: ``).
+_LABEL = re.compile(r"[^:]{1,40}: ")
+#: The narrowest width text is wrapped at (below it, lines would hold a word or two).
+_MIN_WIDTH = 40
+
+
+def wrap(text: str, width: int) -> str:
+    """``text`` with each line longer than ``width`` wrapped at spaces, never inside a word.
+
+    A continuation is indented under the text after the line's mark (``+ ``, ``x ``, ``=> ``), else
+    four columns deeper than the line; a word longer than the width stays whole, on a line of its own.
+    """
+    width = max(width, _MIN_WIDTH)
+    out: list[str] = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            out.append(line)
+            continue
+        body = line.lstrip(" ")
+        indent = len(line) - len(body)
+        mark = _MARK.match(body)
+        if mark is not None:
+            deeper = indent + len(mark.group(0))
+        elif _LABEL.match(body):
+            deeper = indent + 4
+        else:
+            deeper = indent + 2
+        out.extend(textwrap.wrap(body, width, initial_indent=" " * indent, subsequent_indent=" " * deeper,
+                                 break_long_words=False, break_on_hyphens=False) or [line])
+    return "\n".join(out)
 
 
 def print_json(data: object, out: TextIO, *, indent: int = 2) -> None:

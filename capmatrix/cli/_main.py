@@ -8,10 +8,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
-import os
 import sys
 
-from capmatrix.cli._common import EXIT_ERROR, EXIT_OK, brief_load_errors, forget_matrix_choice
+from capmatrix.cli._common import EXIT_ERROR, EXIT_OK, brief_load_errors, columns, forget_matrix_choice
 from capmatrix.errors import CapabilityErrors, CapmatrixError
 
 TYPE_CHECKING = False  # not typing's: every command would import it for annotations only
@@ -119,21 +118,7 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
     def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
                  width: int | None = None) -> None:
         super().__init__(prog, indent_increment, max_help_position,
-                         _columns() - 2 if width is None else width)
-
-
-def _columns() -> int:
-    """The terminal's columns as ``shutil.get_terminal_size`` reads them: $COLUMNS, stdout's, else 80."""
-    try:
-        columns = int(os.environ["COLUMNS"])
-    except (KeyError, ValueError):
-        columns = 0
-    if columns <= 0:
-        try:
-            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
-        except (AttributeError, ValueError, OSError):
-            columns = 0
-    return columns or 80
+                         columns() - 2 if width is None else width)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from capmatrix._default import derived_values, resolve, select, suggest
+from capmatrix.cli import _per_gpu, _sglang
 from capmatrix.cli._common import (
     EXIT_DEPENDS,
     EXIT_ERROR,
@@ -18,11 +19,13 @@ from capmatrix.cli._common import (
     announce_matrix,
     axis_option_clashes,
     choose_matrix,
+    columns,
     print_json,
     query_from_args,
+    wrap,
 )
 from capmatrix.cli._github import problem_annotation
-from capmatrix.errors import CapabilityErrors
+from capmatrix.errors import CapabilityErrors, InvalidQuery
 from capmatrix.loader import load
 from capmatrix.model import format_value
 from capmatrix.resolver import CLOSEST_GRANTS, OriginKind, ReasonKind, Verdict
@@ -33,6 +36,7 @@ if TYPE_CHECKING:
     from typing import TextIO
 
     from capmatrix._suggest import Suggestion
+    from capmatrix.engine.sglang import Resolved
     from capmatrix.errors import CapabilityError
     from capmatrix.matrix import Matrix
     from capmatrix.resolver import Origin, Reason, Resolution, Selection
@@ -78,14 +82,23 @@ SHORT_REASON = 320
 CANDIDATE_REASON = 160
 
 
-def read_axes(matrix: Matrix, kernels: Iterable[str]) -> frozenset[str]:
-    """The axes some rule of ``kernels`` reads: the only axis defaults an answer about them shows."""
+def read_axes(matrix: Matrix, kernels: Iterable[str],
+              deciding: Iterable[Reason] | None = None) -> frozenset[str]:
+    """The axes some rule of ``kernels`` reads: the only axis defaults an answer about them shows.
+
+    ``deciding``: the reasons the answer shows; an environment axis (an engine's build or installation,
+    ``vllm_fa3_built``) is then kept only where one of their rules reads it.
+    """
     read: set[str] = set()
     for name in kernels:
         kernel = matrix.kernels.get(name)
         if kernel is not None:
             for rule in kernel.rules:
                 read.update(rule.conditions)
+    if deciding is not None:
+        rules = {rule.id: rule for rule in matrix.rules}
+        decide = {axis for r in deciding if r.rule_id in rules for axis in rules[r.rule_id].conditions}
+        read = {a for a in read if a in decide or not (a in matrix.axes and matrix.axes[a].environment)}
     return frozenset(read)
 
 
@@ -120,16 +133,23 @@ def format_resolution(resolution: Resolution, reasons: Sequence[Reason] | None =
 
     ``shown_defaults``: the axes whose defaults are worth printing (:func:`read_axes`); None prints all.
     """
-    lines = [f"{resolution.kernel}: {resolution.verdict}", *_values_lines(resolution, shown_defaults)]
+    lines = [f"{resolution.kernel}: {resolution.verdict}"]
     why = [r for r in (resolution.reasons if reasons is None else reasons) if r.kind in _MARKS]
     if why:
         lines.append("  why:")
         lines.extend(f"    {_MARKS[r.kind]} {r.message}" for r in why)
+    lines.extend(_values_lines(resolution, shown_defaults))
     return "\n".join(lines)
 
 
 def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 4].rstrip() + " ..."
+    """``text`` within ``limit`` characters, cut after a whole word (``...`` says where)."""
+    if len(text) <= limit:
+        return text
+    kept = text[: limit - 3]
+    if text[limit - 3] != " " and " " in kept:
+        kept = kept.rsplit(" ", 1)[0]  # never inside a word
+    return kept.rstrip() + " ..."
 
 
 def _near_misses(reasons: Sequence[Reason]) -> list[tuple[str, list[Reason]]]:
@@ -176,7 +196,7 @@ def format_short(resolution: Resolution, reasons: Sequence[Reason], suggestions:
     ``grants``: how many grants the kernel has, so that the ones not shown are counted (None: count
     only the near misses among ``reasons``).
     """
-    lines = [f"{resolution.kernel}: {resolution.verdict}", *_values_lines(resolution, shown_defaults)]
+    lines = [f"{resolution.kernel}: {resolution.verdict}"]
     decided = _deciding(resolution, reasons, SHORT_REASON)
     if decided:
         lines.append("  decided by:")
@@ -195,6 +215,7 @@ def format_short(resolution: Resolution, reasons: Sequence[Reason], suggestions:
         if more > 0:
             lines.append(f"    ... and {more} other grant{'s' if more > 1 else ''} (--explain lists "
                          "them, closest first; --closest K sets how many)")
+    lines.extend(_values_lines(resolution, shown_defaults))
     if resolution.verdict is not Verdict.SUPPORTED:
         lines.extend(_would_work(suggestions, vary=vary, limit=SHOWN_SHORT_SUGGESTIONS))
     return "\n".join(lines)
@@ -265,6 +286,10 @@ def _add_explain_option(parser: argparse.ArgumentParser) -> None:
 def cmd_query(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextIO) -> int:
     """Resolve one query; exit 0 supported, 1 unsupported, 3 depends."""
     announce_matrix(choose_matrix(args.matrix), err, matrix)
+    gpus = _per_gpu.gpus_asked(args, matrix)
+    if gpus is not None:
+        return _print_per_gpu(args, _per_gpu.answer_per_gpu(
+            args, gpus, args.kernel, lambda asked: _verdict_of(asked, matrix)), out)
     query = query_from_args(args, matrix, args.kernel)
     resolution = resolve(query, matrix)
     found = suggest(query, matrix, args.vary)
@@ -273,7 +298,7 @@ def cmd_query(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextIO
         print_json({**resolution.as_dict(), "reasons": [r.as_dict() for r in reasons],
                     "suggestions": [s.as_dict() for s in found]}, out)
     else:
-        shown_defaults = read_axes(matrix, [resolution.kernel])
+        shown_defaults = read_axes(matrix, [resolution.kernel], reasons)
         if args.explain:
             text = format_resolution(resolution, reasons, shown_defaults=shown_defaults)
             if resolution.verdict is not Verdict.SUPPORTED:
@@ -281,10 +306,33 @@ def cmd_query(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextIO
         else:
             text = format_short(resolution, reasons, found, shown_defaults=shown_defaults,
                                 vary=bool(args.vary), grants=len(matrix.kernels[resolution.kernel].grants))
-        out.write(text + "\n")
+        out.write(wrap(text, columns()) + "\n")
     return {Verdict.SUPPORTED: EXIT_OK, Verdict.UNSUPPORTED: EXIT_FAIL}.get(
         resolution.verdict, EXIT_DEPENDS
     )
+
+
+def _exit_status(verdict: Verdict) -> int:
+    return {Verdict.SUPPORTED: EXIT_OK, Verdict.UNSUPPORTED: EXIT_FAIL}.get(verdict, EXIT_DEPENDS)
+
+
+def _verdict_of(args: argparse.Namespace, matrix: Matrix) -> tuple[str, int, dict[str, object]]:
+    """One GPU's verdict for ``query`` (the ``--gpu all`` table) and the rules that decided it."""
+    resolution = resolve(query_from_args(args, matrix, args.kernel), matrix)
+    if resolution.verdict is Verdict.SUPPORTED:
+        decided = [r.rule_id for r in resolution.reasons if r.kind is ReasonKind.GRANT and r.rule_id]
+    else:
+        decided = [r.rule_id for r in resolution.reasons if r.kind is ReasonKind.EXCLUDE and r.rule_id]
+    answer = str(resolution.verdict) + (f" ({', '.join(decided)})" if decided else "")
+    return answer, _exit_status(resolution.verdict), {"verdict": str(resolution.verdict), "rules": decided}
+
+
+def _print_per_gpu(args: argparse.Namespace, table: _per_gpu.PerGPU, out: TextIO) -> int:
+    if args.json:
+        print_json(table.as_dict(), out)
+    else:
+        out.write(wrap(table.text(), columns()) + "\n")
+    return table.status
 
 
 def configure_select(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Matrix:
@@ -381,14 +429,6 @@ def format_selection(selection: Selection, also: Sequence[Resolution] = (), *,
     Short (the default): one line per candidate with its deciding reason; ``explain``: every reason.
     """
     lines = [_selection_head(selection)]
-    if selection.trace:
-        kernels = [r.kernel for r in (*selection.trace, *also)]
-        shown = read_axes(matrix, kernels) if matrix is not None else None
-        pinned = None
-        if matrix is not None:
-            pinned = (selection.role, [a for a in matrix.roles[selection.role].axes
-                                       if a not in selection.query.axes])
-        lines.extend(_values_lines(selection.trace[-1], shown, pinned))
     for resolution in selection.trace:
         mark = "=>" if resolution.kernel == selection.kernel else "  "
         if not explain:
@@ -400,23 +440,84 @@ def format_selection(selection: Selection, also: Sequence[Resolution] = (), *,
                      and not line.startswith("  model") and not line.startswith("  axis"))
     if also:
         lines.append(f"   would also serve: {', '.join(r.kernel for r in also)}")
+    if selection.trace:  # the values asked with, after the answer and its reasons
+        kernels = [r.kernel for r in (*selection.trace, *also)]
+        deciding = [reason for r in selection.trace for reason in r.reasons]
+        shown = read_axes(matrix, kernels, deciding) if matrix is not None else None
+        pinned = None
+        if matrix is not None:
+            pinned = (selection.role, [a for a in matrix.roles[selection.role].axes
+                                       if a not in selection.query.axes])
+        lines.extend(_values_lines(selection.trace[-1], shown, pinned))
     return "\n".join(lines)
 
 
 def cmd_select(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextIO) -> int:
     """Select a kernel for a role; exit 0 when one is supported, 1 when none, 3 when it depends."""
     announce_matrix(choose_matrix(args.matrix), err, matrix)
-    query = query_from_args(args, matrix, None)
+    gpus = _per_gpu.gpus_asked(args, matrix)
+    if gpus is not None:
+        return _print_per_gpu(args, _per_gpu.answer_per_gpu(
+            args, gpus, args.role, lambda asked: _winner_of(asked, matrix)), out)
+    if _sglang.serves(args.role, matrix):
+        return _select_sglang(args, matrix, out)
+    query = query_from_args(args, matrix, None, role=args.role)
     selection = select(args.role, query, matrix)
     also = alternatives(selection, matrix)
     if args.json:
         print_json({**selection.as_dict(),
                     "alternatives": [{"kernel": r.kernel, "rules": list(r.rules)} for r in also]}, out)
     else:
-        out.write(format_selection(selection, also, matrix=matrix, explain=args.explain) + "\n")
+        out.write(wrap(format_selection(selection, also, matrix=matrix, explain=args.explain), columns())
+                  + "\n")
     return {Verdict.SUPPORTED: EXIT_OK, Verdict.UNSUPPORTED: EXIT_FAIL}.get(
         selection.verdict, EXIT_DEPENDS
     )
+
+
+def _winner_of(args: argparse.Namespace, matrix: Matrix) -> tuple[str, int, dict[str, object]]:
+    """One GPU's winner of ``select`` (the ``--gpu all`` table), or why there is none."""
+    if _sglang.serves(args.role, matrix):
+        try:
+            ask, sm, got = _ask_sglang(args, matrix)
+        except _sglang.Unmodelled as exc:  # one GPU the matrix does not model SGLang on: said on its row
+            return f"not modelled: {exc}", EXIT_DEPENDS, {"kernel": None, "verdict": None,
+                                                          "error": str(exc)}
+        kernel = _sglang.winner(got)
+        if got.refused is None:
+            answer = str(kernel)
+        else:
+            refused = got.refused
+            answer = f"no supported candidate: SGLang refuses at {refused.stage}: {refused.text.strip()}"
+        data = _sglang.answer_dict(ask, sm, got)
+        return answer, EXIT_FAIL if kernel is None else EXIT_OK, {
+            "kernel": kernel, "verdict": data["verdict"], "sglang": data["sglang"]}
+    selection = select(args.role, query_from_args(args, matrix, None, role=args.role), matrix)
+    answer = selection.kernel or _selection_head(selection).split(": ", 1)[1]
+    return answer, _exit_status(selection.verdict), {"kernel": selection.kernel,
+                                                     "verdict": str(selection.verdict)}
+
+
+def _ask_sglang(args: argparse.Namespace, matrix: Matrix) -> tuple[_sglang.SGLangAsk, int, Resolved]:
+    # SGLang's topk is a number, which the axis's words (unset, one, many) do not carry: read apart.
+    plain = argparse.Namespace(**{**vars(args), "axis_sglang_topk": None})
+    query = query_from_args(plain, matrix, None)
+    sm = query.axes.get("sm")
+    if not isinstance(sm, int) or isinstance(sm, bool):
+        raise InvalidQuery(f"select {args.role} asks SGLang about one device: give --gpu NAME (or all) or "
+                           "--sm SM")
+    ask = _sglang.prepare(args, matrix, query.axes)
+    return ask, sm, _sglang.resolve_at(ask, sm, matrix)
+
+
+def _select_sglang(args: argparse.Namespace, matrix: Matrix, out: TextIO) -> int:
+    """``select sglang_attention``: SGLang's whole resolution (:mod:`capmatrix.cli._sglang`)."""
+    ask, sm, got = _ask_sglang(args, matrix)
+    if args.json:
+        print_json(_sglang.answer_dict(ask, sm, got), out)
+    else:
+        out.write(wrap(_sglang.format_answer(ask, sm, got, matrix, explain=args.explain), columns()) + "\n")
+    return EXIT_FAIL if got.refused is not None else EXIT_OK
 
 
 def configure_validate(parser: argparse.ArgumentParser, _argv: Sequence[str]) -> None:

@@ -270,10 +270,20 @@ class _Pipeline:
         return value
 
 
+class _Unmodelled(Exception):
+    """A gate refuses with no SGLang text: its grants do not cover the query (below SM80, say)."""
+
+    def __init__(self, rule: str) -> None:
+        super().__init__(rule)
+        self.rule = rule
+
+
 def _refuse(rule: str | None, **fields: object) -> None:
     if rule is None:
         return
     key = rule if rule in _TEXTS else rule.rsplit(".", 1)[0]
+    if key not in _TEXTS and f"{rule}/{fields.get('phase')}" not in _TEXTS:
+        raise _Unmodelled(rule)
     if rule == "sglang_trtllm_mha.sm":
         key = f"{rule}/{fields['phase']}"
     raise _Refused(rule, _TEXTS[key].format(**fields))
@@ -341,13 +351,19 @@ def resolve(
     state = _State(model, sm, kv_cache_dtype, page_size, attention_backend, prefill_attention_backend,
                    decode_attention_backend, speculative_algorithm, speculative_eagle_topk)
     try:
-        state.resolve_arguments(run)
-    except _Refused as refusal:
-        return Resolved(refused=Refusal("server_args", refusal.text, refusal.rule))
-    try:
-        state.engine_start(run)
-    except _Refused as refusal:
-        return state.resolved(Refusal("engine_start", refusal.text, refusal.rule))
+        try:
+            state.resolve_arguments(run)
+        except _Refused as refusal:
+            return Resolved(refused=Refusal("server_args", refusal.text, refusal.rule))
+        try:
+            state.engine_start(run)
+        except _Refused as refusal:
+            return state.resolved(Refusal("engine_start", refusal.text, refusal.rule))
+    except _Unmodelled as unmodelled:
+        granted = " or ".join(r.describe_region() for r in resolver.matrix.kernels[
+            unmodelled.rule.split(".", 1)[0]].grants)
+        raise InvalidArgument("capability", capability, f"a device the matrix models SGLang on: the check "
+                              f"{unmodelled.rule.split('.', 1)[0]} is modelled where {granted}") from None
     return state.resolved(None)
 
 
