@@ -274,12 +274,17 @@ def _fi_xqa_cases() -> list[Case]:
 #: Follow-up of 2026-12-05 (issue 46, "Kernel evidence settled"), appended after the first grids so that
 #: their indices stay: Triton unified attention's fp32 2D launch at heads 512/576 with Triton's fp32 dot
 #: forced to IEEE (``fp32_dot: ieee``, TRITON_F32_DEFAULT=ieee in the worker's environment; vLLM sets
-#: nothing, so its fp32 is the default TF32, the first grid's fp32 cases at heads 512/576 re-run as they are: TUA_RERUN).
+#: nothing, so its fp32 is the default TF32: the first grid's fp32 cases at heads 512/576 re-run as they
+#: are, TUA_RERUN).
 TUA_FOLLOW_UP: tuple[dict[str, Any], ...] = tuple(
     {"dtype": "fp32", "kv": kv, "head": head, "mode": mode, "fp32_dot": "ieee"}
     for head, kv, mode in itertools.product((512, 576), ("model", "fp8"), ("prefill", "decode"))
 )
-#: The first grid's cases the follow-up re-runs unchanged (fp32, heads 512/576, decode and prefill, both caches).
+#: The date the follow-up cases were written (``follow_up`` in each such case; the recorded evidence files
+#: hold the first grids only).
+FOLLOW_UP = "2026-12-05"
+#: The first grid's cases the follow-up re-runs unchanged (fp32, heads 512/576, decode and prefill, both
+#: caches).
 TUA_RERUN = (234, 236, 237, 239, 282, 284, 285, 287)
 #: vLLM 0.33.0's cache block sizes for FLEX_ATTENTION cases (``opts: vllm``): BLOCK_N is the block size.
 FLEX_VLLM_HEADS = (32, 64, 128, 192, 256, 512, 576)
@@ -301,8 +306,10 @@ def _flex_follow_up() -> list[Case]:
     for dtype, head in itertools.product(("fp16", "bf16", "fp32"), (512, 576)):
         out.append(_case("flex_attention", dtype=dtype, head=head, mode="prefill", block=64, **vllm))
     for dtype, head, mode in itertools.product(("fp16", "bf16", "fp32"), (16,), MODES):
-        for var in ({"group": 4}, {"group": 1}):
-            out.append(_case("flex_attention", dtype=dtype, head=head, mode=mode, block=0, kv_heads=2, **var))
+        out.extend(
+            _case("flex_attention", dtype=dtype, head=head, mode=mode, block=0, kv_heads=2, **var)
+            for var in ({"group": 4}, {"group": 1})
+        )
     for dtype, head, mode in itertools.product(("fp16", "bf16", "fp32"), FLEX_VLLM_HEADS, MODES):
         if mode == "prefill" and (head in (512, 576) or (dtype, head) == ("fp32", 192)):
             continue  # first above
@@ -323,11 +330,11 @@ def cases(family: str) -> list[Case]:
     if family in {"triton_unified_attention", "flash_attn_3"}:
         grid = _paged_cases(family)
         if family == "triton_unified_attention":
-            grid += [_case(family, **kw) for kw in TUA_FOLLOW_UP]
+            grid += [_case(family, follow_up=FOLLOW_UP, **kw) for kw in TUA_FOLLOW_UP]
     elif family == "triton_mla_decode":
         grid = _mla_cases()
     elif family == "flex_attention":
-        grid = _flex_cases() + _flex_follow_up()
+        grid = _flex_cases() + [{**c, "follow_up": FOLLOW_UP} for c in _flex_follow_up()]
     elif family in {"flashinfer_fa2", "flashinfer_fa3"}:
         grid = _fi_prefill_cases(family)
     elif family == "flashinfer_xqa":
@@ -656,7 +663,7 @@ def run_fa3(case: Case) -> dict[str, Any]:
 def vllm_flex_kernel_options(
     dtype: torch.dtype, block_m: int, block_n: int, *, use_direct_build: bool, smem_optin: int
 ) -> dict[str, int | bool]:
-    """vLLM 0.33.0's get_kernel_options (vllm/v1/attention/backends/flex_attention.py:1398-1459), as is.
+    """The get_kernel_options of vLLM 0.33.0 (vllm/v1/attention/backends/flex_attention.py:1398-1459), as is.
 
     ``block_m``/``block_n`` are the block mask's BLOCK_SIZE: (q_block_size 16, the cache block size) on
     torch >= 2.9 with a paged cache, where ``use_direct_build`` holds (FlexAttentionMetadataBuilder,
