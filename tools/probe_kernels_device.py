@@ -45,7 +45,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     import torch
@@ -314,10 +314,16 @@ def _flex_follow_up() -> list[Case]:
         if mode == "prefill" and (head in (512, 576) or (dtype, head) == ("fp32", 192)):
             continue  # first above
         out.append(_case("flex_attention", dtype=dtype, head=head, mode=mode, block=16, **vllm))
+    features: tuple[dict[str, Any], ...] = (
+        {"window": WINDOW},
+        {"softcap": SOFTCAP},
+        {"group": 1},
+        {"group": 8, "kv_heads": 1},
+    )
     for head, mode, var in itertools.product(
         (128, 576),
         ("decode", "prefill"),
-        ({"window": WINDOW}, {"softcap": SOFTCAP}, {"group": 1}, {"group": 8, "kv_heads": 1}),
+        features,
     ):
         out.append(
             _case("flex_attention", dtype="bf16", head=head, mode=mode, block=16, **{**vllm, **var})
@@ -549,7 +555,7 @@ def run_triton_unified(case: Case) -> dict[str, Any]:
 
 def _fp32_dot() -> str:
     """Triton's input precision for a tl.dot of fp32 operands with none given (TRITON_F32_DEFAULT)."""
-    import triton  # noqa: PLC0415
+    import triton  # type: ignore[import-not-found]  # noqa: PLC0415
 
     knobs = getattr(triton, "knobs", None)
     value = getattr(getattr(knobs, "language", None), "fp32_default", None) if knobs else None
@@ -750,7 +756,7 @@ def run_flex(case: Case) -> dict[str, Any]:
         score_mod=score_mod if cap else None,
         enable_gqa=hq != hk,
         scale=d**-0.5,
-        **({"kernel_options": options} if options is not None else {}),
+        kernel_options=cast("Any", options),
     )
     torch.cuda.synchronize()
     pos = torch.arange(offset, kv, device=DEV)
@@ -928,7 +934,7 @@ def worker(family: str, case_file: Path, out_file: Path) -> int:
 
 def _environment() -> dict[str, Any]:
     import torch  # noqa: PLC0415
-    import triton  # type: ignore[import-not-found]  # noqa: PLC0415
+    import triton  # noqa: PLC0415
 
     props = torch.cuda.get_device_properties(0)
     extra: dict[str, Any] = {}
