@@ -96,7 +96,8 @@ def test_summary_counts_the_cases(evidence: dict[str, dict[str, Any]], name: str
     assert summary["cases"] == len(doc["cases"])
     assert summary["outcomes"] == dict(Counter(row["outcome"] for row in doc["cases"]))
     assert summary["off_axis_cases"] == len(doc["off_axis_cases"])
-    grid = {c["index"] for c in DEVICE.cases(doc["kernel"])}
+    # The follow-up cases (issue 46, written 2026-12-05, not run yet) are not in the recorded files.
+    grid = {c["index"] for c in DEVICE.cases(doc["kernel"]) if "follow_up" not in c}
     recorded = {row["index"] for row in doc["cases"] + doc["off_axis_cases"]}
     assert recorded | {row["index"] for row in summary["not_run"]} == grid
     assert not recorded & {row["index"] for row in summary["not_run"]}

@@ -45,7 +45,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     import torch
@@ -271,14 +271,76 @@ def _fi_xqa_cases() -> list[Case]:
     return out
 
 
+#: Follow-up of 2026-12-05 (issue 46, "Kernel evidence settled"), appended after the first grids so that
+#: their indices stay: Triton unified attention's fp32 2D launch at heads 512/576 with Triton's fp32 dot
+#: forced to IEEE (``fp32_dot: ieee``, TRITON_F32_DEFAULT=ieee in the worker's environment; vLLM sets
+#: nothing, so its fp32 is the default TF32: the first grid's fp32 cases at heads 512/576 re-run as they
+#: are, TUA_RERUN).
+TUA_FOLLOW_UP: tuple[dict[str, Any], ...] = tuple(
+    {"dtype": "fp32", "kv": kv, "head": head, "mode": mode, "fp32_dot": "ieee"}
+    for head, kv, mode in itertools.product((512, 576), ("model", "fp8"), ("prefill", "decode"))
+)
+#: The date the follow-up cases were written (``follow_up`` in each such case; the recorded evidence files
+#: hold the first grids only).
+FOLLOW_UP = "2026-12-05"
+#: The first grid's cases the follow-up re-runs unchanged (fp32, heads 512/576, decode and prefill, both
+#: caches).
+TUA_RERUN = (234, 236, 237, 239, 282, 284, 285, 287)
+#: vLLM 0.33.0's cache block sizes for FLEX_ATTENTION cases (``opts: vllm``): BLOCK_N is the block size.
+FLEX_VLLM_HEADS = (32, 64, 128, 192, 256, 512, 576)
+
+
+def _flex_follow_up() -> list[Case]:
+    """flex_attention's follow-up: vLLM's own kernel options first (the disputed shapes), then head 16.
+
+    ``opts: vllm`` is flex_attention called as vLLM 0.33.0's FlexAttentionImpl.forward calls it on torch
+    >= 2.9 (direct block-mask build): a block mask of (16, block) tiles and the kernel options of
+    ``get_kernel_options`` (FORCE_USE_FLEX_ATTENTION, BLOCK_M 16, BLOCK_N = the cache block size), every
+    phase on the flex attention template. Without ``opts`` it is torch's default options, as the first grid.
+    """
+    out: list[Case] = []
+    vllm = {"opts": "vllm", "kv_heads": 2}
+    for dtype, head in itertools.product(("fp16", "bf16", "fp32"), (512, 576)):
+        out.append(_case("flex_attention", dtype=dtype, head=head, mode="prefill", block=16, **vllm))
+    out.append(_case("flex_attention", dtype="fp32", head=192, mode="prefill", block=16, **vllm))
+    for dtype, head in itertools.product(("fp16", "bf16", "fp32"), (512, 576)):
+        out.append(_case("flex_attention", dtype=dtype, head=head, mode="prefill", block=64, **vllm))
+    for dtype, head, mode in itertools.product(("fp16", "bf16", "fp32"), (16,), MODES):
+        out.extend(
+            _case("flex_attention", dtype=dtype, head=head, mode=mode, block=0, kv_heads=2, **var)
+            for var in ({"group": 4}, {"group": 1})
+        )
+    for dtype, head, mode in itertools.product(("fp16", "bf16", "fp32"), FLEX_VLLM_HEADS, MODES):
+        if mode == "prefill" and (head in (512, 576) or (dtype, head) == ("fp32", 192)):
+            continue  # first above
+        out.append(_case("flex_attention", dtype=dtype, head=head, mode=mode, block=16, **vllm))
+    features: tuple[dict[str, Any], ...] = (
+        {"window": WINDOW},
+        {"softcap": SOFTCAP},
+        {"group": 1},
+        {"group": 8, "kv_heads": 1},
+    )
+    for head, mode, var in itertools.product(
+        (128, 576),
+        ("decode", "prefill"),
+        features,
+    ):
+        out.append(
+            _case("flex_attention", dtype="bf16", head=head, mode=mode, block=16, **{**vllm, **var})
+        )
+    return out
+
+
 def cases(family: str) -> list[Case]:
-    """The case grid of one family, each case with its index."""
+    """The case grid of one family, each case with its index (follow-up cases after the first grid)."""
     if family in {"triton_unified_attention", "flash_attn_3"}:
         grid = _paged_cases(family)
+        if family == "triton_unified_attention":
+            grid += [_case(family, follow_up=FOLLOW_UP, **kw) for kw in TUA_FOLLOW_UP]
     elif family == "triton_mla_decode":
         grid = _mla_cases()
     elif family == "flex_attention":
-        grid = _flex_cases()
+        grid = _flex_cases() + [{**c, "follow_up": FOLLOW_UP} for c in _flex_follow_up()]
     elif family in {"flashinfer_fa2", "flashinfer_fa3"}:
         grid = _fi_prefill_cases(family)
     elif family == "flashinfer_xqa":
@@ -485,7 +547,19 @@ def run_triton_unified(case: Case) -> dict[str, Any]:
         kv_quant_mode=KVQuantMode.FP8_PER_TENSOR if fp8 else KVQuantMode.NONE,
     )
     torch.cuda.synchronize()
-    return _verdict(case, out, ref, effect)
+    res = _verdict(case, out, ref, effect)
+    if case["dtype"] == "fp32":
+        res["fp32_dot"] = _fp32_dot()
+    return res
+
+
+def _fp32_dot() -> str:
+    """Triton's input precision for a tl.dot of fp32 operands with none given (TRITON_F32_DEFAULT)."""
+    import triton  # type: ignore[import-not-found]  # noqa: PLC0415
+
+    knobs = getattr(triton, "knobs", None)
+    value = getattr(getattr(knobs, "language", None), "fp32_default", None) if knobs else None
+    return str(value or os.environ.get("TRITON_F32_DEFAULT") or "tf32 (default)")
 
 
 def run_triton_mla(case: Case) -> dict[str, Any]:
@@ -592,12 +666,54 @@ def run_fa3(case: Case) -> dict[str, Any]:
     return _verdict(case, out, ref, effect)
 
 
+def vllm_flex_kernel_options(
+    dtype: torch.dtype, block_m: int, block_n: int, *, use_direct_build: bool, smem_optin: int
+) -> dict[str, int | bool]:
+    """The get_kernel_options of vLLM 0.33.0 (vllm/v1/attention/backends/flex_attention.py:1398-1459), as is.
+
+    ``block_m``/``block_n`` are the block mask's BLOCK_SIZE: (q_block_size 16, the cache block size) on
+    torch >= 2.9 with a paged cache, where ``use_direct_build`` holds (FlexAttentionMetadataBuilder,
+    :856-870); ``smem_optin`` is the device's shared_memory_per_block_optin.
+    """
+    import torch  # noqa: PLC0415
+
+    kernel_options: dict[str, int | bool] = {"FORCE_USE_FLEX_ATTENTION": True}
+
+    def ensure_divisible(candidate: int, block_size: int) -> int:
+        if block_size <= 0:
+            return candidate
+        candidate = min(candidate, block_size)
+        if candidate <= 0:
+            return block_size
+        if block_size % candidate == 0:
+            return candidate
+        candidate = math.gcd(candidate, block_size)
+        if candidate <= 1:
+            return block_size
+        return candidate
+
+    if use_direct_build:
+        kernel_options["BLOCK_M"] = block_m
+        kernel_options["BLOCK_N"] = block_n
+        return kernel_options
+    preferred_block = 32 if dtype == torch.float32 else 64
+    block_m_candidate = ensure_divisible(preferred_block, block_m)
+    block_n_candidate = ensure_divisible(preferred_block, block_n)
+    if smem_optin < 144 * 1024:
+        block_m_candidate = ensure_divisible(max(1, block_m_candidate // 2), block_m)
+        block_n_candidate = ensure_divisible(max(1, block_n_candidate // 2), block_n)
+    kernel_options["BLOCK_M"] = max(block_m_candidate, 16)
+    kernel_options["BLOCK_N"] = max(block_n_candidate, 16)
+    return kernel_options
+
+
 def run_flex(case: Case) -> dict[str, Any]:
-    """Run torch's compiled flex_attention on one case (default kernel options)."""
+    """Run torch's compiled flex_attention on one case (default kernel options, or vLLM's: ``opts``)."""
     import torch  # noqa: PLC0415
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention  # noqa: PLC0415
 
     torch._dynamo.reset()  # noqa: SLF001 - one compile per case, no recompile limit
+    vllm = case.get("opts") == "vllm"
     n_q, kv = {"decode": (1, 300), "spec4": (4, 211), "prefill": (200, 200)}[case["mode"]]
     batch = 2
     dt = _torch_dtype(case["dtype"])
@@ -622,10 +738,25 @@ def run_flex(case: Case) -> dict[str, Any]:
         capped: Tensor = cap * torch.tanh(score / cap)
         return capped
 
-    mask = create_block_mask(mask_mod, None, None, n_q, kv, device=DEV)
-    fn = torch.compile(flex_attention, dynamic=False)
+    options: dict[str, int | bool] | None = None
+    if vllm:  # FlexAttentionImpl.forward: (16, block) block mask, get_kernel_options, fullgraph compile
+        block_n = case["block"]
+        mask = create_block_mask(mask_mod, None, None, n_q, kv, device=DEV, BLOCK_SIZE=(16, block_n))
+        smem = int(getattr(torch.cuda.get_device_properties(0), "shared_memory_per_block_optin", 0))
+        options = vllm_flex_kernel_options(dt, 16, block_n, use_direct_build=True, smem_optin=smem)
+        fn = torch.compile(flex_attention, fullgraph=True)
+    else:
+        mask = create_block_mask(mask_mod, None, None, n_q, kv, device=DEV)
+        fn = torch.compile(flex_attention, dynamic=False)
     out = fn(
-        q, k, v, block_mask=mask, score_mod=score_mod if cap else None, enable_gqa=hq != hk, scale=d**-0.5
+        q,
+        k,
+        v,
+        block_mask=mask,
+        score_mod=score_mod if cap else None,
+        enable_gqa=hq != hk,
+        scale=d**-0.5,
+        kernel_options=cast("Any", options),
     )
     torch.cuda.synchronize()
     pos = torch.arange(offset, kv, device=DEV)
@@ -636,7 +767,10 @@ def run_flex(case: Case) -> dict[str, Any]:
         plain.append(reference(qb, kb, vb, pos, kv, scale=d**-0.5, window=0, softcap=0.0, sinks=None))
     ref = torch.stack(refs)
     effect = float((ref - torch.stack(plain)).abs().max())
-    return _verdict(case, out.transpose(1, 2), ref, effect)
+    res = _verdict(case, out.transpose(1, 2), ref, effect)
+    if options is not None:
+        res["kernel_options"] = options
+    return res
 
 
 def _fi_paging(x: Inputs) -> tuple[Tensor, Tensor, Tensor]:
@@ -800,7 +934,7 @@ def worker(family: str, case_file: Path, out_file: Path) -> int:
 
 def _environment() -> dict[str, Any]:
     import torch  # noqa: PLC0415
-    import triton  # type: ignore[import-not-found]  # noqa: PLC0415
+    import triton  # noqa: PLC0415
 
     props = torch.cuda.get_device_properties(0)
     extra: dict[str, Any] = {}
@@ -814,11 +948,21 @@ def _environment() -> dict[str, Any]:
         **extra,
         "gpu": torch.cuda.get_device_name(0),
         "sm": props.major * 10 + props.minor,
+        "shared_memory_per_block_optin": int(getattr(props, "shared_memory_per_block_optin", 0)),
         "torch": torch.__version__,
         "triton": triton.__version__,
         "cuda": torch.version.cuda,
         "python": sys.version.split()[0],
     }
+
+
+def _index_set(text: str) -> set[int]:
+    """``"239,287,576-591"`` -> those case indices (ranges inclusive)."""
+    out: set[int] = set()
+    for part in text.split(","):
+        lo, _, hi = part.strip().partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out
 
 
 def _results(path: Path) -> tuple[dict[int, dict[str, Any]], int | None]:
@@ -870,14 +1014,20 @@ def orchestrate(args: argparse.Namespace) -> int:
                 else set()
             )
             grid = [c for c in grid if c["index"] not in seen]
+        if args.indices:  # only these cases of the grid (a follow-up)
+            wanted = _index_set(args.indices)
+            grid = [c for c in grid if c["index"] in wanted]
         size = args.chunk
         if family.startswith("flashinfer_"):  # one JIT module per worker
             groups: dict[str, list[Case]] = {}
             for c in grid:
                 groups.setdefault(module_of(c), []).append(c)
             chunks = list(groups.values())
-        else:
-            chunks = [grid[n : n + size] for n in range(0, len(grid), size)]
+        else:  # a chunk holds cases of one Triton fp32-dot setting (it is the worker's environment)
+            chunks = []
+            for _, run in itertools.groupby(grid, key=lambda c: c.get("fp32_dot")):
+                part = list(run)
+                chunks += [part[n : n + size] for n in range(0, len(part), size)]
         for chunk in chunks:
             n = chunk[0]["index"]
             cf = work / f"{family}-{n}.json"
@@ -898,10 +1048,14 @@ def orchestrate(args: argparse.Namespace) -> int:
             job = pending.pop(0)
             family, cf, of, _ = job
             log = of.with_suffix(".log")
+            job_env = env
+            dot = job[3][0].get("fp32_dot")
+            if dot:  # Triton reads it when it compiles; a cache of its own keeps the two builds apart
+                job_env = {**env, "TRITON_F32_DEFAULT": dot, "TRITON_CACHE_DIR": str(work / f"triton-{dot}")}
             with log.open("ab") as lf:
                 proc = subprocess.Popen(  # noqa: S603
                     [sys.executable, str(Path(__file__).resolve()), "worker", family, str(cf), str(of)],
-                    env=env,
+                    env=job_env,
                     stdout=lf,
                     stderr=lf,
                 )
@@ -968,6 +1122,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--chunk", type=int, default=12)
     run.add_argument("--budget-s", type=float, default=480.0)
     run.add_argument("--skip-done", help="folder of earlier <family>.jsonl results whose cases are skipped")
+    run.add_argument("--indices", help="only these case indices: comma-separated, ranges as a-b")
     run.add_argument("--defer", help="comma-separated parts of FlashInfer module names whose chunks run last")
     count = sub.add_parser("count")
     count.add_argument("families")
