@@ -12,6 +12,7 @@ from test_gate import FAST, copy_checkout
 import capmatrix
 from capmatrix.cli import run
 from capmatrix.engine import sglang
+from capmatrix.engine.trtllm import bind_spec_dec
 from capmatrix.gate import run_gate
 from capmatrix.loader import default_path
 
@@ -183,6 +184,13 @@ def test_recipe_a_corrected_fact_xqa_spec_dec_on_sm110(tmp_path: Path) -> None:
     assert "capmatrix compare-legacy examples/legacy/trtllm_release_1_2.py:xqa_spec_dec_kept" in d.refresh
     _regenerate(root)
     assert set(_failing(_gate(root, "legacy", "docs", "expect"))) == {kept, "expectation cases"}
+    # The engine's adapter answers the edited gate as is_mla says (no code change for a gate that tells
+    # MLA from the rest).
+    edited = capmatrix.load(root)
+    kept_flag = {is_mla: bind_spec_dec(spec_dec="one_model", sm=110, is_mla=is_mla, is_draft_model=False,
+                                       use_chain_drafter=False, attention_backend="trtllm",
+                                       matrix=edited).kept for is_mla in (False, True)}
+    assert kept_flag == {False: True, True: False}
 
 
 def test_recipe_a_new_vllm_backend_before_flashinfer(tmp_path: Path) -> None:

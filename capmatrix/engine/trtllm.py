@@ -169,11 +169,11 @@ def bind_spec_dec(
     need = decisions[0]
     if any(d.table != need.table for d in decisions):
         raise AmbiguousGate(GATES["need"], attentions)
-    ctx = bind(
-        GATES["extend_ctx"], matrix=m, sm=sm, spec_dec=spec_dec,
-        attention_backend=attention_backend, **released,
-    )
-    kept = bind(GATES["kept"], matrix=m, sm=sm, attention_backend=attention_backend, **released)
+    # The other two gates are asked as the need is: a gate may tell MLA from the rest (the seed's fix
+    # keeps XQA's spec-dec on SM12x for non-MLA models only), which is_mla says.
+    ctx = _one(GATES["extend_ctx"], attentions, matrix=m, sm=sm, spec_dec=spec_dec,
+               attention_backend=attention_backend, **released)
+    kept = _one(GATES["kept"], attentions, matrix=m, sm=sm, attention_backend=attention_backend, **released)
     need_table = {bool(k): v for k, v in need.table.items()}
     effective_table = {k: v and bool(kept.value) for k, v in need_table.items()}
     return SpecDecDecisions(
@@ -189,6 +189,14 @@ def bind_spec_dec(
         need_static=_constant(need_table),
         effective_static=_constant(effective_table),
     )
+
+
+def _one(gate: str, attentions: tuple[str, ...], **axes: Any) -> BoundDecision:  # noqa: ANN401
+    """``gate`` bound for each attention type ``is_mla`` stands for: one answer, or AmbiguousGate."""
+    first, *others = [bind(gate, attention=attention, **axes) for attention in attentions]
+    if any(d.value != first.value for d in others):
+        raise AmbiguousGate(gate, attentions)
+    return first
 
 
 def _constant(table: Mapping[bool, bool]) -> bool | None:
