@@ -189,9 +189,11 @@ def test_init_orders_are_the_init_gate_refusals(role: str, matrix: Matrix) -> No
     rng = random.Random(7)  # noqa: S311 - a reproducible sample, not a secret
     universe = [matrix.axes[a].values or (False, True) for a in INIT_AXES]
     ints = [matrix.axes[a].type is AxisType.INT for a in INIT_AXES]
+    lows = [matrix.axes[a].minimum or 1 for a in INIT_AXES]  # an int an axis takes at all (sm >= 10)
     for _ in range(3000):
-        combo = tuple(rng.randint(1, 1100) if is_int and rng.random() < 1 / 3 else rng.choice(values)
-                      for values, is_int in zip(universe, ints, strict=True))
+        combo = tuple(
+            rng.randint(lows[i], 1100) if ints[i] and rng.random() < 1 / 3 else rng.choice(universe[i])
+            for i in range(len(INIT_AXES)))
         got = answer(combo)
         if got is not None:
             assert got == answer(tuple(s(v) for s, v in zip(stand_in, combo, strict=True))), combo
