@@ -523,3 +523,15 @@ def test_valid_backends_is_select_backend_forced() -> None:
         valid_backends(**_MHA, selected=["FLASH_ATTN", "auto"])
     with pytest.raises(BackendNotModelled):
         valid_backends(**_MHA, selected=["CUSTOM"])
+
+
+def test_every_entry_point_refuses_an_extra_that_is_no_mapping() -> None:
+    """``backend_order`` and ``valid_backends`` read ``extra`` as ``select_backend`` does."""
+    from capmatrix.engine.vllm import InvalidArgument, valid_backends
+
+    base: dict[str, Any] = {"capability": (9, 0), "head_size": 128, "dtype": "bf16", "kv_cache_dtype": "auto",
+                            "block_size": None, "use_mla": False, "extra": [("use_mm_prefix", True)]}
+    with pytest.raises(InvalidArgument, match="extra"):
+        backend_order(**base)
+    with pytest.raises(InvalidArgument, match="extra"):
+        valid_backends(**base, selected=["FLASH_ATTN"])

@@ -230,6 +230,8 @@ def _query(
 ) -> KernelQuery:
     capability, head_size, dtype, kv_cache_dtype, block_size, checkpoint = args
     use_mla, use_sparse, has_sink = flags
+    if extra and not isinstance(extra, Mapping):
+        raise InvalidArgument("extra", extra, "a mapping of axis names to values, or None")
     matrix = resolver.matrix
     mla = _flag("use_mla", use_mla)
     kv, from_checkpoint = _layer_kv(resolver, version, kv_cache_dtype, checkpoint, mla)
@@ -399,8 +401,6 @@ def backend_order(
     The arguments are read and checked as :func:`select_backend` reads them.
     """
     resolver = _resolver(matrix)
-    if extra and not isinstance(extra, Mapping):
-        raise InvalidArgument("extra", extra, "a mapping of axis names to values, or None")
     query = _query(resolver, release(resolver.matrix, ENGINE, version),
                    (capability, head_size, dtype, kv_cache_dtype, block_size, checkpoint_kv_cache_dtype),
                    (use_mla, use_sparse, has_sink), extra)
@@ -436,8 +436,6 @@ def valid_backends(
     :raises BackendNotModelled: a name of ``selected`` is vLLM's but the matrix does not model it.
     """
     resolver = _resolver(matrix)
-    if extra and not isinstance(extra, Mapping):
-        raise InvalidArgument("extra", extra, "a mapping of axis names to values, or None")
     modelled = release(resolver.matrix, ENGINE, version)
     query = _query(resolver, modelled,
                    (capability, head_size, dtype, kv_cache_dtype, block_size, checkpoint_kv_cache_dtype),
