@@ -97,7 +97,7 @@ def test_the_importer_oracle_names_the_drift_and_its_tool(tmp_path: Path) -> Non
     kernels = root / "kernels" / "vllm_attention.yaml"
     text = kernels.read_text(encoding="utf-8")
     at = text.index("  vllm_tokenspeed_mla:")
-    old = 'kv_cache_dtype: [fp8, fp8_e4m3], head_dim: ["[320, 320]", 512, 576]'
+    old = "kv_cache_dtype: [fp8, fp8_e4m3]\n          head_dim: *mla_head_sizes"
     assert old in text[at:]
     kernels.write_text(text[:at] + text[at:].replace(old, old.replace("[fp8, fp8_e4m3]", "[fp8]"), 1),
                        encoding="utf-8")
