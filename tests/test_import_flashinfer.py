@@ -117,45 +117,48 @@ def test_yaml_matches_recorded_table(capsys: pytest.CaptureFixture[str]) -> None
     assert capsys.readouterr().out == ""
 
 
-XQA_FP16 = "dtype: fp16, kv_cache_dtype: [fp16, fp8], head_dim: [{multiple_of: 16}], tokens_per_block: "
-XQA_OTHER = ", attention: [mha, gqa, mqa], phase: generation, spec_dec: none, dtype: fp16"
+def _in_rule(kernels: str, rule_id: str, old: str, new: str) -> str:
+    """``kernels`` with ``old`` replaced by ``new`` in the rule ``rule_id`` only."""
+    at = kernels.index(f"- id: {rule_id}\n")
+    end = kernels.find("- id: ", at + 1)
+    assert old in kernels[at:end], (rule_id, old)
+    return kernels[:at] + kernels[at:end].replace(old, new, 1) + kernels[end:]
 
 
 def test_check_catches_yaml_drift() -> None:
     """A page size, head modulus, SM range, FA2/FA3 head or an exclude changed in the YAML is named."""
     table = TOOL.load_table()
     kernels = TOOL.KERNELS.read_text(encoding="utf-8")
-    for old, new, needle in [
-        (XQA_FP16 + "[16, 32, 64, 128]}", XQA_FP16 + "[16, 32, 64]}",
+    for rule_id, old, new, needle in [
+        ("flashinfer_xqa.sm90_fp16", "tokens_per_block: [16, 32, 64, 128]", "tokens_per_block: [16, 32, 64]",
          "flashinfer_xqa.sm90_fp16: tokens_per_block"),
-        ("dtype: fp16, kv_cache_dtype: [fp16, fp8], head_dim: [{multiple_of: 16}]",
-         "dtype: fp16, kv_cache_dtype: [fp16, fp8], head_dim: [{multiple_of: 8}]",
+        ("flashinfer_xqa.sm90_fp16", "head_dim: [{multiple_of: 16}]", "head_dim: [{multiple_of: 8}]",
          "flashinfer_xqa.sm90_fp16: head_dim"),
-        ('sm: ["[100, 109]", "[120, 129]"]' + XQA_OTHER, 'sm: ["[100, 119]", "[120, 129]"]' + XQA_OTHER,
+        ("flashinfer_xqa.other_sm", 'sm: ["[100, 109]", "[120, 129]"]', 'sm: ["[100, 119]", "[120, 129]"]',
          "flashinfer_xqa.other_sm: sm"),
-        ("dtype: bf16, kv_cache_dtype: [bf16, fp8], head_dim: [{multiple_of: 16}]",
-         "dtype: bf16, kv_cache_dtype: [bf16, fp16], head_dim: [{multiple_of: 16}]",
+        ("flashinfer_xqa.sm90_bf16", "kv_cache_dtype: [bf16, fp8]", "kv_cache_dtype: [bf16, fp16]",
          "flashinfer_xqa.sm90_bf16: kv_cache_dtype fp16"),
-        ('exclude: {head_dim: ">512"}', 'exclude: {head_dim: ">500"}', "flashinfer_xqa: no exclude"),
-        ("dtype: fp16, kv_cache_dtype: [fp16, fp8], head_dim: [64, 128, 256, 512]}",
-         "dtype: fp16, kv_cache_dtype: [fp16, fp8], head_dim: [64, 128, 256, 512, 96]}",
-         "flashinfer_fa2.sm90_fp16: head_dim"),
-        ("          head_dim: [64, 128, 256]\n", "          head_dim: [64, 128, 192, 256]\n",
-         "flashinfer_fa3.sm90: head_dim"),
+        ("flashinfer_xqa.head_gt512", 'head_dim: ">512"', 'head_dim: ">500"', "flashinfer_xqa: no exclude"),
+        ("flashinfer_fa2.sm90_bf16", "head_dim: *fa2_head_sizes", "head_dim: [64, 128, 256, 512, 96]",
+         "flashinfer_fa2.sm90_bf16: head_dim"),
+        ("flashinfer_fa3.sm90_bf16", "head_dim: *fa3_head_sizes", "head_dim: [64, 128, 192, 256]",
+         "flashinfer_fa3.sm90_bf16: head_dim"),
     ]:
-        assert old in kernels, old
-        problems = TOOL.check(table, kernels.replace(old, new, 1))
+        problems = TOOL.check(table, _in_rule(kernels, rule_id, old, new))
         assert problems, needle
         assert all(p.startswith(needle) for p in problems), (needle, problems)
+    # A named list changed where it is written: every rule that uses it is named.
+    fa3_sizes = _in_rule(kernels, "flashinfer_fa3.sm90", "&fa3_head_sizes [64, 128, 256]",
+                         "&fa3_head_sizes [64, 128, 192, 256]")
+    assert sorted({p.split(":")[0] for p in TOOL.check(table, fa3_sizes)}) == [
+        "flashinfer_fa3.sm90", "flashinfer_fa3.sm90_bf16", "flashinfer_fa3.sm90_features",
+        "flashinfer_fa3.sm90_features_fp16"]
     # XQA granted on only some of its majors, FA3 off Hopper, a kernel missing
     narrowed = kernels.replace('sm: ["[100, 109]", "[120, 129]"]', 'sm: ["[100, 109]"]').replace(
         'sm: [90, "[100, 109]", "[120, 129]"]', 'sm: [90, "[100, 109]"]')
     assert TOOL.check(table, narrowed) == [
         "flashinfer_xqa: grants cover majors [9, 10] != [9, 10, 12] (flashinfer/xqa.py:402)"]
-    off_hopper = kernels.replace("grant: {sm: 90, attention: [mha, gqa, mqa], dtype: bf16, kv_cache_dtype: "
-                                 "[bf16, fp8], head_dim: [64, 128, 256]}",
-                                 "grant: {sm: 100, attention: [mha, gqa, mqa], dtype: bf16, kv_cache_dtype: "
-                                 "[bf16, fp8], head_dim: [64, 128, 256]}")
+    off_hopper = _in_rule(kernels, "flashinfer_fa3.sm90_features", "sm: 90", "sm: 100")
     assert [p.split(":")[0] for p in TOOL.check(table, off_hopper)] == ["flashinfer_fa3.sm90_features"]
     with pytest.raises(TOOL.TableError, match="no kernel flashinfer_fa3"):
         TOOL.check(table, kernels.replace("  flashinfer_fa3:\n", "  flashinfer_fa3x:\n"))

@@ -266,3 +266,48 @@ def test_names_defined_twice_across_files(write_matrix: Any) -> None:
     assert problems[0][2].startswith("kernel 'xqa' is already defined at ")
     assert problems[1][2].startswith("model 'llama' is already defined at ")
     assert problems[2][2].startswith("role 'gen' is already defined at ")
+
+
+NAMED_LIST = """\
+kernels:
+  named:
+    description: a list named once (&heads) and reused by alias (*heads)
+    rules:
+      - id: named.bf16
+        grant:
+          sm: &sms [90, 100]
+          kv: bf16
+        reason: r
+        source: s
+        status: untested
+      - id: named.fp8
+        grant:
+          sm: *sms
+          kv: fp8
+        reason: r
+        source: s
+        status: untested
+"""
+
+
+def test_an_alias_means_its_anchored_list_written_out(write_matrix: Any) -> None:
+    """A list named with a YAML anchor loads as if each alias wrote it out; only positions differ."""
+    named = capmatrix.load(write_matrix({"kernels/named.yaml": NAMED_LIST})).kernels["named"]
+    written = NAMED_LIST.replace("&sms ", "").replace("*sms", "[90, 100]")
+    plain = capmatrix.load(write_matrix({"kernels/named.yaml": written})).kernels["named"]
+    assert [(r.id, r.conditions, r.location.line) for r in named.rules] == [
+        (r.id, r.conditions, r.location.line) for r in plain.rules
+    ]
+    assert named.rules[1].conditions["sm"].text == "[90, 100]"
+
+
+def test_an_error_in_a_named_list_is_reported_at_the_anchor_once_per_use(write_matrix: Any) -> None:
+    """The bad value is written once, at the anchor; each use names its own path."""
+    root = write_matrix({"kernels/named.yaml": NAMED_LIST.replace("[90, 100]", "[90, 95]")})
+    with pytest.raises(capmatrix.CapabilityErrors) as info:
+        capmatrix.load(root)
+    got = [(e.line, e.column, e.json_path, e.code) for e in info.value.errors]
+    assert got == [
+        (7, 25, "kernels.named.rules[0].grant.sm[1]", "E222"),
+        (7, 25, "kernels.named.rules[1].grant.sm[1]", "E222"),
+    ]

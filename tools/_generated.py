@@ -52,6 +52,23 @@ def update(path: Path, current: str, wanted: str, *, check: bool, tool: str) -> 
     return 0
 
 
+def folded(text: str, indent: str = "          ", width: int = 110) -> list[str]:
+    """``text`` as the lines of a folded (``>-``) block scalar, each at most ``width`` characters.
+
+    YAML folds the lines back with one space between them, so the value is ``text`` with its runs of
+    whitespace made single spaces; a word longer than a line stays whole.
+    """
+    lines: list[str] = []
+    line = ""
+    for word in text.split():
+        if line and len(indent) + len(line) + 1 + len(word) > width:
+            lines.append(indent + line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return [*lines, indent + line]
+
+
 def emit_table(table: Any, path: Path, *, write: bool) -> None:  # noqa: ANN401 - any JSON value
     """An extracted table as sorted, indented JSON: written to ``path``, or printed to stdout."""
     text = json.dumps(table, indent=1, sort_keys=True) + "\n"

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _generated import MarkerError, splice, update  # tools/ is not a package: its sibling, by path
+from _generated import MarkerError, folded, splice, update  # tools/ is not a package: its sibling, by path
 
 ROOT = Path(__file__).resolve().parent.parent
 EVIDENCE = ROOT / "capabilities" / "evidence" / "trtllm_gen_kernels.json"
@@ -159,7 +159,7 @@ def _rule(rule_id: str, when: dict[str, str], reason: str, source: str) -> list[
     lines = [f"      - id: {rule_id}", "        exclude:"]
     lines += [f"          {axis}: {cond}" for axis, cond in when.items()]
     lines += ["        reason: >-", *(f"          {line}" for line in _wrap(reason)),
-              f"        source: >-\n          {source}", "        status: derived"]
+              "        source: >-", *folded(source), "        status: derived"]
     return lines
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _generated import MarkerError, splice, update  # tools/ is not a package: its sibling, by path
+from _generated import MarkerError, folded, splice, update  # tools/ is not a package: its sibling, by path
 
 ROOT = Path(__file__).resolve().parent.parent
 EVIDENCE = ROOT / "capabilities" / "evidence" / "trtllm_xqa_cubins.json"
@@ -222,7 +222,8 @@ def generate(cubins: list[Cubin]) -> str:
                 f"          tokens per block on {names}.",
                 "          The runner sends multi-token queries here only when JIT cannot take them, and",
                 "          supportConfig keys these kernels on group 0: any group size.",
-                f"        source: >-\n          {_SOURCE}",
+                "        source: >-",
+                *folded(_SOURCE),
                 "        status: derived",
             ]
     return "\n".join(lines) + "\n"
