@@ -44,7 +44,7 @@ unit: dev
 test: lint unit
 
 # Regenerate docs/support-matrix.{md,html} and docs/findings.md from capabilities/ (tests fail while
-# they are stale).
+# the committed Markdown pages are stale; the HTML page is a build output, ignored by git).
 docs: venv
 	$(PY) tools/render_matrix.py
 	$(PY) tools/render_findings.py

@@ -470,7 +470,7 @@ def _pages_one(matrix: Matrix, docs: Path) -> OracleResult:
                                if diff else "a fresh render differs",
                                refresh=f"make docs (or `{REGENERATE}`), then commit docs/{name}")
                   for name, diff in stale.items())
-    return OracleResult(oracle="docs", item="docs/support-matrix pages (capmatrix render --check)", checks=1,
+    return OracleResult(oracle="docs", item="docs/support-matrix.md (capmatrix render --check)", checks=1,
                         failed=len(shown), disagreements=shown)
 
 

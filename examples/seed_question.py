@@ -27,7 +27,7 @@ Where to go next:
   .venv/bin/capmatrix select trtllm_generation --sm 120 --model deepseek_v3 --spec-dec one_model
                                               which kernel TensorRT-LLM picks instead
   .venv/bin/capmatrix --help                  every command, each with an example
-  docs/support-matrix.html                    the support matrix, offline in any browser
+  make docs; docs/support-matrix.html         the support matrix, offline in any browser
   docs/authoring.md, docs/analysis.md         editing the YAML; check, diff, compare-legacy, test
 """
 

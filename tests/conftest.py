@@ -170,6 +170,14 @@ def shipped_pages(shipped_doc: Document) -> dict[str, str]:
     return {MARKDOWN_NAME: render_markdown(shipped_doc), HTML_NAME: render_html(shipped_doc)}
 
 
+@pytest.fixture(scope="session")
+def shipped_html_page(shipped_pages: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shipped matrix's HTML page as a file, written once per test process (it is not committed)."""
+    page = tmp_path_factory.mktemp("pages") / HTML_NAME
+    page.write_text(shipped_pages[HTML_NAME], encoding="utf-8")
+    return page
+
+
 # --------------------------------------------------------------------------------------------------
 # Python values that stand for an axis value: what a caller's code may pass instead of str or int
 

@@ -172,7 +172,7 @@ def test_recipe_a_corrected_fact_xqa_spec_dec_on_sm110(tmp_path: Path) -> None:
     failing = _failing(report)
     kept = ("examples/legacy/trtllm_release_1_2.py:xqa_spec_dec_kept vs trtllm_spec_dec_kept "
             "(trtllm_release=1.2.0rc8,1.2.0,1.2.1)")
-    assert set(failing) == {kept, "docs/support-matrix pages (capmatrix render --check)", "expectation cases"}
+    assert set(failing) == {kept, "docs/support-matrix.md (capmatrix render --check)", "expectation cases"}
     (case,) = next(r for r in report.failed if r.oracle == "expect").disagreements
     assert "SM110" in case.cell
     assert case.refresh.startswith("if intended, set expect: supported in ")
@@ -228,7 +228,7 @@ def test_recipe_a_new_vllm_backend_before_flashinfer(tmp_path: Path) -> None:
     assert set(failing) == {
         "tools/import_vllm_backends.py --check",
         "vllm_0.33.0_selection.json (vLLM 0.33.0 grid)", "vllm_0.34.0_selection.json (vLLM 0.34.0 grid)",
-        "docs/support-matrix pages (capmatrix render --check)",
+        "docs/support-matrix.md (capmatrix render --check)",
     } | ({"docs/findings.md (tools/render_findings.py --check)"} & set(failing))
     (importer,) = [r for r in report.failed if r.oracle == "importers"]
     assert importer.disagreements[0].cell == "TEST_ATTN"

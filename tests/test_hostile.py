@@ -1260,7 +1260,8 @@ def test_render_refuses_a_page_that_is_not_a_regular_file(
     docs = caps.parent / "docs"
     docs.mkdir()
     intact = _special(kind, docs / page)
-    code, _out, err = cli("render", "--matrix", "caps", "--out-dir", "docs", *(["--check"] if check else []))
+    code, _out, err = cli("render", "--matrix", "caps", "--out-dir", "docs",
+                          *(["--check", "--with-html"] if check else []))
     assert code == 2
     assert f"docs/{page}: exists and is {WHAT[kind]}, not a regular file" in err
     assert intact()

@@ -142,7 +142,7 @@ def test_check_fails_after_a_one_line_yaml_edit(tmp_path: Path, shipped_pages: d
     assert f"--- {MARKDOWN_NAME} (committed)" in err
     assert f"+++ {MARKDOWN_NAME} (rendered)" in err
     assert "python tools/render_matrix.py" not in err
-    assert err.endswith(f"capmatrix: stale in {out}: {MARKDOWN_NAME}, {HTML_NAME}; run "
+    assert err.endswith(f"capmatrix: stale in {out}: {MARKDOWN_NAME}; run "
                         f"`capmatrix render --matrix {caps} --out-dir {out}` and commit the result\n")
     assert "-| 120 (sm_12x)" in err  # the grid rows that changed
     # Bounded: a few kilobytes, never the page's embedded data, each line cut short.
@@ -163,7 +163,8 @@ def test_a_stale_embedded_data_line_is_shown_as_its_length_and_digest(
     assert len(data) >= render._files.DATA_LINE_CHARS
     (out / HTML_NAME).write_text(pages[HTML_NAME].replace(data, data.replace("xqa", "xqb", 1)),
                                  encoding="utf-8")
-    stale = render.stale_pages(rendered_once, out)
+    assert render.stale_pages(rendered_once, out) == {}  # the HTML page is compared when asked for
+    stale = render.stale_pages(rendered_once, out, html=True)
     assert list(stale) == [HTML_NAME]
     diff = stale[HTML_NAME]
     assert len(diff) < 1000
@@ -171,7 +172,7 @@ def test_a_stale_embedded_data_line_is_shown_as_its_length_and_digest(
     (added,) = [line for line in diff.splitlines() if line.startswith("+[")]
     assert removed.startswith(f"-[the embedded page data: {len(data):,} characters, sha256 ")
     assert removed != added
-    assert check_files(rendered_once, out) == [diff]
+    assert check_files(rendered_once, out, html=True) == [diff]
 
 
 def test_a_long_diff_is_cut_by_lines_and_characters() -> None:
@@ -196,7 +197,7 @@ def test_pages_that_differ_only_in_the_final_newline(
     out.mkdir()
     for name, text in shipped_pages.items():
         (out / name).write_text(text.rstrip("\n"), encoding="utf-8")
-    stale = render.stale_pages(rendered_once, out)
+    stale = render.stale_pages(rendered_once, out, html=True)
     assert stale == {
         name: f"{name}: the files differ only in line endings or the final newline"
         for name in (MARKDOWN_NAME, HTML_NAME)
@@ -564,6 +565,34 @@ def test_cli_check_missing_pages_and_bad_matrix(tmp_path: Path, write_matrix: An
     code, _, err = cli("render", "--matrix", str(tmp_path / "missing"), "--out-dir", str(tmp_path))
     assert code == 2
     assert "matrix directory not found" in err
+
+
+def test_check_compares_the_committed_markdown_and_renders_the_html(
+    write_matrix: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The HTML page is a build output: ``--check`` passes without it (or with a stale one), still
+    fails when it no longer renders, and ``--with-html`` compares it."""
+    root, out = str(write_matrix()), tmp_path / "docs"
+    assert cli("render", "--matrix", root, "--out-dir", str(out))[0] == 0
+    (out / HTML_NAME).unlink()
+    code, text, err = cli("render", "--check", "--matrix", root, "--out-dir", str(out))
+    assert (code, err) == (0, "")
+    assert text == f"ok: {MARKDOWN_NAME} in {out} is up to date ({HTML_NAME} renders)\n"
+    code, _, err = cli("render", "--check", "--with-html", "--matrix", root, "--out-dir", str(out))
+    assert code == 1
+    assert err.endswith(f"capmatrix: stale in {out}: {HTML_NAME}; run "
+                        f"`capmatrix render --matrix {root} --out-dir {out}`\n")
+    assert cli("render", "--matrix", root, "--out-dir", str(out))[0] == 0
+    code, text, _ = cli("render", "--with-html", "--matrix", root, "--out-dir", str(out))
+    assert (code, text) == (0, f"ok: {MARKDOWN_NAME} and {HTML_NAME} in {out} are up to date\n")
+
+    def boom(_doc: Document) -> str:
+        raise RenderError("html failed")
+
+    monkeypatch.setattr("capmatrix.render._files.render_html", boom)
+    code, _, err = cli("render", "--check", "--matrix", root, "--out-dir", str(out))
+    assert code == 2
+    assert "html failed" in err
 
 
 CPU_AND_BEAM = """\

@@ -1,10 +1,11 @@
 """The page's ask form, filters and common-configurations table, checked against the Python resolver.
 
-The browser tests run headless Chromium on the committed ``docs/support-matrix.html`` (whose freshness
-``tests/test_render.py`` checks) and are skipped without Chromium. The form is filled through the
-page's ``#ask?...`` fragment; the evaluator's agreement with ``resolve`` / ``select`` / ``suggest`` on a
-broad sample is checked through a harness: a copy of the page with a script that asks the embedded
-evaluator (``window.capmatrixAsk``) a JSON list of questions and writes the answers into the DOM.
+The browser tests run headless Chromium on the shipped matrix's page, rendered once per test process
+into a temporary directory (the page is a build output, not committed), and are skipped without
+Chromium. The form is filled through the page's ``#ask?...`` fragment; the evaluator's agreement with
+``resolve`` / ``select`` / ``suggest`` on a broad sample is checked through a harness: a copy of the
+page with a script that asks the embedded evaluator (``window.capmatrixAsk``) a JSON list of questions
+and writes the answers into the DOM.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from test_render_html import CHROMIUM, TOOL
 import capmatrix
 from capmatrix import KernelQuery, Verdict, _suggest
 from capmatrix.errors import InvalidQuery, InvalidValue
-from capmatrix.render import Document, build, render_html, render_markdown
+from capmatrix.render import HTML_NAME, Document, build, render_html, render_markdown
 from capmatrix.render._build import COMMON_MODELS, COMMON_SETTINGS
 from capmatrix.resolver import ReasonKind
 
@@ -37,8 +38,6 @@ if TYPE_CHECKING:
 
     from capmatrix.model import Axis
 
-ROOT = Path(__file__).resolve().parent.parent
-PAGE = ROOT / "docs" / "support-matrix.html"
 #: Complete random kernel queries, random open queries, suggestion queries and random role queries in
 #: the sample.
 COMPLETE, OPEN, SUGGESTED, SELECTED = 1500, 400, 150, 300
@@ -105,9 +104,9 @@ class _Answer(html.parser.HTMLParser):
             self.text.append(data)
 
 
-def _ask(tmp_path: Path, **fields: str) -> _Answer:
+def _ask(page: Path, tmp_path: Path, **fields: str) -> _Answer:
     parsed = _Answer()
-    parsed.feed(_dump(PAGE, tmp_path, "#ask?" + urlencode(fields)))
+    parsed.feed(_dump(page, tmp_path, "#ask?" + urlencode(fields)))
     assert parsed.answer, "the page shows no answer"
     return parsed
 
@@ -117,11 +116,14 @@ def _ask(tmp_path: Path, **fields: str) -> _Answer:
 
 
 @browser
-def test_seed_question_llama_is_supported(matrix: capmatrix.Matrix, tmp_path: Path) -> None:
+def test_seed_question_llama_is_supported(
+    matrix: capmatrix.Matrix, shipped_html_page: Path, tmp_path: Path
+) -> None:
     query = KernelQuery("xqa", model="llama", sm=120, spec_dec="one_model")
     expected = capmatrix.resolve(query, matrix)
     assert expected.verdict is Verdict.SUPPORTED
-    got = _ask(tmp_path, target="kernel:xqa", model="llama", sm="120", spec_dec="one_model")
+    got = _ask(shipped_html_page, tmp_path, target="kernel:xqa", model="llama", sm="120",
+               spec_dec="one_model")
     assert got.answer["data-verdict"] == str(expected.verdict) == "supported"
     cited = {r.rule_id for r in expected.reasons if r.kind is ReasonKind.GRANT}
     assert cited <= {rule for kind, rule in got.reasons if kind == "grant"}
@@ -135,15 +137,15 @@ def test_seed_question_llama_is_supported(matrix: capmatrix.Matrix, tmp_path: Pa
 
 @browser
 def test_seed_question_deepseek_is_unsupported_because_of_mla(
-    matrix: capmatrix.Matrix, tmp_path: Path
+    matrix: capmatrix.Matrix, shipped_html_page: Path, tmp_path: Path
 ) -> None:
     query = KernelQuery("xqa", model="deepseek_v3", sm=120, spec_dec="one_model", dtype="bf16")
     expected = capmatrix.resolve(query, matrix)
     assert expected.verdict is Verdict.UNSUPPORTED
     # The Hugging Face id of the model, as a user would type it.
     hf_id = matrix.models["deepseek_v3"].hf_ids[0].upper()
-    got = _ask(tmp_path, target="kernel:xqa", model=hf_id, sm="120", spec_dec="one_model",
-               dtype="bf16")
+    got = _ask(shipped_html_page, tmp_path, target="kernel:xqa", model=hf_id, sm="120",
+               spec_dec="one_model", dtype="bf16")
     assert got.answer["data-verdict"] == "unsupported"
     excluded = [r.rule_id for r in expected.reasons
                 if r.kind is ReasonKind.EXCLUDE and r.rule_id is not None]
@@ -161,22 +163,24 @@ def test_seed_question_deepseek_is_unsupported_because_of_mla(
 
 
 @browser
-def test_role_question_names_the_winner(matrix: capmatrix.Matrix, tmp_path: Path) -> None:
+def test_role_question_names_the_winner(
+    matrix: capmatrix.Matrix, shipped_html_page: Path, tmp_path: Path
+) -> None:
     selection = capmatrix.select(
         "trtllm_generation", KernelQuery(model="deepseek_v3", sm=120, spec_dec="one_model"), matrix
     )
-    got = _ask(tmp_path, target="role:trtllm_generation", model="deepseek_v3", sm="120",
+    got = _ask(shipped_html_page, tmp_path, target="role:trtllm_generation", model="deepseek_v3", sm="120",
                spec_dec="one_model")
     assert got.answer["data-verdict"] == str(selection.verdict)
     assert got.answer["data-kernel"] == selection.kernel
 
 
 @browser
-def test_bad_question_is_refused_with_a_message(tmp_path: Path) -> None:
-    got = _ask(tmp_path, target="kernel:xqa", model="no-such/model")
+def test_bad_question_is_refused_with_a_message(shipped_html_page: Path, tmp_path: Path) -> None:
+    got = _ask(shipped_html_page, tmp_path, target="kernel:xqa", model="no-such/model")
     assert got.answer["data-verdict"] == "error"
     assert "unknown model" in "".join(got.text)
-    got = _ask(tmp_path, target="kernel:xqa", more="attention=sparse")
+    got = _ask(shipped_html_page, tmp_path, target="kernel:xqa", more="attention=sparse")
     assert got.answer["data-verdict"] == "error"
     assert "sparse" in "".join(got.text)
 
@@ -214,10 +218,7 @@ _HARNESS = """
 """
 
 
-def _run_harness(
-    questions: list[dict[str, Any]], tmp_path: Path, page_text: str | None = None
-) -> list[dict[str, Any]]:
-    text = PAGE.read_text(encoding="utf-8") if page_text is None else page_text
+def _run_harness(questions: list[dict[str, Any]], tmp_path: Path, text: str) -> list[dict[str, Any]]:
     payload = json.dumps(questions).replace("</", "<\\/")
     extra = f'<script type="application/json" id="harness-questions">{payload}</script>{_HARNESS}'
     page = tmp_path / "harness.html"
@@ -365,10 +366,10 @@ def _python_answer(matrix: capmatrix.Matrix, q: dict[str, Any]) -> dict[str, Any
 
 @browser
 def test_evaluator_agrees_with_python(
-    matrix: capmatrix.Matrix, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    matrix: capmatrix.Matrix, shipped_pages: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     questions = _questions(matrix)
-    answers = _run_harness(questions, tmp_path)
+    answers = _run_harness(questions, tmp_path, shipped_pages[HTML_NAME])
     verdicts: set[str] = set()
     suggested = refused = 0
     for q, got in zip(questions, answers, strict=True):
@@ -441,10 +442,12 @@ class _Hidden(html.parser.HTMLParser):
 
 
 @browser
-def test_filters_hide_what_does_not_match(matrix: capmatrix.Matrix, tmp_path: Path) -> None:
+def test_filters_hide_what_does_not_match(
+    matrix: capmatrix.Matrix, shipped_html_page: Path, tmp_path: Path
+) -> None:
     model, role = "deepseek_v3", "trtllm_generation"
     everything = _Hidden()
-    everything.feed(_dump(PAGE, tmp_path))
+    everything.feed(_dump(shipped_html_page, tmp_path))
     assert everything.kernels
     assert not any(everything.kernels.values())
     assert not any(everything.roles.values())
@@ -453,7 +456,7 @@ def test_filters_hide_what_does_not_match(matrix: capmatrix.Matrix, tmp_path: Pa
     assert not any(h for _, h in everything.columns)
 
     filtered = _Hidden()
-    filtered.feed(_dump(PAGE, tmp_path, "#filter?" + urlencode({"model": model, "role": role})))
+    filtered.feed(_dump(shipped_html_page, tmp_path, "#filter?" + urlencode({"model": model, "role": role})))
     candidates = set(matrix.roles[role].candidates)
     for kernel, hidden in filtered.kernels.items():
         supports = capmatrix.resolve(KernelQuery(kernel, model=model), matrix).verdict
@@ -492,9 +495,11 @@ class _Common(html.parser.HTMLParser):
             self.headers.append(data)
 
 
-def test_common_table_cells_are_the_resolvers_answers(matrix: capmatrix.Matrix) -> None:
+def test_common_table_cells_are_the_resolvers_answers(
+    matrix: capmatrix.Matrix, shipped_pages: dict[str, str]
+) -> None:
     parsed = _Common()
-    parsed.feed(PAGE.read_text(encoding="utf-8"))
+    parsed.feed(shipped_pages[HTML_NAME])
     sms = matrix.axes["sm"].known
     expected = []
     for model in COMMON_MODELS:
@@ -511,8 +516,10 @@ def test_common_table_cells_are_the_resolvers_answers(matrix: capmatrix.Matrix) 
     assert "H100, H200, GH200 (sm90)" in parsed.headers
 
 
-def test_common_table_comes_first_in_both_pages(matrix: capmatrix.Matrix, shipped_doc: Document) -> None:
-    page = PAGE.read_text(encoding="utf-8")
+def test_common_table_comes_first_in_both_pages(
+    matrix: capmatrix.Matrix, shipped_doc: Document, shipped_pages: dict[str, str]
+) -> None:
+    page = shipped_pages[HTML_NAME]
     assert page.index('id="common"') < page.index('id="ask-form"') < page.index('id="overview"')
     markdown = render_markdown(shipped_doc)
     assert markdown.index("## Common configurations") < markdown.index("Legend: ✓ supported: the")
@@ -522,8 +529,8 @@ def test_common_table_comes_first_in_both_pages(matrix: capmatrix.Matrix, shippe
     assert len(symbols) == len(matrix.axes["sm"].known)
 
 
-def test_page_is_self_contained() -> None:
-    page = PAGE.read_text(encoding="utf-8")
+def test_page_is_self_contained(shipped_pages: dict[str, str]) -> None:
+    page = shipped_pages[HTML_NAME]
     assert "<script src" not in page
     assert not re.search(r"""(src|href)=["']https?:""", page)
     assert "fetch(" not in page

@@ -1,7 +1,8 @@
 """The shipped page in headless Chromium: search box, shared ask links, laptop and phone widths, legend.
 
-One Chromium run per window size (the page is large; a run costs seconds): a copy of
-``docs/support-matrix.html`` with a script appended that, once the page has loaded, measures what a
+One Chromium run per window size (the page is large; a run costs seconds): a copy of the shipped
+matrix's page (rendered once per test process, as ``make docs`` writes ``docs/support-matrix.html``,
+which is not committed) with a script appended that, once the page has loaded, measures what a
 reader sees (scroll position, focus, which rows, columns and sections are shown, computed styles),
 types into the search box, follows a second ask link, and writes it all as JSON into the DOM. One more
 test shoots the page at both widths and prints where (``pytest -s`` shows it). Skipped without Chromium.
@@ -25,8 +26,6 @@ import capmatrix
 from capmatrix import KernelQuery
 from capmatrix.render._build import GPU_NAMES
 
-ROOT = Path(__file__).resolve().parent.parent
-PAGE = ROOT / "docs" / "support-matrix.html"
 LAPTOP, PHONE = (1366, 768), (500, 900)  # headless Chromium lays out no narrower than 500 px
 #: The shared link the laptop run opens, and the one it follows next (a hashchange, not a load).
 FIRST = {"target": "kernel:xqa", "model": "deepseek_v3", "sm": "120", "spec_dec": "one_model",
@@ -159,10 +158,12 @@ _HARNESS = """
 """
 
 
-def _run(tmp_path: Path, size: tuple[int, int], fragment: str, second: str | None) -> dict[str, Any]:
+def _run(
+    shipped: Path, tmp_path: Path, size: tuple[int, int], fragment: str, second: str | None
+) -> dict[str, Any]:
     script = _HARNESS % {"searches": json.dumps(list(SEARCHES)), "second": json.dumps(second)}
     page = tmp_path / "page.html"
-    page.write_text(PAGE.read_text(encoding="utf-8").replace("</body>", script + "</body>", 1),
+    page.write_text(shipped.read_text(encoding="utf-8").replace("</body>", script + "</body>", 1),
                     encoding="utf-8")
     cmd = TOOL.chromium_command(
         CHROMIUM, str(tmp_path / "profile"), page.resolve().as_uri() + fragment, "--dump-dom",
@@ -176,14 +177,14 @@ def _run(tmp_path: Path, size: tuple[int, int], fragment: str, second: str | Non
 
 
 @pytest.fixture(scope="module")
-def laptop(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return _run(tmp_path_factory.mktemp("laptop"), LAPTOP, "#ask?" + urlencode(FIRST),
+def laptop(shipped_html_page: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return _run(shipped_html_page, tmp_path_factory.mktemp("laptop"), LAPTOP, "#ask?" + urlencode(FIRST),
                 "#ask?" + urlencode(SECOND))
 
 
 @pytest.fixture(scope="module")
-def phone(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return _run(tmp_path_factory.mktemp("phone"), PHONE, "", None)
+def phone(shipped_html_page: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return _run(shipped_html_page, tmp_path_factory.mktemp("phone"), PHONE, "", None)
 
 
 @pytest.fixture(scope="module")
@@ -350,9 +351,12 @@ def test_search_without_a_match_hides_nothing(laptop: dict[str, Any], matrix: ca
     assert len(everything["commonColumns"]) == len(matrix.axes["sm"].known) + 1
 
 
-def test_screenshots_at_laptop_and_phone_width(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_screenshots_at_laptop_and_phone_width(
+    shipped_html_page: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     for width, height in (LAPTOP, PHONE):
-        shot = TOOL.screenshot(PAGE, tmp_path / f"page-{width}x{height}.png", size=f"{width},{height}")
+        shot = TOOL.screenshot(shipped_html_page, tmp_path / f"page-{width}x{height}.png",
+                               size=f"{width},{height}")
         with capsys.disabled():  # the path in the test output, to look at
             sys.stdout.write(f"\nscreenshot at {width}x{height}: {shot}\n")
         got_width, got_height, raw = _png_pixels(shot)

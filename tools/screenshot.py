@@ -8,7 +8,7 @@
 Chromium does not repaint after scrolling, so this is how a section further down gets into the shot).
 ``--show CELL_ID`` opens the page at ``#show-CELL_ID`` so that the cell's tooltip is open in the shot
 (cell ids look like ``kernel-xqa-grid-r9-c10``: grid anchor, row and column). Keep screenshots out of
-the repository.
+the repository. The page is a build output, not committed: build it first with ``make docs``.
 """
 
 from __future__ import annotations
@@ -91,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", default="1400,1000", help="window size WIDTH,HEIGHT")
     parser.add_argument("--chromium", help="Chromium binary")
     args = parser.parse_args(argv)
+    if not args.page.is_file():
+        print(f"screenshot: {args.page} not found; build it with `make docs`", file=sys.stderr)
+        return 2
     try:
         path = screenshot(args.page, args.out, show=args.show, only=args.only, size=args.size,
                           chromium=args.chromium)

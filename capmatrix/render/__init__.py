@@ -3,7 +3,8 @@
 :func:`build` (private ``_build``) turns a matrix into a :class:`Document`, the page model of
 :mod:`~capmatrix.render.page`; :mod:`~capmatrix.render.markdown` and :mod:`~capmatrix.render.html` print
 it; :func:`render_files` writes both pages atomically and :func:`stale_pages` (:func:`check_files`) compares
-them with a fresh render, with a short diff of each stale page (private ``_files``). Output is
+them with a fresh render, with a short diff of each stale page (private ``_files``): the committed
+Markdown always, the HTML page (a build output) when asked for. Output is
 deterministic: matrix order, no timestamps, every path shown relative to the matrix root.
 """
 
