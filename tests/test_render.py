@@ -145,7 +145,11 @@ def test_check_fails_after_a_one_line_yaml_edit(tmp_path: Path, shipped_pages: d
     assert err.endswith(f"capmatrix: stale in {out}: {MARKDOWN_NAME}; run "
                         f"`capmatrix render --matrix {caps} --out-dir {out}` and commit the result\n")
     assert "-| 120 (sm_12x)" in err  # the grid rows that changed
-    # Bounded: a few kilobytes, never the page's embedded data, each line cut short.
+    # With the HTML page too: bounded, a few kilobytes, never the page's embedded data, each line cut short.
+    code, _, err = cli("render", "--check", "--with-html", "--matrix", str(caps), "--out-dir", str(out))
+    assert code == 1
+    assert err.endswith(f"capmatrix: stale in {out}: {MARKDOWN_NAME}, {HTML_NAME}; run "
+                        f"`capmatrix render --matrix {caps} --out-dir {out}` and commit the result\n")
     assert len(err) < 6000
     assert 'id="ask-data">{' not in err
     assert all(len(line) < 300 for line in err.splitlines()[:-1])  # the last: the command to run
