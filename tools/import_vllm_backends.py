@@ -90,6 +90,11 @@ BACKENDS: dict[str, tuple[str, str]] = {
 #: The first release of a backend of ``BACKENDS`` that is not in every recorded release.
 SINCE: dict[str, str] = {"FLASHINFER_TS": "0.34.0", "KIMI_K3_KV_BALANCED_MLA": "0.34.0"}
 #: Members of ``AttentionBackendEnum`` the table leaves out on purpose, and why.
+#: The role's kernels that are no backend: engine-start checks (gates with no class to read), each with why.
+START_CHECKS: dict[str, str] = {
+    "vllm_worker_init": "Worker.init_device's dtype check (CudaPlatform.check_if_supports_dtype), before "
+                        "any backend",
+}
 NOT_IMPORTED: dict[str, str] = {
     **dict.fromkeys(("FLASH_ATTN_DIFFKV", "TRITON_ATTN_DIFFKV"),
                     "CUDA, but for a V head size other than K's, an input the matrix does not model"),
@@ -341,7 +346,8 @@ def _unrecorded(table: Mapping[str, Any], kernels: Mapping[str, Any]) -> list[st
     problems = []
     for kernel in kernels:
         name = kernel.removeprefix("vllm_").upper()
-        if not kernel.startswith("vllm_") or name in table["backends"] or name in NOT_IMPORTED:
+        if (not kernel.startswith("vllm_") or name in table["backends"] or name in NOT_IMPORTED
+                or kernel in START_CHECKS):
             continue
         if name in BACKENDS and name not in expected_backends(version):
             continue  # a backend of a later release (SINCE)
