@@ -522,6 +522,9 @@ class Guard:
     ``means`` says what a gate-side word is for the targets, per enum axis: a value of that axis, or
     the query's value of another axis (vLLM's ``kv_cache_dtype: auto`` is the model's ``dtype``).
     Meanings read the query as the gate sees it and do not chain; ``axes`` and ``refused`` pin after.
+    ``caught_by`` names gates the engine asks later, at engine start, of the same query (vLLM's
+    ``TritonAttentionImpl.__init__``): where one of them refuses, the gate's "yes" ends in that clean
+    refusal rather than in a kernel call (``capmatrix check`` C113, not C112).
     """
 
     targets: tuple[str, ...]
@@ -530,6 +533,7 @@ class Guard:
     axes: Mapping[str, AxisValue] = field(default_factory=dict)
     refused: Mapping[str, AxisValue] | None = None
     means: Mapping[str, Mapping[AxisValue, AxisValue | ValueOf]] = field(default_factory=dict)
+    caught_by: tuple[str, ...] = ()
 
     def meant(self, values: Mapping[str, AxisValue]) -> dict[str, AxisValue]:
         """``values`` as the targets read them: each word of ``means`` replaced by what it means.

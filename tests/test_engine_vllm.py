@@ -443,15 +443,18 @@ def test_vllm_backends_not_modelled(name: str) -> None:
 
 
 def test_every_kernel_of_the_role_is_a_vllm_backend_or_a_start_check() -> None:
-    """A vllm_ kernel that is no backend is a start check: the only candidate of one of the role's orders."""
+    """A vllm_ kernel that is no backend is a start check: the only candidate of one of the role's
+    orders (the worker's), or a check a backend's guard names in ``caught_by`` (a backend's init)."""
     from capmatrix.engine.vllm import VLLM_BACKENDS
 
     matrix = capmatrix.default_matrix()
     kernels = {k for k in matrix.kernels if k.startswith("vllm_")}
     others = kernels - {"vllm_" + b.lower() for b in VLLM_BACKENDS}
     alone = {o.candidates[0] for o in matrix.roles[ROLE].orders if len(o.candidates) == 1}
-    assert others
-    assert others <= alone
+    caught = {c for k in matrix.kernels.values() if k.guards is not None for c in k.guards.caught_by}
+    assert alone & others
+    assert caught & others
+    assert others <= alone | caught
     assert all(matrix.kernels[k].kind == "gate" for k in others)
 
 

@@ -94,6 +94,8 @@ SINCE: dict[str, str] = {"FLASHINFER_TS": "0.34.0", "KIMI_K3_KV_BALANCED_MLA": "
 START_CHECKS: dict[str, str] = {
     "vllm_worker_init": "Worker.init_device's dtype check (CudaPlatform.check_if_supports_dtype), before "
                         "any backend",
+    "vllm_triton_attn_init": "TritonAttentionImpl.__init__'s KV-dtype checks, after TRITON_ATTN is chosen",
+    "vllm_triton_mla_init": "TritonMLAImpl.__init__'s KV-dtype checks, after TRITON_MLA is chosen",
 }
 NOT_IMPORTED: dict[str, str] = {
     **dict.fromkeys(("FLASH_ATTN_DIFFKV", "TRITON_ATTN_DIFFKV"),
