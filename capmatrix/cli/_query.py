@@ -226,8 +226,13 @@ def _would_work(
     suggestions: Sequence[Suggestion], *, vary: bool, limit: int = SHOWN_SUGGESTIONS,
 ) -> list[str]:
     shown = format_suggestions(suggestions, limit=limit)
+    # A search its work budget stopped (Suggestions.truncated): what it found, and that it stopped.
+    cut = bool(getattr(suggestions, "truncated", False))
+    stopped = "    truncated: the search's work budget ran out; other changes may work"
     if shown:
-        return ["  would work:", *(f"    {line}" for line in shown)]
+        return ["  would work:", *(f"    {line}" for line in shown), *([stopped] if cut else [])]
+    if cut:
+        return ["  would work: none found before the search's work budget ran out (truncated)"]
     hint = "" if vary else " (the model's geometry kept; widen with --vary AXIS)"
     return [f"  would work: no change of one or two axes{hint}"]
 
@@ -297,7 +302,8 @@ def cmd_query(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextIO
     reasons = resolution.explain(closest=args.closest)
     if args.json:
         print_json({**resolution.as_dict(), "reasons": [r.as_dict() for r in reasons],
-                    "suggestions": [s.as_dict() for s in found]}, out)
+                    "suggestions": [s.as_dict() for s in found],
+                    "suggestions_truncated": found.truncated}, out)
     else:
         shown_defaults = read_axes(matrix, [resolution.kernel], reasons)
         if args.explain:
