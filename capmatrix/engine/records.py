@@ -327,7 +327,9 @@ def sglang_answer(header: dict[str, Any], models: dict[str, sglang.SGLangModel],
 
 
 def _sglang(header: dict[str, Any], rows: list[Any], found: _Found, matrix: Matrix | None) -> None:
-    models = {name: sglang.model_from_hf_config(config) for name, config in header["models"].items()}
+    version = header["sglang"]["version"]
+    models = {name: sglang.model_from_hf_config(config, matrix=matrix, version=version)
+              for name, config in header["models"].items()}
     for key, recorded in rows:
         want = dict(recorded)
         if "refused" in want:

@@ -36,8 +36,6 @@ _PREFIX = "vllm_"
 #: Answers per compiled matrix (gone with it), at most this many each.
 _MEMO_SIZE = 4096
 _MEMO: weakref.WeakKeyDictionary[Resolver, dict[tuple[object, ...], str]] = weakref.WeakKeyDictionary()
-_DTYPES = {"fp16": "fp16", "float16": "fp16", "half": "fp16", "bf16": "bf16", "bfloat16": "bf16",
-           "fp32": "fp32", "float32": "fp32", "float": "fp32"}
 #: The axes the named arguments set, each with its argument; ``extra`` may name none of them, by its name
 #: or by an alias the matrix gives it (vLLM's ``block_size`` is ``tokens_per_block``).
 _NAMED_AXES = {"sm": "capability", "head_dim": "head_size", "dtype": "dtype",
@@ -56,6 +54,7 @@ _NOT_AXES = {
 #: The engine's name in ``releases.yaml`` and its vocabularies there.
 ENGINE = "vllm"
 _BACKENDS, _KV_WORDS, _AUTOMATIC = "backends", "kv_cache_dtypes", "automatic_aliases"
+_MODEL_DTYPES = "model_dtypes"
 _CHECKPOINT_LAYERS = "checkpoint_kv_layers"
 _MAX_MINOR = 9
 
@@ -210,17 +209,38 @@ def _flag(argument: str, value: object) -> bool:
     return value
 
 
-def _dtype(value: object) -> str:
+#: vLLM's ``--dtype`` words and their dtype-axis values, per compiled matrix and release.
+_DTYPE_WORDS: weakref.WeakKeyDictionary[Resolver, dict[str, dict[str, str]]] = weakref.WeakKeyDictionary()
+
+
+def _model_dtypes(resolver: Resolver, version: str) -> dict[str, str]:
+    """The ``--dtype`` words of vLLM ``version`` (releases.yaml), each with its dtype-axis value.
+
+    The axis's spellings fold them (``half`` is ``fp16``); each value is a word of itself.
+    """
+    cache = _DTYPE_WORDS.get(resolver)
+    if cache is None:
+        cache = _DTYPE_WORDS.setdefault(resolver, {})
+    found = cache.get(version)
+    if found is None:
+        spellings = resolver.matrix.axes["dtype"].spellings
+        words = {w: spellings.get(w, w) for w in _words(resolver, _MODEL_DTYPES, version)}
+        found = cache[version] = {**words, **{v: v for v in words.values()}}
+    return found
+
+
+def _dtype(value: object, words: Mapping[str, str]) -> str:
     """A dtype name, a torch name (``torch.bfloat16``) or a ``torch.dtype`` (by name; torch not imported)."""
     kind = type(value)
     if kind.__module__ == "torch" and kind.__name__ == "dtype":
         value = str(value)
     if isinstance(value, str):
-        canonical = _DTYPES.get(value.removeprefix("torch."))
+        canonical = words.get(value.removeprefix("torch."))
         if canonical is not None:
             return canonical
-    raise InvalidArgument("dtype", value, "a model dtype: fp16, bf16 or fp32 (a name or a torch.dtype)",
-                          suggestion=did_you_mean(value, _DTYPES) if isinstance(value, str) else None)
+    values = sorted(set(words.values()))
+    raise InvalidArgument("dtype", value, f"a model dtype: {', '.join(values)} (a name or a torch.dtype)",
+                          suggestion=did_you_mean(value, words) if isinstance(value, str) else None)
 
 
 def _capability(value: object) -> int:
@@ -272,7 +292,7 @@ def _query(
         matrix.releases[ENGINE].axis: version,
         "sm": _capability(capability),
         "head_dim": _int("head_size", head_size, low=1),
-        "dtype": _dtype(dtype),
+        "dtype": _dtype(dtype, _model_dtypes(resolver, version)),
         "kv_cache_dtype": kv,  # vLLM's word: the axis maps its spellings (float16 is fp16)
         "vllm_kv_from_checkpoint": from_checkpoint,
         "attention": "mla" if mla else "gqa",
