@@ -160,6 +160,17 @@ class Axis:
         """The values the YAML lists (for docs, grids and examples), without the class representatives."""
         return self.values[: len(self.values) - self.extra] if self.extra else self.values
 
+    def spelled(self, value: AxisValue, prefix: str) -> str | None:
+        """The spelling of ``value`` that starts with ``prefix``, without it; None when there is none.
+
+        The dtype axis spells each value torch's way (``torch.bfloat16: bf16``), so
+        ``spelled("bf16", "torch.")`` is torch's attribute name, ``bfloat16``.
+        """
+        for word, meant in self.spellings.items():
+            if meant == value and word.startswith(prefix):
+                return word[len(prefix):]
+        return None
+
     def index(self, value: AxisValue) -> int | None:
         """Position of ``value`` among the values (known or representative), or None when it is not one."""
         for i, known in enumerate(self.values):

@@ -10,8 +10,10 @@ import pytest
 import capmatrix
 from capmatrix.engine import sglang, vllm
 from capmatrix.engine.hf import query_from_hf_config
+from capmatrix.engine.reference import LayerConfig, VerificationAttention
 from capmatrix.errors import InvalidArgument
 from capmatrix.loader import default_path
+from capmatrix.probe import torch_dtype
 
 VLLM_ARGS: dict[str, Any] = {"capability": (9, 0), "head_size": 128, "kv_cache_dtype": "auto",
                                 "block_size": None, "use_mla": False}
@@ -19,13 +21,15 @@ VLLM_ARGS: dict[str, Any] = {"capability": (9, 0), "head_size": 128, "kv_cache_d
 
 @pytest.fixture(scope="module")
 def edited(tmp_path_factory: pytest.TempPathFactory) -> capmatrix.Matrix:
-    """The shipped matrix with one more dtype spelling, vLLM's ``half`` dropped, and no GDN word."""
+    """The shipped matrix with one more dtype spelling and no torch one for bf16, vLLM's ``half`` dropped,
+    and no GDN word."""
     root = tmp_path_factory.mktemp("words") / "capabilities"
     shutil.copytree(default_path(), root)
     axes = root / "axes.yaml"
     text = axes.read_text(encoding="utf-8")
     assert text.count("      half: fp16\n") == 1
     text = text.replace("      half: fp16\n", "      half: fp16\n      f16: fp16\n")
+    text = text.replace("      torch.bfloat16: bf16\n", "", 1)  # the dtype axis's: the first
     axes.write_text(text, encoding="utf-8")
     releases = root / "releases.yaml"
     text = releases.read_text(encoding="utf-8")
@@ -73,3 +77,18 @@ def test_sglang_kv_words_are_the_axis_values() -> None:
     with pytest.raises(InvalidArgument) as info:
         sglang.resolve(capability=(9, 0), model=model, kv_cache_dtype="fp8")
     assert "fp8_e4m3" in str(info.value)
+
+
+def test_torch_names_are_the_dtype_axis_spellings(edited: capmatrix.Matrix) -> None:
+    """The probe's and the reference engine's torch dtypes are the axis's ``torch.`` spellings."""
+    assert [torch_dtype(v) for v in ("fp32", "fp16", "bf16", "fp8")] == [
+        "float32", "float16", "bfloat16", "float8_e4m3fn"]
+    assert torch_dtype("fp16", edited) == "float16"
+    assert edited.axes["dtype"].spelled("fp16", "torch.") == "float16"
+    assert edited.axes["dtype"].spelled("fp16", "cuda.") is None
+    with pytest.raises(ValueError, match="no torch spelling"):
+        torch_dtype("int8")
+    assert edited.axes["dtype"].spelled("bf16", "torch.") is None
+    with pytest.raises(ValueError, match="no torch spelling"):
+        VerificationAttention(config=LayerConfig(hidden_size=256, num_heads=8, num_kv_heads=2, head_dim=64),
+                              dtype="bf16", matrix=edited)
