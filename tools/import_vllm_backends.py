@@ -124,7 +124,19 @@ BASES: dict[str, str] = {
     "AttentionBackend": "vllm/v1/attention/backend.py",
     "MLACommonBackend": "vllm/model_executor/layers/attention/mla_attention.py",
 }
-TORCH_DTYPES = {"float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp32", "float": "fp32"}
+
+
+def torch_dtypes(axes_text: str) -> dict[str, str]:
+    """The torch dtype names (``float16``, ``half``, ...) with their dtype-axis values: the axis's spellings.
+
+    A ``torch.`` word counts without its prefix; the bare words as they are.
+    """
+    spellings = yaml.safe_load(axes_text)["axes"]["dtype"].get("spellings", {})
+    return {str(word).removeprefix("torch."): str(value) for word, value in spellings.items()}
+
+
+#: The dtype axis's torch words, read once (the sources name torch.float16, torch.bfloat16, ...).
+TORCH_DTYPES = torch_dtypes(AXES.read_text(encoding="utf-8"))
 #: A head size the head_dim axis does not list is written as a one-value range (``"[320, 320]"``).
 ONE_VALUE_RANGE = re.compile(r"\[(\d+), *(\d+)\]")
 FIELDS = ("supported_dtypes", "supported_kv_cache_dtypes", "head_sizes", "block_sizes")
