@@ -261,11 +261,11 @@ def _guard(g: Guard) -> list[Any]:
     return [list(g.targets), _loc(g.location), [_conds(b) for b in g.when], _pins(g.axes),
             None if g.refused is None else _pins(g.refused),
             [[a, [[_value(w), {"value_of": m.axis} if isinstance(m, ValueOf) else _value(m)]
-                  for w, m in table.items()]] for a, table in g.means.items()]]
+                  for w, m in table.items()]] for a, table in g.means.items()], list(g.caught_by)]
 
 
 def _unguard(data: list[Any]) -> Guard:
-    targets, loc, when, axes, refused, means = data
+    targets, loc, when, axes, refused, means, caught = data
     location = _unloc(loc)
     if location is None:
         raise _Mismatch
@@ -274,6 +274,7 @@ def _unguard(data: list[Any]) -> Guard:
         axes=_unpins(axes),
         refused=None if refused is None else _unpins(refused),
         means={_str(a): {_unvalues([w])[0]: _unmeaning(m) for w, m in table} for a, table in means},
+        caught_by=tuple(map(_str, caught)),
     )
 
 

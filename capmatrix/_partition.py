@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 __all__ = [
     "TABLE_SAMPLE_MIN",
     "PartitionLimit",
+    "Work",
+    "WorkLimit",
     "find",
     "measure",
     "mostly_disjoint",
@@ -64,6 +66,29 @@ class PartitionLimit(CapmatrixError):
         self.limit = limit
 
 
+class WorkLimit(CapmatrixError):
+    """A :class:`Work` budget ran out: the walk stopped before its answer."""
+
+
+class Work:
+    """A budget of steps (nodes of a walk) shared by several walks; spending past it raises WorkLimit.
+
+    Counted in steps, never in time, so that a bounded answer is the same on every machine.
+    """
+
+    __slots__ = ("left", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.left = limit
+
+    def spend(self, steps: int = 1) -> None:
+        """Take ``steps`` from the budget; raise :class:`WorkLimit` once it is spent."""
+        self.left -= steps
+        if self.left < 0:
+            raise WorkLimit(f"work budget of {self.limit:,} steps spent")
+
+
 def partition(
     space: Space,
     boxes: Sequence[Box],
@@ -74,6 +99,7 @@ def partition(
     local: bool | None = None,
     limit: int | None = None,
     watch: Hashable = None,
+    work: Work | None = None,
 ) -> dict[L, list[Box]]:
     """Map each label to the disjoint boxes of ``root`` (default: the universe) where it holds.
 
@@ -93,6 +119,7 @@ def partition(
     ``limit`` bounds time and memory: the boxes of label ``watch`` (of every label when ``watch`` is
     None) never pass ``limit`` at any node (a node's count never exceeds its parent's, so this bounds
     the answer), nor all labels ``TOTAL_FACTOR`` times that, else :class:`PartitionLimit` is raised.
+    ``work`` (optional) is spent one step per node; :class:`WorkLimit` when it runs out.
     """
     width = len(space.axes)
     top = space.full_box() if root is None else root
@@ -151,6 +178,8 @@ def partition(
 
     def node(open_axes: int, live: int) -> _Tails:
         # Callers look ``reached`` up first: this runs for new (open axes, live) pairs only.
+        if work is not None:
+            work.spend()
         raw = (open_axes, live)
         axes, all_whole = open_info.get(open_axes) or info(open_axes)
         cover = live & all_whole
@@ -403,6 +432,7 @@ def find(
     limit: int,
     root: Box | None = None,
     relevant: Callable[[int, int], int] | None = None,
+    work: Work | None = None,
 ) -> tuple[list[Box], bool]:
     """Up to ``limit`` disjoint boxes of ``root`` where ``label`` is ``want``, in a fixed order.
 
@@ -422,6 +452,8 @@ def find(
 
     def walk(open_axes: int, live: int) -> bool:
         """Collect ``want`` boxes below; False once past ``limit`` (one more proves there are more)."""
+        if work is not None:
+            work.spend()
         axes = [a for a in priority if open_axes >> a & 1]
         cover = live
         for a in axes:

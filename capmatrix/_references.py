@@ -97,6 +97,14 @@ class _Semantics(_Values):
             if target not in kernels and target not in roles:
                 self.fail(smap, path, f"gate {echo(gate)} guards unknown kernel or role {echo(target)}",
                           hint=_hints.suggest(target, [*kernels, *roles], "kernels and roles"), code="E244")
+        gates = [k for k, kernel in kernels.items() if kernel.kind == "gate"]
+        for smap, path, gate, check in self.caught:
+            if check not in gates or check == gate:
+                others = [g for g in gates if g != gate]
+                self.fail(smap, path, f"gate {echo(gate)}: 'caught_by' names {echo(check)}, which is no "
+                          "other gate of the matrix",
+                          hint=_hints.suggest(check, others, "gates") if others else
+                          "declare the engine's start check as a gate (kind: gate) and name it", code="E247")
         return Matrix(
             root=str(root),
             files=tuple(s.path for _d, s in docs),
@@ -390,13 +398,15 @@ class _Semantics(_Values):
             if when:
                 boxes.append(when[0])
         admitted = self._axis_values(spec.get("axes", {}), (*base, "axes"), smap, axes)
+        caught = tuple(spec.get("caught_by", ()))
+        self.caught.extend((smap, (*base, "caught_by", i), name, c) for i, c in enumerate(caught))
         refused = spec.get("refused")
         line, col = smap.locate(base, key=True)
         return Guard(
             targets=tuple(spec["targets"]), location=Location(path=smap.path, line=line, column=col),
             when=tuple(boxes), axes=admitted,
             refused=None if refused is None else self._axis_values(refused, (*base, "refused"), smap, axes),
-            means=self._means(spec.get("means", {}), (*base, "means"), smap, axes),
+            means=self._means(spec.get("means", {}), (*base, "means"), smap, axes), caught_by=caught,
         )
 
     def _means(

@@ -8,15 +8,18 @@ The resolve path itself is untouched: suggestions are computed only when asked f
 
 Only axes some rule of the kernel names are changed (no other axis can change the answer). A set of
 changes that leaves axes open is answered by the resolver itself (the question "supported for every
-value of the open axes" costs a resolve), and one call makes at most :data:`MAX_OPEN_TESTS` of them:
-the single changes are always tried first, and when the budget runs out among the pairs, the pairs
-not yet tried are left out and the result's ``truncated`` is true.
+value of the open axes" is a walk over their values, which can grow exponentially with them). One
+call spends at most :data:`MAX_WORK` steps: a step per set of changes tried, and a step per node of
+the resolver's walks (and per box of a residual). Single changes are tried first, then pairs; when
+the budget runs out, the sets not yet tried are left out and the result's ``truncated`` is true. The
+budget counts steps, not time, so a truncated answer is the same on every machine.
 """
 
 from __future__ import annotations
 
 from itertools import combinations
 
+from capmatrix._partition import Work, WorkLimit
 from capmatrix._record import record
 from capmatrix.errors import InvalidQuery, UnknownName
 from capmatrix.model import format_value
@@ -32,7 +35,7 @@ if TYPE_CHECKING:
     from capmatrix.resolver import Resolver
 
 __all__ = [
-    "GEOMETRY", "MAX_CHANGES", "MAX_OPEN_TESTS", "PRECISION", "Suggestion", "Suggestions", "default_vary",
+    "GEOMETRY", "MAX_CHANGES", "MAX_WORK", "PRECISION", "Suggestion", "Suggestions", "default_vary",
     "suggestions",
 ]
 
@@ -42,10 +45,10 @@ GEOMETRY = ("attention", "head_dim", "q_per_kv")
 PRECISION = ("dtype", "kv_cache_dtype")
 #: The most axes one suggestion changes (the search is bounded by it).
 MAX_CHANGES = 2
-#: Sets of changes leaving axes open that one call tests (each is a resolve); past it, the pairs not
-#: yet tried are left out (:attr:`Suggestions.truncated`). The shipped matrix's searches need at most
-#: about 460 (mmha on sm90 with one-model spec-dec, 0.12 s): this bounds a matrix far larger.
-MAX_OPEN_TESTS = 1000
+#: Steps one call spends (sets of changes tried, nodes of the resolver's walks over open axes); past it,
+#: the sets not yet tried are left out (:attr:`Suggestions.truncated`). A step is some tens of
+#: microseconds at most, so a search ends within a few seconds on any matrix.
+MAX_WORK = 200_000
 
 
 @record(kw_only=True)
@@ -84,8 +87,8 @@ class Suggestion:
 class Suggestions(tuple[Suggestion, ...]):  # noqa: SLOT001 - a tuple with one flag needs a __dict__
     """The suggestions of one query, a tuple; ``truncated`` says the search's budget ran out.
 
-    When it is true, single changes were all tried, and some pairs were not
-    (:data:`MAX_OPEN_TESTS`).
+    When it is true, the work budget (:data:`MAX_WORK`) ran out before every set of changes was tried:
+    those found are minimal, but others may exist.
     """
 
     truncated: bool
@@ -134,7 +137,6 @@ class _Search:
         self.open = open_axes
         self.all_rules = (1 << len(compiled.rules)) - 1
         self.decide = decide  # the resolver's verdict of the changed query (axes left open)
-        self.open_tests = 0
 
     def supported(self, changes: Mapping[int, int]) -> bool:
         """Whether the query with axis ``position -> value index`` changes is supported."""
@@ -153,7 +155,6 @@ class _Search:
             return not exclusions
         # Axes left open: supported when the grants minus the exclusions cover every combination of
         # their values, which the resolver answers (a region test here can grow exponentially).
-        self.open_tests += 1
         return self.decide(changes)
 
 
@@ -185,8 +186,8 @@ def suggestions(
     """The minimal changes of at most :data:`MAX_CHANGES` axes in ``vary`` that make ``query`` supported.
 
     Empty when the query is already supported, or when no such change exists. Ordered by the number
-    of changes, then by axis order, then by value order. ``truncated`` when pairs were left untried
-    (:data:`MAX_OPEN_TESTS`).
+    of changes, then by axis order, then by value order. ``truncated`` when the work budget
+    (:data:`MAX_WORK`) left sets of changes untried.
 
     :raises InvalidQuery: for a bad query or an unknown axis in ``vary``.
     """
@@ -205,8 +206,11 @@ def suggestions(
     def named(changes: Mapping[int, int]) -> dict[str, AxisValue]:
         return {axes[ai].name: axes[ai].values[vi] for ai, vi in sorted(changes.items())}
 
+    work = Work(MAX_WORK)
+
     def decide(changes: Mapping[int, int]) -> bool:
-        return resolver.resolve(query.replace(**named(changes))).verdict is Verdict.SUPPORTED
+        verdict = resolver._verdict_within(query.replace(**named(changes)), work)  # noqa: SLF001
+        return verdict is Verdict.SUPPORTED
 
     search = _Search(compiled, axes, _admits(compiled, axes, values), open_axes, decide)
 
@@ -220,20 +224,22 @@ def suggestions(
     varied = [positions[n] for n in names if compiled.unconstrained[positions[n]] != search.all_rules]
     found: list[dict[int, int]] = []
     singles: set[tuple[int, int]] = set()
-    for ai in varied:
-        for vi in options(ai):
-            if search.supported({ai: vi}):
-                found.append({ai: vi})
-                singles.add((ai, vi))
-    truncated = False
-    pairs = ((a, va, b, vb) for a, b in combinations(varied, 2) for va in options(a)
+    single_changes = ({ai: vi} for ai in varied for vi in options(ai))
+    pairs = ({a: va, b: vb} for a, b in combinations(varied, 2) for va in options(a)
              if (a, va) not in singles for vb in options(b) if (b, vb) not in singles)
-    for a, va, b, vb in pairs if MAX_CHANGES >= 2 else ():
-        if search.open_tests >= MAX_OPEN_TESTS:
-            truncated = True
-            break
-        if search.supported({a: va, b: vb}):
-            found.append({a: va, b: vb})
+    truncated = False
+    try:
+        for changes in single_changes:
+            work.spend()
+            if search.supported(changes):
+                found.append(changes)
+                singles.update(changes.items())
+        for changes in pairs if MAX_CHANGES >= 2 else ():
+            work.spend()
+            if search.supported(changes):
+                found.append(changes)
+    except WorkLimit:  # the sets not yet tried are left out
+        truncated = True
     out = []
     for changes in found:
         shown = named(changes)

@@ -107,6 +107,8 @@ class _Values:
         self.order_paths: dict[tuple[str, Location], tuple[_yaml.SourceMap, tuple[str | int, ...]]] = {}
         #: Names gates guard, checked once every kernel and role is known: (file, path, gate, name).
         self.guarded: list[tuple[_yaml.SourceMap, tuple[str | int, ...], str, str]] = []
+        #: Each guard's ``caught_by`` name, checked once every kernel is read (E247).
+        self.caught: list[tuple[_yaml.SourceMap, tuple[str | int, ...], str, str]] = []
         #: The engines' modelled releases (``releases:``), by engine.
         self.releases: dict[str, EngineReleases] = {}
 

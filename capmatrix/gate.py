@@ -326,6 +326,9 @@ def _record_one(matrix: Matrix, engine: str, kind: str, path: Path) -> OracleRes
     note = f"{result.rows:,} recorded questions"
     if result.artefacts:
         note += f", {result.artefacts} left out as the recorder's mm-prefix artefact"
+    if result.start_refused:
+        note += (f", {result.start_refused} refused at engine start (the recorder asks selection past "
+                 "the worker's checks)")
     return OracleResult(oracle="records", item=item, checks=result.checks, failed=result.failed,
                         disagreements=shown[:MAX_SHOWN], note=note)
 

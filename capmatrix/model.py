@@ -160,6 +160,17 @@ class Axis:
         """The values the YAML lists (for docs, grids and examples), without the class representatives."""
         return self.values[: len(self.values) - self.extra] if self.extra else self.values
 
+    def spelled(self, value: AxisValue, prefix: str) -> str | None:
+        """The spelling of ``value`` that starts with ``prefix``, without it; None when there is none.
+
+        The dtype axis spells each value torch's way (``torch.bfloat16: bf16``), so
+        ``spelled("bf16", "torch.")`` is torch's attribute name, ``bfloat16``.
+        """
+        for word, meant in self.spellings.items():
+            if meant == value and word.startswith(prefix):
+                return word[len(prefix):]
+        return None
+
     def index(self, value: AxisValue) -> int | None:
         """Position of ``value`` among the values (known or representative), or None when it is not one."""
         for i, known in enumerate(self.values):
@@ -522,6 +533,9 @@ class Guard:
     ``means`` says what a gate-side word is for the targets, per enum axis: a value of that axis, or
     the query's value of another axis (vLLM's ``kv_cache_dtype: auto`` is the model's ``dtype``).
     Meanings read the query as the gate sees it and do not chain; ``axes`` and ``refused`` pin after.
+    ``caught_by`` names gates the engine asks later, at engine start, of the same query (vLLM's
+    ``TritonAttentionImpl.__init__``): where one of them refuses, the gate's "yes" ends in that clean
+    refusal rather than in a kernel call (``capmatrix check`` C113, not C112).
     """
 
     targets: tuple[str, ...]
@@ -530,6 +544,7 @@ class Guard:
     axes: Mapping[str, AxisValue] = field(default_factory=dict)
     refused: Mapping[str, AxisValue] | None = None
     means: Mapping[str, Mapping[AxisValue, AxisValue | ValueOf]] = field(default_factory=dict)
+    caught_by: tuple[str, ...] = ()
 
     def meant(self, values: Mapping[str, AxisValue]) -> dict[str, AxisValue]:
         """``values`` as the targets read them: each word of ``means`` replaced by what it means.

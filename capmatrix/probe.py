@@ -59,6 +59,7 @@ __all__ = [
     "probe_cases",
     "read_evidence",
     "run_probe",
+    "torch_dtype",
     "universe_values",
     "write_evidence",
 ]
@@ -75,14 +76,6 @@ KERNEL_BACKENDS: dict[str, tuple[str, str | None]] = {
 
 #: The axes an SDPA query ranges over (besides ``sm``, which is the GPU's own).
 SDPA_AXES = ("dtype", "head_dim", "attention", "causal", "attn_mask", "dropout")
-
-#: Matrix dtype -> torch dtype attribute (fp8 is E4M3, the format the matrix means by fp8).
-_TORCH_DTYPES = {
-    "fp32": "float32",
-    "fp16": "float16",
-    "bf16": "bfloat16",
-    "fp8": "float8_e4m3fn",
-}
 
 #: Attention kinds that are SDPA input shapes. ``mla`` is not one: SDPA takes materialised
 #: per-head Q/K/V, so an MLA model reaches SDPA only after decompression, as mha.
@@ -175,13 +168,25 @@ def _backend_name(torch: ModuleType, value: object) -> str:
     return str(value)
 
 
+def torch_dtype(value: str, matrix: Matrix | None = None) -> str:
+    """The torch attribute of a dtype value: the dtype axis's ``torch.`` spelling (fp8 is E4M3).
+
+    :raises ValueError: when the axis gives the value no such spelling.
+    """
+    name = (default_matrix() if matrix is None else matrix).axes["dtype"].spelled(value, "torch.")
+    if name is None:
+        msg = f"dtype {value!r} has no torch spelling on the dtype axis (add 'torch.NAME: {value}' to it)"
+        raise ValueError(msg)
+    return name
+
+
 def _make_inputs(  # pragma: no cover - needs a CUDA GPU
     torch: ModuleType, case: ProbeCase
 ) -> dict[str, Any]:
     gen = torch.Generator(device="cuda").manual_seed(SETUP["seed"])
     b, hq, s = SETUP["batch"], SETUP["q_heads"], SETUP["seq_len"]
     hkv = SETUP["kv_heads"][case.attention]
-    dtype = getattr(torch, _TORCH_DTYPES[case.dtype])
+    dtype = getattr(torch, torch_dtype(case.dtype))
 
     def rand(heads: int) -> Any:  # noqa: ANN401  (a torch.Tensor; torch is untyped here)
         x = torch.randn(b, heads, s, case.head_dim, device="cuda", generator=gen)

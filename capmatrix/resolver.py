@@ -27,7 +27,7 @@ from capmatrix._answers import (
 )
 from capmatrix._compile import KernelIndex, _CompiledKernel
 from capmatrix._explain import MAX_RESIDUAL_BOXES, Explainer
-from capmatrix._partition import PartitionLimit, find, partition, reduce_kernel
+from capmatrix._partition import PartitionLimit, Work, find, partition, reduce_kernel
 from capmatrix._tables import NO_ROW, Table
 from capmatrix.errors import CapabilityErrors, InvalidQuery, UnknownName, did_you_mean
 from capmatrix.model import NONE, AxisType
@@ -155,6 +155,19 @@ class Resolver:
         check_query(query)
         found = self._cache.get(query)  # the per-step path: one lookup, no further call
         return found if found is not None else self._cached_resolve(query, None)
+
+    def _verdict_within(self, query: KernelQuery, work: Work) -> Verdict:
+        """``resolve(query).verdict``, its walk over open axes spending ``work`` (cached once answered).
+
+        :raises WorkLimit: when ``work`` runs out first (nothing is cached then).
+        """
+        found = self._cache.get(query)
+        if found is None:
+            found = self._resolve(query, None, work)
+            if len(self._cache) >= CACHE_LIMIT:
+                self._cache.clear()
+            self._cache[query] = found
+        return found.verdict
 
     def _cached_resolve(self, query: KernelQuery, effective: _Effective | None) -> Resolution:
         found = self._cache.get(query)
@@ -516,7 +529,8 @@ class Resolver:
             )
         return value
 
-    def _resolve(self, query: KernelQuery, effective: _Effective | None = None) -> Resolution:
+    def _resolve(self, query: KernelQuery, effective: _Effective | None = None,
+                 work: Work | None = None) -> Resolution:
         if query.kernel is None:
             raise InvalidQuery("the query names no kernel; use select() for a role")
         compiled = self._kernels.get(query.kernel)
@@ -555,7 +569,7 @@ class Resolver:
             # No rule that applies names an open axis: every value of those axes answers alike.
             verdict = Verdict.SUPPORTED if not exclusions else Verdict.UNSUPPORTED
         else:
-            verdict, residual, truncated = self._open(compiled, open_axes, grants, exclusions)
+            verdict, residual, truncated = self._open(compiled, open_axes, grants, exclusions, work)
 
         return Resolution(
             query=query,
@@ -579,7 +593,8 @@ class Resolver:
         return False
 
     def _open(
-        self, compiled: _CompiledKernel, open_axes: list[str], grants: int, exclusions: int
+        self, compiled: _CompiledKernel, open_axes: list[str], grants: int, exclusions: int,
+        work: Work | None = None,
     ) -> tuple[Verdict, Region | None, bool]:
         """The verdict over the open axes, and the residual (at most ``MAX_RESIDUAL_BOXES`` boxes).
 
@@ -607,13 +622,15 @@ class Resolver:
         truncated = False
         try:
             found = partition(space, boxes, label, relevant=relevant, limit=MAX_RESIDUAL_BOXES,
-                              watch=True)
+                              watch=True, work=work)
             inside, outside = found.get(True, []), found.get(False, [])
         except PartitionLimit:
             inside, complete = find(space, boxes, label, want=True, limit=MAX_RESIDUAL_BOXES,
-                                    relevant=relevant)
-            outside, _ = find(space, boxes, label, want=False, limit=1, relevant=relevant)
+                                    relevant=relevant, work=work)
+            outside, _ = find(space, boxes, label, want=False, limit=1, relevant=relevant, work=work)
             truncated = not complete
+        if work is not None:
+            work.spend(len(inside))  # merging the residual below: a step per box
         if not inside:
             return Verdict.UNSUPPORTED, None, False
         if not outside:

@@ -122,7 +122,7 @@ def shape_problems(
             yield smap.error(
                 path,
                 "'guards' is a list of kernel or role names, or a mapping with 'targets' (and "
-                "optionally 'when', 'axes', 'refused', 'means')",
+                "optionally 'when', 'axes', 'refused', 'means', 'caught_by')",
                 hint=None if inner is None else _message(inner), code="E103",
             ), path
             continue

@@ -57,7 +57,7 @@ def seed_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _gate_findings(matrix: Matrix) -> dict[tuple[str, str], Finding]:
     out = {}
     for f in check(matrix):
-        if f.code in {"C111", "C112"}:
+        if f.code in {"C111", "C112", "C113"}:
             assert (f.code, f.kernels[0]) not in out  # one finding per gate and code
             out[f.code, f.kernels[0]] = f
     return out
@@ -96,6 +96,10 @@ def _rerun(matrix: Matrix, finding: Finding) -> int:
             assert (admits, serves) == (True, False), values
             if gate.guards.refused is not None:
                 assert _guarded(matrix, gate, values, refused=True), values
+            # C113 where a start check of caught_by refuses the same query, C112 where none does
+            stopped = [not capmatrix.resolve(KernelQuery(check, **values), matrix=matrix)  # type: ignore[arg-type]
+                       for check in gate.guards.caught_by]
+            assert any(stopped) is (finding.code == "C113"), values
     return len(witnesses)
 
 
@@ -186,7 +190,8 @@ def test_shipped_gate_findings_all_rerun(shipped: Matrix) -> None:
     assert set(found) == {
         ("C112", GATE), ("C111", GATE),
         ("C111", "trtllm_mla_chunked_prefill"), ("C111", "trtllm_mla_kv_cache_reuse"),
-        ("C112", "vllm_flash_attn"), ("C112", "vllm_triton_attn"), ("C112", "vllm_triton_mla"),
+        ("C112", "vllm_flash_attn"), ("C112", "vllm_triton_attn"),
+        ("C113", "vllm_triton_attn"), ("C113", "vllm_triton_mla"),
         ("C112", "vllm_flex_attention"), ("C111", "vllm_flashinfer"),
         # (no C111 on sglang_dsa: that one was the matrix's own guard missing `sglang_dsa: true`)
         ("C112", "sglang_dsa"), ("C112", "sglang_trtllm_mla"),
@@ -228,6 +233,16 @@ def test_shipped_vllm_gate_findings_are_the_issue_cases(shipped: Matrix) -> None
     assert _holds_somewhere(triton, sm=90, dtype="fp32", head_dim=576, phase="context")
     assert not _holds_somewhere(
         triton, sm=90, dtype="fp32", kv_cache_dtype="fp32", head_dim=576, phase="generation")
+    # FP8 below SM89: refused at engine start by TritonAttentionImpl / TritonMLAImpl.__init__ (C113)
+    for gate in ("vllm_triton_attn", "vllm_triton_mla"):
+        start = found["C113", gate]
+        assert _holds_somewhere(start, sm=86, kv_cache_dtype="fp8")
+        assert not _holds_somewhere(start, sm=89)
+        assert f"{gate}_init.fp8_below_sm89" in start.rules
+        assert shipped.rule(f"{gate}_init.fp8_below_sm89").location in start.locations
+        assert start.severity is Severity.INFO
+    assert not _holds_somewhere(triton, sm=86, kv_cache_dtype="fp8")
+    assert ("C112", "vllm_triton_mla") not in found
     fi = found["C111", "vllm_flashinfer"]
     assert _holds_somewhere(fi, sm=90, attention_sinks=True, flashinfer_trtllm=False)
     assert not _holds_somewhere(fi, sm=90, attention_sinks=True, flashinfer_trtllm=True)
@@ -321,6 +336,58 @@ def test_planted_regions_equal_brute_force(tmp_path: Path) -> None:
         _rerun(matrix, found[code, "g"])
     assert found["C112", "g"].rules == ("g.one_model",)
     assert found["C111", "g"].rules == ("g.no_mla_sm12x",)
+
+
+def test_planted_start_check_splits_c112_into_c113(tmp_path: Path) -> None:
+    """A start check named in ``caught_by`` takes the part of C112's region where it refuses (C113): the
+    cells are exactly the brute-force ones, and the rest stays C112."""
+    root = tmp_path / "caps"
+    (root / "kernels").mkdir(parents=True)
+    shutil.copy(CASES / "axes.yaml", root / "axes.yaml")
+    text = (CASES / "gates.yaml").read_text(encoding="utf-8")
+    guard = "      targets: [k]\n"
+    assert text.count(guard) == 1
+    start = (
+        "  g_init:\n    kind: gate\n    description: the engine's check at start\n    rules:\n"
+        "      - id: g_init.all\n        grant: {spec_dec: [none, one_model]}\n"
+        "        reason: r\n        source: s\n        status: untested\n"
+        "      - id: g_init.no_gqa_one_model\n        exclude: {attention: gqa, spec_dec: one_model}\n"
+        "        reason: the engine says no, with a remedy\n        source: s\n        status: untested\n")
+    text = text.replace(guard, guard + "      caught_by: [g_init]\n") + start
+    (root / "kernels" / "gates.yaml").write_text(text, encoding="utf-8")
+    matrix = capmatrix.load(root)
+    gate, kernel, check_gate = matrix.kernels["g"], matrix.kernels["k"], matrix.kernels["g_init"]
+    found = _gate_findings(matrix)
+    want: dict[str, set[tuple[AxisValue, ...]]] = {"C112": set(), "C113": set()}
+    for cell in cells(matrix):
+        if cell["spec_dec"] != "one_model" or not supported_at(gate, cell):
+            continue
+        if not supported_at(kernel, cell) and supported_at(kernel, {**cell, "spec_dec": "none"}):
+            want["C112" if supported_at(check_gate, cell) else "C113"].add(tuple(cell.values()))
+    assert want["C112"]
+    assert want["C113"]
+    for code, expected in want.items():
+        got = set()
+        for area in found[code, "g"].regions:
+            got |= set(_product(area.values))
+        assert got == expected, code
+        _rerun(matrix, found[code, "g"])
+    assert found["C113", "g"].rules == ("g.one_model", "g_init.no_gqa_one_model")
+    assert found["C113", "g"].severity is Severity.INFO
+    assert "refuses there at start (g_init.no_gqa_one_model)" in found["C113", "g"].message
+
+
+def test_caught_by_names_another_gate(tmp_path: Path) -> None:
+    """``caught_by`` naming a kernel that is no gate, or the gate itself, is refused (E247)."""
+    root = tmp_path / "caps"
+    (root / "kernels").mkdir(parents=True)
+    shutil.copy(CASES / "axes.yaml", root / "axes.yaml")
+    text = (CASES / "gates.yaml").read_text(encoding="utf-8")
+    text = text.replace("      targets: [k]\n", "      targets: [k]\n      caught_by: [k, g]\n")
+    (root / "kernels" / "gates.yaml").write_text(text, encoding="utf-8")
+    problems = list(capmatrix.iter_problems(root))
+    assert [(p.code, p.json_path) for p in problems] == [
+        ("E247", "kernels.g.guards.caught_by[0]"), ("E247", "kernels.g.guards.caught_by[1]")]
 
 
 def test_a_when_list_is_the_union_of_its_boxes(tmp_path: Path) -> None:

@@ -251,7 +251,8 @@ def test_a_role_with_no_winner_but_a_depending_candidate_says_so() -> None:
     code, out, _ = cli("select", "trtllm_context", "--sm", "89", "--head-dim", "1000", "--attention", "gqa",
                        "--dtype", "bf16")
     assert code == 1
-    assert out.splitlines()[0] == "trtllm_context: no supported candidate"
+    assert out.splitlines()[0] == ("trtllm_context: no supported candidate: refused at engine start by gate "
+                                   "trtllm_attention_init")
     # trtllm_generation with the group and spec-dec mode left open: XQA and MMHA each depend on them.
     code, out, _ = cli("select", "trtllm_generation", "--sm", "90", "--attention", "gqa", "--dtype", "bf16",
                        "--kv-cache-dtype", "bf16", "--head-dim", "128")

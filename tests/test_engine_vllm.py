@@ -442,11 +442,20 @@ def test_vllm_backends_not_modelled(name: str) -> None:
     assert "does not model" in str(info.value)
 
 
-def test_every_kernel_of_the_role_is_a_vllm_backend() -> None:
+def test_every_kernel_of_the_role_is_a_vllm_backend_or_a_start_check() -> None:
+    """A vllm_ kernel that is no backend is a start check: the only candidate of one of the role's
+    orders (the worker's), or a check a backend's guard names in ``caught_by`` (a backend's init)."""
     from capmatrix.engine.vllm import VLLM_BACKENDS
 
-    kernels = {k for k in capmatrix.default_matrix().kernels if k.startswith("vllm_")}
-    assert {"vllm_" + b.lower() for b in VLLM_BACKENDS} >= kernels
+    matrix = capmatrix.default_matrix()
+    kernels = {k for k in matrix.kernels if k.startswith("vllm_")}
+    others = kernels - {"vllm_" + b.lower() for b in VLLM_BACKENDS}
+    alone = {o.candidates[0] for o in matrix.roles[ROLE].orders if len(o.candidates) == 1}
+    caught = {c for k in matrix.kernels.values() if k.guards is not None for c in k.guards.caught_by}
+    assert alone & others
+    assert caught & others
+    assert others <= alone | caught
+    assert all(matrix.kernels[k].kind == "gate" for k in others)
 
 
 def test_triton_flash_attn_takes_flash_attn_limits() -> None:

@@ -294,7 +294,7 @@ def test_means_round_trips_through_the_cache(tmp_path: Path, monkeypatch: pytest
     head, _nl, payload = entry.read_bytes().partition(b"\n")
     data = json.loads(payload)
     (gate,) = (k for k in data["kernels"] if k[0] == "g")
-    gate[-1][-1][0][1][0][1] = {"value_of": 3}
+    gate[-1][5][0][1][0][1] = {"value_of": 3}  # the guard's sixth field: means
     body = json.dumps(data).encode()
     magic, fmt, wanted, _sum = head.decode().split(" ")
     entry.write_bytes(f"{magic} {fmt} {wanted} {hashlib.sha256(body).hexdigest()}\n".encode() + body)

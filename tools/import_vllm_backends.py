@@ -90,6 +90,13 @@ BACKENDS: dict[str, tuple[str, str]] = {
 #: The first release of a backend of ``BACKENDS`` that is not in every recorded release.
 SINCE: dict[str, str] = {"FLASHINFER_TS": "0.34.0", "KIMI_K3_KV_BALANCED_MLA": "0.34.0"}
 #: Members of ``AttentionBackendEnum`` the table leaves out on purpose, and why.
+#: The role's kernels that are no backend: engine-start checks (gates with no class to read), each with why.
+START_CHECKS: dict[str, str] = {
+    "vllm_worker_init": "Worker.init_device's dtype check (CudaPlatform.check_if_supports_dtype), before "
+                        "any backend",
+    "vllm_triton_attn_init": "TritonAttentionImpl.__init__'s KV-dtype checks, after TRITON_ATTN is chosen",
+    "vllm_triton_mla_init": "TritonMLAImpl.__init__'s KV-dtype checks, after TRITON_MLA is chosen",
+}
 NOT_IMPORTED: dict[str, str] = {
     **dict.fromkeys(("FLASH_ATTN_DIFFKV", "TRITON_ATTN_DIFFKV"),
                     "CUDA, but for a V head size other than K's, an input the matrix does not model"),
@@ -117,7 +124,19 @@ BASES: dict[str, str] = {
     "AttentionBackend": "vllm/v1/attention/backend.py",
     "MLACommonBackend": "vllm/model_executor/layers/attention/mla_attention.py",
 }
-TORCH_DTYPES = {"float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp32", "float": "fp32"}
+
+
+def torch_dtypes(axes_text: str) -> dict[str, str]:
+    """The torch dtype names (``float16``, ``half``, ...) with their dtype-axis values: the axis's spellings.
+
+    A ``torch.`` word counts without its prefix; the bare words as they are.
+    """
+    spellings = yaml.safe_load(axes_text)["axes"]["dtype"].get("spellings", {})
+    return {str(word).removeprefix("torch."): str(value) for word, value in spellings.items()}
+
+
+#: The dtype axis's torch words, read once (the sources name torch.float16, torch.bfloat16, ...).
+TORCH_DTYPES = torch_dtypes(AXES.read_text(encoding="utf-8"))
 #: A head size the head_dim axis does not list is written as a one-value range (``"[320, 320]"``).
 ONE_VALUE_RANGE = re.compile(r"\[(\d+), *(\d+)\]")
 FIELDS = ("supported_dtypes", "supported_kv_cache_dtypes", "head_sizes", "block_sizes")
@@ -341,7 +360,8 @@ def _unrecorded(table: Mapping[str, Any], kernels: Mapping[str, Any]) -> list[st
     problems = []
     for kernel in kernels:
         name = kernel.removeprefix("vllm_").upper()
-        if not kernel.startswith("vllm_") or name in table["backends"] or name in NOT_IMPORTED:
+        if (not kernel.startswith("vllm_") or name in table["backends"] or name in NOT_IMPORTED
+                or kernel in START_CHECKS):
             continue
         if name in BACKENDS and name not in expected_backends(version):
             continue  # a backend of a later release (SINCE)

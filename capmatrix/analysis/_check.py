@@ -383,7 +383,7 @@ def _means_text(means: Mapping[str, Mapping[AxisValue, AxisValue | ValueOf]]) ->
 
 
 def _gate_findings(matrix: Matrix, *, limit: int) -> Iterator[Finding]:
-    """C111 over-restrictive and C112 over-permissive gates, one finding per gate and code."""
+    """C111, C112 and C113 (refused at engine start) of every guarding gate, one finding per gate and code."""
     space = matrix.space
     for report in gate_reports(matrix, partial(_role_served, matrix)):
         gate = report.gate
@@ -404,6 +404,13 @@ def _gate_findings(matrix: Matrix, *, limit: int) -> Iterator[Finding]:
                 f"gate {gate.name} refuses {count} where {', '.join(report.serving)} serves {query}, "
                 f"e.g. {found[report.at].description}{model}"
             )
+        elif report.code == "C113":
+            checks = ", ".join(r.id for r in report.caught) or ", ".join(guard.caught_by)
+            message = (
+                f"gate {gate.name} admits {count} where no guarded kernel ({targets}) serves {query}, "
+                f"and the engine refuses there at start ({checks}), e.g. {found[report.at].description}"
+                f"{model}"
+            )
         else:
             refused = guard.refused
             also = ("" if refused is None else
@@ -415,7 +422,8 @@ def _gate_findings(matrix: Matrix, *, limit: int) -> Iterator[Finding]:
             )
         yield finding(
             report.code, message,
-            locations=(*(r.location for r in report.rules), guard.location),
-            rules=tuple(r.id for r in report.rules), kernels=(gate.name,),
+            locations=(*(r.location for r in report.rules), *(r.location for r in report.caught),
+                       guard.location),
+            rules=tuple(r.id for r in (*report.rules, *report.caught)), kernels=(gate.name,),
             witness=Witness.at(space, report.witness, kernel=gate.name), regions=shown,
         )

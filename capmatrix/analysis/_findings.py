@@ -50,6 +50,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "C110": (Severity.ERROR, "kernel supports nothing"),
     "C111": (Severity.WARNING, "over-restrictive gate"),
     "C112": (Severity.ERROR, "over-permissive gate"),
+    "C113": (Severity.INFO, "refused at engine start"),
 }
 
 #: The most merged regions one finding (or a role's gap) lists; past it the finding says how many it

@@ -1,4 +1,4 @@
-"""Gates against the kernels they guard: over-restrictive (C111) and over-permissive (C112) regions.
+"""Gates against the kernels they guard: over-restrictive, over-permissive, refused at engine start.
 
 A gate (``kind: gate``) with ``guards`` names the kernels or roles it sends queries to. Its *scope* is
 where it sends them: the guard's ``when``, a union of boxes (everywhere without one). The guarded query
@@ -10,7 +10,10 @@ so. Then, as regions over the matrix's space (never cell by cell):
   guarded query;
 - over-permissive (C112): scope, within where the gate admits, minus where any target serves the guarded
   query; with ``refused``, only where some target serves the refused form (a query the targets would
-  have run, which the gate's admission makes fail).
+  have run, which the gate's admission makes fail);
+- refused at engine start (C113): the part of C112's region where a gate the guard names in
+  ``caught_by`` refuses the same query: the engine admits, then stops cleanly at start with its own
+  text (vLLM's ``TritonAttentionImpl.__init__`` below SM89 with an FP8 cache), and no kernel call fails.
 
 Results are data (:class:`GateReport`); ``_check`` turns them into findings.
 """
@@ -41,7 +44,7 @@ class GateReport:
     code: str
     gate: Kernel
     region: Region
-    #: The gate's rules that decide the region: its exclusions (C111) or its grants (C112).
+    #: The gate's rules that decide the region: its exclusions (C111) or its grants (C112, C113).
     rules: tuple[Rule, ...]
     #: A cell to show: a model family's values where some region holds them, else the first region's.
     witness: Mapping[str, AxisValue]
@@ -51,12 +54,14 @@ class GateReport:
     model: str | None
     #: The targets that serve the witness's guarded query (C111) or its refused form (C112).
     serving: tuple[str, ...]
+    #: C113: the exclusions of the ``caught_by`` gates that refuse in the region.
+    caught: tuple[Rule, ...] = ()
 
 
 def gate_reports(
     matrix: Matrix, role_served: Callable[[Role], Region]
 ) -> Iterator[GateReport]:
-    """C111 and C112 for every gate of ``matrix`` that declares ``guards``, gate by gate.
+    """C111, C112 and C113 for every gate of ``matrix`` that declares ``guards``, gate by gate.
 
     ``role_served(role)`` is where a role selects some candidate (over the matrix's space).
     """
@@ -91,6 +96,12 @@ def gate_reports(
             over &= _union(space, off.values())
         else:
             off = {}
+        if guard.caught_by:
+            checks = [KernelBoxes.of(matrix.kernels[name], space) for name in guard.caught_by]
+            stopped = _union(space, (Region(space, [space.full_box()]) - supported_region(space, c)
+                                     for c in checks))
+            yield from _report(matrix, "C113", gate, compiled, over & stopped, off, within, checks)
+            over -= stopped
         yield from _report(matrix, "C112", gate, compiled, over, off, within)
 
 
@@ -191,12 +202,16 @@ def _holds(space: Space, region: Region, values: Mapping[str, AxisValue]) -> boo
 
 def _report(
     matrix: Matrix, code: str, gate: Kernel, compiled: KernelBoxes, region: Region,
-    targets: Mapping[str, Region], scope: list[Box],
+    targets: Mapping[str, Region], scope: list[Box], checks: Iterable[KernelBoxes] = (),
 ) -> Iterator[GateReport]:
     if not region:
         return
     space = matrix.space
     merged = region.merged()
+    caught = tuple(
+        rule for check in checks for rule, box in zip(check.kernel.rules, check.boxes, strict=True)
+        if rule.effect is Effect.EXCLUDE and any(intersect(box, b) is not None for b in merged.boxes)
+    )
     effect = Effect.EXCLUDE if code == "C111" else Effect.GRANT
     rules = tuple(
         rule for rule, box in zip(gate.rules, compiled.boxes, strict=True)
@@ -213,7 +228,7 @@ def _report(
     at, witness, model = _witness(space, merged.boxes, matrix.models.values())
     serving = tuple(t for t, r in targets.items() if _holds(space, r, witness))
     yield GateReport(code=code, gate=gate, region=merged, rules=rules, witness=witness, at=at,
-                     model=model, serving=serving)
+                     model=model, serving=serving, caught=caught)
 
 
 def _witness(

@@ -80,6 +80,7 @@ SHOWN_SHORT_SUGGESTIONS = 3
 SHORT_REASON = 320
 #: The same for the one-line reason of each candidate of a selection.
 CANDIDATE_REASON = 160
+_NO_LIMIT = 1 << 30
 
 
 def read_axes(matrix: Matrix, kernels: Iterable[str],
@@ -225,8 +226,13 @@ def _would_work(
     suggestions: Sequence[Suggestion], *, vary: bool, limit: int = SHOWN_SUGGESTIONS,
 ) -> list[str]:
     shown = format_suggestions(suggestions, limit=limit)
+    # A search its work budget stopped (Suggestions.truncated): what it found, and that it stopped.
+    cut = bool(getattr(suggestions, "truncated", False))
+    stopped = "    truncated: the search's work budget ran out; other changes may work"
     if shown:
-        return ["  would work:", *(f"    {line}" for line in shown)]
+        return ["  would work:", *(f"    {line}" for line in shown), *([stopped] if cut else [])]
+    if cut:
+        return ["  would work: none found before the search's work budget ran out (truncated)"]
     hint = "" if vary else " (the model's geometry kept; widen with --vary AXIS)"
     return [f"  would work: no change of one or two axes{hint}"]
 
@@ -296,7 +302,8 @@ def cmd_query(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextIO
     reasons = resolution.explain(closest=args.closest)
     if args.json:
         print_json({**resolution.as_dict(), "reasons": [r.as_dict() for r in reasons],
-                    "suggestions": [s.as_dict() for s in found]}, out)
+                    "suggestions": [s.as_dict() for s in found],
+                    "suggestions_truncated": found.truncated}, out)
     else:
         shown_defaults = read_axes(matrix, [resolution.kernel], reasons)
         if args.explain:
@@ -398,19 +405,35 @@ def alternatives(selection: Selection, matrix: Matrix) -> list[Resolution]:
     return [r for r in found if r.verdict is Verdict.SUPPORTED]
 
 
-def _one_reason(resolution: Resolution) -> str:
+def _one_reason(resolution: Resolution, limit: int = CANDIDATE_REASON) -> str:
     """A candidate's verdict and the one reason that decided it, on one line."""
-    decided = _deciding(resolution, resolution.reasons, CANDIDATE_REASON)
+    decided = _deciding(resolution, resolution.reasons, limit)
     if not decided:
         decided = [_cut(_near_miss_line(rule, misses), CANDIDATE_REASON)
                    for rule, misses in _near_misses(resolution.reasons)]
     return f"{resolution.kernel}: {resolution.verdict}" + (f"; {decided[0]}" if decided else "")
 
 
-def _selection_head(selection: Selection) -> str:
+def engine_refusal(selection: Selection, matrix: Matrix | None) -> str | None:
+    """The gate that stops the engine, where the role's order names a refusing gate as its only candidate.
+
+    Such an order is an engine-start check (TensorRT-LLM's AttentionOp::initialize, vLLM's worker init):
+    its refusal is the answer, so its reason is shown whole.
+    """
+    trace = selection.trace
+    if (selection.kernel is not None or matrix is None or len(trace) != 1
+            or trace[0].verdict is not Verdict.UNSUPPORTED or matrix.kernels[trace[0].kernel].kind != "gate"):
+        return None
+    return trace[0].kernel
+
+
+def _selection_head(selection: Selection, matrix: Matrix | None = None) -> str:
     """The answer's first line: the winner, why there is none yet, or that there is none."""
     if selection.kernel:
         return f"{selection.role}: {selection.kernel}"
+    gate = engine_refusal(selection, matrix)
+    if gate is not None:
+        return f"{selection.role}: no supported candidate: refused at engine start by gate {gate}"
     if not selection.decided:
         flags = " ".join(f"--{a.replace('_', '-')}" for a in selection.open_axes)
         return (f"{selection.role}: depends: its candidate order reads {', '.join(selection.open_axes)}, "
@@ -428,11 +451,12 @@ def format_selection(selection: Selection, also: Sequence[Resolution] = (), *,
 
     Short (the default): one line per candidate with its deciding reason; ``explain``: every reason.
     """
-    lines = [_selection_head(selection)]
+    lines = [_selection_head(selection, matrix)]
+    whole = engine_refusal(selection, matrix) is not None  # the refusal is the answer: its text uncut
     for resolution in selection.trace:
         mark = "=>" if resolution.kernel == selection.kernel else "  "
         if not explain:
-            lines.append(f"{mark} {_one_reason(resolution)}")
+            lines.append(f"{mark} {_one_reason(resolution, _NO_LIMIT if whole else CANDIDATE_REASON)}")
             continue
         body = format_resolution(resolution).splitlines()
         lines.append(f"{mark} {body[0]}")
@@ -493,7 +517,7 @@ def _winner_of(args: argparse.Namespace, matrix: Matrix) -> tuple[str, int, dict
         return answer, EXIT_FAIL if kernel is None else EXIT_OK, {
             "kernel": kernel, "verdict": data["verdict"], "sglang": data["sglang"]}
     selection = select(args.role, query_from_args(args, matrix, None, role=args.role), matrix)
-    answer = selection.kernel or _selection_head(selection).split(": ", 1)[1]
+    answer = selection.kernel or _selection_head(selection, matrix).split(": ", 1)[1]
     return answer, _exit_status(selection.verdict), {"kernel": selection.kernel,
                                                      "verdict": str(selection.verdict)}
 

@@ -97,9 +97,9 @@ def prepare(
         raise InvalidQuery(f"select {sglang.ROLE} passes one --attention-backend (--sglang-backend); split "
                            "prefill and decode backends: capmatrix.engine.sglang.resolve("
                            "prefill_attention_backend=..., decode_attention_backend=...)")
-    model, label = _model(args, matrix, query_axes)
     release_axis = matrix.releases[sglang.ENGINE].axis if sglang.ENGINE in matrix.releases else None
     version = query_axes.get(release_axis) if release_axis is not None else None
+    model, label = _model(args, matrix, query_axes, str(version) if version is not None else None)
     arguments: dict[str, object] = {
         "kv_cache_dtype": query_axes.get("sglang_kv_cache_dtype", "auto"),
         "page_size": query_axes.get("sglang_page_size"),
@@ -116,8 +116,8 @@ def prepare(
     return SGLangAsk(model, label, arguments, shown, ignored)
 
 
-def _model(args: argparse.Namespace, matrix: Matrix,
-           query_axes: Mapping[str, AxisValue | _Any]) -> tuple[sglang.SGLangModel, str]:
+def _model(args: argparse.Namespace, matrix: Matrix, query_axes: Mapping[str, AxisValue | _Any],
+           version: str | None) -> tuple[sglang.SGLangModel, str]:
     """The SGLang model: the config's (``--hf-config``, ``--model``), then the axis options over it."""
     arch_axis = matrix.axes["sglang_model_arch"]
     config: dict[str, object] | None = None
@@ -147,7 +147,7 @@ def _model(args: argparse.Namespace, matrix: Matrix,
     if config is None:
         raise InvalidQuery(f"select {sglang.ROLE}: SGLang's choice reads the model's architecture; give "
                            "--model NAME, --hf-config PATH or --sglang-model-arch ARCH")
-    model = sglang.model_from_hf_config(config)
+    model = sglang.model_from_hf_config(config, matrix=matrix, version=version)
     flags = {field: query_axes[axis] for axis, field in _FLAG_AXES.items()
              if getattr(args, f"axis_{axis}", None) is not None}
     if flags:

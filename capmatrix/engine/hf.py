@@ -34,18 +34,6 @@ MAX_CONFIG_BYTES: Final = 8 * 1024 * 1024
 MAX_CONFIG_DEPTH: Final = 64
 
 
-_DTYPES: Final[Mapping[str, str]] = {
-    "float32": "fp32",
-    "float": "fp32",
-    "fp32": "fp32",
-    "float16": "fp16",
-    "half": "fp16",
-    "fp16": "fp16",
-    "bfloat16": "bf16",
-    "bf16": "bf16",
-    "float8_e4m3fn": "fp8",
-    "fp8": "fp8",
-}
 
 #: The attention value of MLA configs and the MQA/GQA/MHA values (the axis spellings).
 ATTENTION_MLA: Final = "mla"
@@ -108,16 +96,23 @@ def _positive_int(config: object, names: tuple[str, ...]) -> int | None:
     return _int_field(config, names)
 
 
-def _config_dtype(config: object) -> str | None:
+def _dtype_words(matrix: Matrix) -> dict[str, str]:
+    """The dtype axis's values and spellings (torch's names without ``torch.``), each with its value."""
+    axis = matrix.axes["dtype"]
+    return {**{str(v): str(v) for v in axis.values},
+            **{word.removeprefix("torch."): value for word, value in axis.spellings.items()}}
+
+
+def _config_dtype(config: object, words: Mapping[str, str]) -> str | None:
     raw = _field(config, "torch_dtype", "dtype")
     if raw is None:
         return None
     text = _dtype_name(raw).removeprefix("torch.")
-    found = _DTYPES.get(text)
+    found = words.get(text)
     if found is None:
         raise InvalidQuery(
             f"config torch_dtype {_short(raw)} has no dtype axis value "
-            f"(known: {', '.join(sorted(_DTYPES))}); pass dtype=... to override"
+            f"(known: {', '.join(sorted(words))}); pass dtype=... to override"
         )
     return found
 
@@ -148,8 +143,11 @@ def _text_config(config: object) -> object:
     return nested
 
 
-def _config_axes(config: object) -> dict[str, AxisValue]:
-    """Derive attention, head_dim, q_per_kv, dtype and sliding_window from a config."""
+def _config_axes(config: object, dtypes: Mapping[str, str]) -> dict[str, AxisValue]:
+    """Derive attention, head_dim, q_per_kv, dtype and sliding_window from a config.
+
+    ``dtypes``: the dtype words a config may name, each with its axis value (:func:`_dtype_words`).
+    """
     outer = config
     config = _text_config(config)
     axes: dict[str, AxisValue] = {}
@@ -202,9 +200,9 @@ def _config_axes(config: object) -> dict[str, AxisValue]:
             head_dim = hidden // heads
         if head_dim is not None:
             axes["head_dim"] = head_dim
-    dtype = _config_dtype(config)
+    dtype = _config_dtype(config, dtypes)
     if dtype is None and outer is not config:
-        dtype = _config_dtype(outer)  # multimodal configs often set torch_dtype at the top only
+        dtype = _config_dtype(outer, dtypes)  # multimodal configs often set torch_dtype at the top only
     if dtype is not None:
         axes["dtype"] = dtype
         axes["kv_cache_dtype"] = dtype  # engines default the KV cache to the model dtype ("auto")
@@ -485,7 +483,7 @@ def query_from_hf_config(
     """
     m = default_matrix() if matrix is None else matrix
     _check_config(config, "config")
-    derived = _config_axes(config)
+    derived = _config_axes(config, _dtype_words(m))
     family = model
     if family is None:
         family = _config_family(config, m)

@@ -73,6 +73,9 @@ class RecordComparison:
     disagreements: tuple[RecordDisagreement, ...]
     #: Rows left out as a known artefact of the recorder (never more than the rows that can show it).
     artefacts: int
+    #: Rows vLLM refuses at engine start (its worker's dtype check), which the recorder skips: it asks
+    #: selection directly, with the capability faked. The adapter refuses them (EngineRefused).
+    start_refused: int = 0
     #: The command that re-records the file from the engine's code (the record's own ``regenerate``).
     regenerate: str
 
@@ -255,19 +258,26 @@ def _vllm_sample_row(config: dict[str, Any], answer: dict[str, Any], forced: lis
 
 
 def _vllm_sample(header: dict[str, Any], rows: list[Any], found: _Found, version: str,
-                 matrix: Matrix | None) -> int:
-    """Compare every row; return how many were left out as the recorder's artefact."""
-    artefacts = 0
+                 matrix: Matrix | None) -> tuple[int, int]:
+    """Compare every row; return how many were left out: the recorder's artefact, and vLLM's start refusals.
+
+    The recorder never starts a worker, so it asks selection where vLLM stops at engine start.
+    """
+    artefacts = start_refused = 0
     key = order_key(version)
     since = order_key(_ARTEFACT_SINCE)
     artefact_release = key is not None and since is not None and key >= since
     for config, answer in rows:
-        row = _vllm_sample_row(config, answer, header["forced"], version, matrix)
+        try:
+            row = _vllm_sample_row(config, answer, header["forced"], version, matrix)
+        except vllm.EngineRefused:
+            start_refused += 1
+            continue
         if row.failed and artefact_release and recorder_mm_prefix_artefact(config):
             artefacts += 1
             continue
         found.merge(row)
-    return artefacts
+    return artefacts, start_refused
 
 
 # --------------------------------------------------------------------------------------------------
@@ -317,7 +327,9 @@ def sglang_answer(header: dict[str, Any], models: dict[str, sglang.SGLangModel],
 
 
 def _sglang(header: dict[str, Any], rows: list[Any], found: _Found, matrix: Matrix | None) -> None:
-    models = {name: sglang.model_from_hf_config(config) for name, config in header["models"].items()}
+    version = header["sglang"]["version"]
+    models = {name: sglang.model_from_hf_config(config, matrix=matrix, version=version)
+              for name, config in header["models"].items()}
     for key, recorded in rows:
         want = dict(recorded)
         if "refused" in want:
@@ -352,7 +364,7 @@ def compare_record(path: Path, matrix: Matrix | None = None, *, engine: str | No
     header, rows = read_record(path)
     version = _version(engine, header)
     found = _Found()
-    artefacts = 0
+    artefacts = start_refused = 0
     if engine == "vllm" and kind == "grid":
         _vllm_grid(header, found, version, matrix)
         rows_count = len(header["cells"]) * len(header["columns"])
@@ -362,14 +374,15 @@ def compare_record(path: Path, matrix: Matrix | None = None, *, engine: str | No
         if "b12x_installed" in header:
             rows_count += len(header["b12x_installed"]["cells"]) * len(header["columns"])
     elif engine == "vllm":
-        artefacts = _vllm_sample(header, rows, found, version, matrix)
+        artefacts, start_refused = _vllm_sample(header, rows, found, version, matrix)
         rows_count = len(rows)
     else:
         _sglang(header, rows, found, matrix)
         rows_count = len(rows)
     return RecordComparison(path=path.as_posix(), engine=engine, version=version, kind=kind, rows=rows_count,
                             checks=found.checks, failed=found.failed, disagreements=tuple(found.shown),
-                            artefacts=artefacts, regenerate=str(header.get("regenerate", "")))
+                            artefacts=artefacts, start_refused=start_refused,
+                            regenerate=str(header.get("regenerate", "")))
 
 
 def iter_comparisons(evidence: Path, matrix: Matrix | None = None) -> Iterator[RecordComparison]:

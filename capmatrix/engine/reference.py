@@ -62,7 +62,6 @@ IMPLEMENTATIONS: Final[Mapping[str, str]] = {
 #: Max abs error against the float64 reference, per dtype axis value.
 TOLERANCE: Final[Mapping[str, float]] = {"fp32": 1e-4, "fp16": 4e-3, "bf16": 3e-2}
 
-_TORCH_DTYPES: Final[Mapping[str, str]] = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
 
 class NoImplementation(CapmatrixError, LookupError):
@@ -261,7 +260,12 @@ class VerificationAttention:
     def _init_weights(self, torch: Any, dev: Any) -> dict[str, Any]:  # noqa: ANN401
         cfg = self.config
         gen = torch.Generator().manual_seed(self.seed)
-        dtype = getattr(torch, _TORCH_DTYPES[self.dtype])
+        matrix = default_matrix() if self.matrix is None else self.matrix
+        name = matrix.axes["dtype"].spelled(self.dtype, "torch.")  # torch's word: the axis's spelling
+        if name is None:
+            msg = f"dtype {self.dtype!r} has no torch spelling on the dtype axis (torch.NAME: {self.dtype})"
+            raise ValueError(msg)
+        dtype = getattr(torch, name)
 
         def linear(n_in: int, n_out: int) -> Any:  # noqa: ANN401
             w = torch.randn(n_in, n_out, generator=gen) / math.sqrt(n_in)

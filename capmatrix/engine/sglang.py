@@ -46,7 +46,6 @@ _PREFIX = "sglang_"
 #: sglang/srt/arg_groups/choices.py:69-99).
 BACKENDS: tuple[str, ...] = ("triton", "torch_native", "flex_attention", "dsa", "fa3", "fa4", "flashinfer",
                              "flashmla", "trtllm_mla", "cutedsl_mla", "trtllm_mha")
-_KV_DTYPES = ("auto", "bfloat16", "bf16", "fp8_e4m3", "fp8_e5m2")
 _SPECS = {None: "none", "EAGLE": "eagle", "NEXTN": "nextn"}
 #: The DeepSeek family whose MLA the config's architecture names (sglang/srt/configs/model_config.py:180-212).
 _DEEPSEEK_FAMILY = frozenset({
@@ -54,8 +53,10 @@ _DEEPSEEK_FAMILY = frozenset({
     "MistralLarge3ForCausalLM", "PixtralForConditionalGeneration", "GlmMoeDsaForCausalLM",
     "GlmMoeDsaForCausalLMNextN", "KimiK25ForConditionalGeneration", "LongcatFlashForCausalLM",
 })
-#: Gated-DeltaNet hybrids (hybrid_gdn_config, sglang/srt/configs/hybrid_arch.py:55-67), by config type.
-_GDN_MODEL_TYPES = frozenset({"qwen3_next", "qwen3_5", "qwen3_5_moe"})
+#: The releases.yaml vocabulary of the Gated-DeltaNet hybrids' config types (hybrid_gdn_config).
+_GDN_WORDS = "gdn_model_types"
+#: The axis whose values are SGLang's --kv-cache-dtype words.
+_KV_AXIS = "sglang_kv_cache_dtype"
 #: Architectures with learned attention sinks (SWA_SINK_ARCHS, model_config.py:1273-1289).
 _SINK_ARCHS = frozenset({"GptOssForCausalLM"})
 #: Backends whose page-tree cascade serves EAGLE topk > 1 at page size > 1 (speculative_hook.py:1272).
@@ -161,8 +162,12 @@ class SGLangModel:
 _FLAGS = ("mla", "dsa", "sinks", "hybrid_gdn", "swa_pattern")
 
 
-def model_from_hf_config(config: Mapping[str, object]) -> SGLangModel:
+def model_from_hf_config(config: Mapping[str, object], *, matrix: Matrix | None = None,
+                         version: str | None = None) -> SGLangModel:
     """The :class:`SGLangModel` of a Hugging Face ``config.json`` (a mapping), read as SGLang reads it.
+
+    The hybrid Gated-DeltaNet config types are SGLang ``version``'s words in the matrix (releases.yaml,
+    ``gdn_model_types``; None: the newest release).
 
     :raises InvalidArgument: for a ``config`` that is not a mapping, or a field SGLang reads of the wrong
         type (``architectures`` a non-empty list of names, ``model_type`` a str, ``learnable_sink`` a
@@ -185,8 +190,16 @@ def model_from_hf_config(config: Mapping[str, object]) -> SGLangModel:
     return SGLangModel(
         arch=arch, mla=mla, dsa=mla and config.get("index_topk") is not None,
         sinks=arch in _SINK_ARCHS or bool(sink),
-        hybrid_gdn=model_type in _GDN_MODEL_TYPES,
+        hybrid_gdn=model_type is not None and model_type in _gdn_model_types(matrix, version),
         swa_pattern=config.get("sliding_window_pattern") is not None)
+
+
+def _gdn_model_types(matrix: Matrix | None, version: str | None) -> tuple[str, ...]:
+    if matrix is not None and not isinstance(matrix, Matrix):
+        raise InvalidArgument("matrix", matrix, "None (the shipped matrix) or a Matrix from capmatrix.load()")
+    found = _resolver(matrix).matrix
+    releases = found.releases.get(ENGINE)
+    return () if releases is None else releases.words_at(_GDN_WORDS, release(found, ENGINE, version))
 
 
 @record
@@ -315,8 +328,6 @@ def resolve(
     sm = _capability(capability)
     if not isinstance(model, SGLangModel):
         raise InvalidArgument("model", model, "an SGLangModel (see model_from_hf_config)")
-    if not isinstance(kv_cache_dtype, str) or kv_cache_dtype not in _KV_DTYPES:
-        raise InvalidArgument("kv_cache_dtype", kv_cache_dtype, f"one of {', '.join(_KV_DTYPES)}")
     if speculative_algorithm is not None and (not isinstance(speculative_algorithm, str)
                                               or speculative_algorithm not in _SPECS):
         raise InvalidArgument("speculative_algorithm", speculative_algorithm, "None, 'EAGLE' or 'NEXTN'")
@@ -333,6 +344,9 @@ def resolve(
     if arch_axis is None or not {ROLE, OVERRIDE_ROLE} <= resolver.matrix.roles.keys():
         raise InvalidArgument("matrix", matrix, f"a matrix that models SGLang (axis sglang_model_arch, roles "
                               f"{ROLE} and {OVERRIDE_ROLE}), as the shipped one does")
+    kv_words = tuple(map(str, resolver.matrix.axes[_KV_AXIS].values))
+    if not isinstance(kv_cache_dtype, str) or kv_cache_dtype not in kv_words:
+        raise InvalidArgument("kv_cache_dtype", kv_cache_dtype, f"one of {', '.join(kv_words)}")
     topk_word = {None: "unset", 1: "one"}.get(speculative_eagle_topk, "many")
     base: dict[str, AxisValue] = {
         "sm": sm, "attention": "mla" if model.mla else "gqa", "attention_sinks": model.sinks,
@@ -340,7 +354,7 @@ def resolve(
         "sglang_dsa": model.dsa, "sglang_hybrid_gdn": model.hybrid_gdn,
         "sglang_swa_pattern": model.swa_pattern,
         "sglang_spec": _SPECS[speculative_algorithm], "sglang_topk": topk_word,
-        "sglang_kv_cache_dtype": kv_cache_dtype,
+        _KV_AXIS: kv_cache_dtype,
         "sglang_split": prefill_attention_backend is not None or decode_attention_backend is not None,
     }
     if page_size is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Mapping, Sequence
 
+from capmatrix._answers import ReasonKind
 from capmatrix._default import _resolver
 from capmatrix.errors import CapmatrixError, InvalidArgument, did_you_mean
 from capmatrix.model import NONE
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from capmatrix.resolver import Resolution, Resolver
 
 # ``VLLM_BACKENDS`` and ``KV_CACHE_DTYPES`` are read from the data on first use (module __getattr__).
-__all__ = ["ENGINE", "ROLE", "BackendNotModelled", "InvalidArgument",
+__all__ = ["ENGINE", "ROLE", "BackendNotModelled", "EngineRefused", "InvalidArgument",
            "NoValidBackend", "backend_order", "backends", "kv_cache_dtypes", "select_backend",
            "valid_backends"]
 
@@ -35,8 +36,6 @@ _PREFIX = "vllm_"
 #: Answers per compiled matrix (gone with it), at most this many each.
 _MEMO_SIZE = 4096
 _MEMO: weakref.WeakKeyDictionary[Resolver, dict[tuple[object, ...], str]] = weakref.WeakKeyDictionary()
-_DTYPES = {"fp16": "fp16", "float16": "fp16", "half": "fp16", "bf16": "bf16", "bfloat16": "bf16",
-           "fp32": "fp32", "float32": "fp32", "float": "fp32"}
 #: The axes the named arguments set, each with its argument; ``extra`` may name none of them, by its name
 #: or by an alias the matrix gives it (vLLM's ``block_size`` is ``tokens_per_block``).
 _NAMED_AXES = {"sm": "capability", "head_dim": "head_size", "dtype": "dtype",
@@ -55,6 +54,7 @@ _NOT_AXES = {
 #: The engine's name in ``releases.yaml`` and its vocabularies there.
 ENGINE = "vllm"
 _BACKENDS, _KV_WORDS, _AUTOMATIC = "backends", "kv_cache_dtypes", "automatic_aliases"
+_MODEL_DTYPES = "model_dtypes"
 _CHECKPOINT_LAYERS = "checkpoint_kv_layers"
 _MAX_MINOR = 9
 
@@ -161,6 +161,38 @@ class NoValidBackend(CapmatrixError, ValueError):
         return "\n".join(lines)
 
 
+class EngineRefused(NoValidBackend):
+    """vLLM stops at engine start, before any backend runs: a start check of the matrix refuses.
+
+    A start check is a gate the role ``vllm_attention`` names as the only candidate of an order (no
+    ``AttentionBackendEnum`` member): ``stage`` is that gate (``vllm_worker_init``), ``rule`` its refusing
+    rule and ``text`` the rule's reason, vLLM's message with its remedy. A forced backend does not get
+    past it either. It is a :class:`NoValidBackend`, with no backend rejected.
+    """
+
+    def __init__(self, stage: str, rule: str, text: str) -> None:
+        super().__init__(f"vLLM refuses at engine start ({stage}, {rule}): {text}", ())
+        self.stage = stage
+        self.rule = rule
+        self.text = text
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def _start_check(resolver: Resolver, version: str, query: KernelQuery) -> None:
+    """Raise :class:`EngineRefused` where the role's order for ``query`` is a start check that refuses."""
+    candidates, _decided = resolver.order_for(ROLE, query)
+    if len(candidates) != 1 or _backend(candidates[0]) in _words(resolver, _BACKENDS, version):
+        return
+    gate = candidates[0]
+    resolution = resolver.resolve(query.with_kernel(gate))
+    if resolution:  # pragma: no cover - the data names a start check only where it refuses
+        return
+    reason = next(r for r in resolution.reasons if r.kind is ReasonKind.EXCLUDE)
+    raise EngineRefused(gate, str(reason.rule_id), reason.detail or reason.message)
+
+
 def _backend(kernel: str) -> str:
     return kernel[len(_PREFIX):].upper()
 
@@ -177,17 +209,38 @@ def _flag(argument: str, value: object) -> bool:
     return value
 
 
-def _dtype(value: object) -> str:
+#: vLLM's ``--dtype`` words and their dtype-axis values, per compiled matrix and release.
+_DTYPE_WORDS: weakref.WeakKeyDictionary[Resolver, dict[str, dict[str, str]]] = weakref.WeakKeyDictionary()
+
+
+def _model_dtypes(resolver: Resolver, version: str) -> dict[str, str]:
+    """The ``--dtype`` words of vLLM ``version`` (releases.yaml), each with its dtype-axis value.
+
+    The axis's spellings fold them (``half`` is ``fp16``); each value is a word of itself.
+    """
+    cache = _DTYPE_WORDS.get(resolver)
+    if cache is None:
+        cache = _DTYPE_WORDS.setdefault(resolver, {})
+    found = cache.get(version)
+    if found is None:
+        spellings = resolver.matrix.axes["dtype"].spellings
+        words = {w: spellings.get(w, w) for w in _words(resolver, _MODEL_DTYPES, version)}
+        found = cache[version] = {**words, **{v: v for v in words.values()}}
+    return found
+
+
+def _dtype(value: object, words: Mapping[str, str]) -> str:
     """A dtype name, a torch name (``torch.bfloat16``) or a ``torch.dtype`` (by name; torch not imported)."""
     kind = type(value)
     if kind.__module__ == "torch" and kind.__name__ == "dtype":
         value = str(value)
     if isinstance(value, str):
-        canonical = _DTYPES.get(value.removeprefix("torch."))
+        canonical = words.get(value.removeprefix("torch."))
         if canonical is not None:
             return canonical
-    raise InvalidArgument("dtype", value, "a model dtype: fp16, bf16 or fp32 (a name or a torch.dtype)",
-                          suggestion=did_you_mean(value, _DTYPES) if isinstance(value, str) else None)
+    values = sorted(set(words.values()))
+    raise InvalidArgument("dtype", value, f"a model dtype: {', '.join(values)} (a name or a torch.dtype)",
+                          suggestion=did_you_mean(value, words) if isinstance(value, str) else None)
 
 
 def _capability(value: object) -> int:
@@ -239,7 +292,7 @@ def _query(
         matrix.releases[ENGINE].axis: version,
         "sm": _capability(capability),
         "head_dim": _int("head_size", head_size, low=1),
-        "dtype": _dtype(dtype),
+        "dtype": _dtype(dtype, _model_dtypes(resolver, version)),
         "kv_cache_dtype": kv,  # vLLM's word: the axis maps its spellings (float16 is fp16)
         "vllm_kv_from_checkpoint": from_checkpoint,
         "attention": "mla" if mla else "gqa",
@@ -331,6 +384,7 @@ def select_backend(
     :raises InvalidArgument: an argument of the wrong type or value (bools must be bools, the capability a
         ``(major, minor)`` tuple of ints), naming the argument.
     :raises BackendNotModelled: ``selected`` is vLLM's but the matrix does not model it.
+    :raises EngineRefused: vLLM stops at engine start before any backend (bf16 below SM80: worker init).
     :raises NoValidBackend: when no backend is valid, or the selected one is not.
     """
     resolver = _resolver(matrix)
@@ -363,6 +417,7 @@ def select_backend(
                    (capability, head_size, dtype, kv_cache_dtype, block_size, checkpoint_kv_cache_dtype),
                    (use_mla, use_sparse, has_sink), extra)
     forced = _forced(resolver, selected, modelled)
+    _start_check(resolver, modelled, query)  # the worker stops before any backend, forced or chosen
     if forced is not None:
         resolution = resolver.resolve(query.with_kernel(_PREFIX + forced.lower()))
         if not resolution:
@@ -399,11 +454,15 @@ def backend_order(
     """The priority list vLLM ``version`` walks (``_get_backend_priorities``), from the role's orders.
 
     The arguments are read and checked as :func:`select_backend` reads them.
+
+    :raises EngineRefused: vLLM stops at engine start, before it walks any list.
     """
     resolver = _resolver(matrix)
-    query = _query(resolver, release(resolver.matrix, ENGINE, version),
+    modelled = release(resolver.matrix, ENGINE, version)
+    query = _query(resolver, modelled,
                    (capability, head_size, dtype, kv_cache_dtype, block_size, checkpoint_kv_cache_dtype),
                    (use_mla, use_sparse, has_sink), extra)
+    _start_check(resolver, modelled, query)
     candidates, _decided = resolver.matrix.roles[ROLE].order_for(resolver.derived_values(query))
     return tuple(_backend(k) for k in candidates)
 
@@ -434,6 +493,7 @@ def valid_backends(
     :raises InvalidArgument: an argument of the wrong type or value, or an automatic spelling in
         ``selected``.
     :raises BackendNotModelled: a name of ``selected`` is vLLM's but the matrix does not model it.
+    :raises EngineRefused: vLLM stops at engine start, before any backend is validated.
     """
     resolver = _resolver(matrix)
     modelled = release(resolver.matrix, ENGINE, version)
@@ -441,6 +501,7 @@ def valid_backends(
                    (capability, head_size, dtype, kv_cache_dtype, block_size, checkpoint_kv_cache_dtype),
                    (use_mla, use_sparse, has_sink), extra)
     names = tuple(selected)
+    _start_check(resolver, modelled, query)
     cache = _WORDS.get(resolver)
     if cache is None:
         cache = _WORDS.setdefault(resolver, {})
