@@ -56,7 +56,7 @@ fuzz: dev
 
 # The C++ header's every-cell test over every cell (minutes), not over the classes `make test` uses.
 exhaustive: dev
-	CAPMATRIX_EXHAUSTIVE=1 $(PY) -m pytest -q tests/test_codegen_cpp.py -k every_cell
+	CAPMATRIX_EXHAUSTIVE=1 $(PY) -m pytest -q tests/test_authoring_codegen_cpp.py -k every_cell
 
 $(VENV)/.bench-installed: $(VENV)/.installed pyproject.toml
 	$(PY) -m pip install -q -e '.[bench]'

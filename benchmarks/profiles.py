@@ -163,7 +163,7 @@ WORKLOADS: dict[str, Workload] = {
     "cli-query": Workload(
         "`capmatrix query xqa --sm 120 --model llama --spec-dec one_model`, no cache (imports included)",
         "import contextlib, io",
-        "from capmatrix.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
+        "from capmatrix.authoring.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
         "    main(['query', 'xqa', '--sm', '120', '--model', 'llama', '--spec-dec', 'one_model'])",
     ),
     "load-10k": Workload(
@@ -172,7 +172,7 @@ WORKLOADS: dict[str, Workload] = {
     ),
     "explain-boxes-1k": Workload(
         "1,000 first explained answers (`resolve(q).reasons`) on `boxes-1k`, 10,000 rules",
-        "import capmatrix\nfrom benchmarks import synth\nfrom capmatrix._default import _resolver\n"
+        "import capmatrix\nfrom benchmarks import synth\nfrom capmatrix._shipped.default import _resolver\n"
         "syn = synth.boxes_matrix(10000, n_kernels=1)\nm = syn.build()\n"
         "qs = [capmatrix.KernelQuery('k000', **c) for c in synth.random_cells(syn.axes, 1000, seed=7)]\n"
         "_resolver(m).forget()",
@@ -180,46 +180,46 @@ WORKLOADS: dict[str, Workload] = {
     ),
     "diff-boxes-10k": Workload(
         "`diff` of the 10,000-rule `boxes` matrix against a copy with 5 % of the rules changed (in memory)",
-        "from benchmarks import synth\nfrom capmatrix.analysis import diff\nsyn = synth.boxes_matrix(10000)\n"
+        "from benchmarks import synth\nfrom capmatrix.authoring.analysis import diff\nsyn = synth.boxes_matrix(10000)\n"
         "old, new = syn.build(), synth.mutate(syn, 0.05).build()",
         "diff(old, new)",
     ),
     "diff-cli-10k": Workload(
         "`capmatrix diff OLD NEW` on the 10,000-rule `boxes` matrices written as YAML",
         "import contextlib, io",
-        "from capmatrix.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
+        "from capmatrix.authoring.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
         "    main(['diff', paths[0], paths[1]])",
         yaml=("boxes:10000", "boxes:10000:changed"),
     ),
     "diff-dmn": Workload(
         "`diff` of the 1,500-rule DMN-like table against a copy with 5 % of the rules changed",
-        "from benchmarks import synth\nfrom capmatrix.analysis import diff\nsyn = synth.dmn_matrix(1500)\n"
+        "from benchmarks import synth\nfrom capmatrix.authoring.analysis import diff\nsyn = synth.dmn_matrix(1500)\n"
         "old, new = syn.build(), synth.mutate(syn, 0.05).build()",
         "diff(old, new)",
     ),
     "check-boxes-10k": Workload(
         "`check` of the 10,000-rule `boxes` matrix (in memory)",
-        "from benchmarks import synth\nfrom capmatrix.analysis import check\n"
+        "from benchmarks import synth\nfrom capmatrix.authoring.analysis import check\n"
         "m = synth.boxes_matrix(10000).build()",
         "check(m)",
     ),
     "check-cli-10k": Workload(
         "`capmatrix check DIR` on the 10,000-rule `boxes` matrix written as YAML",
         "import contextlib, io",
-        "from capmatrix.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
+        "from capmatrix.authoring.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
         "    main(['check', paths[0]])",
         yaml=("boxes:10000",),
     ),
     "gaps-cli-10k": Workload(
         "`load(DIR)` and `bounded_gap` of every role, 10,000-rule `boxes` matrix written as YAML",
         "",
-        "from capmatrix import load\nfrom capmatrix.analysis import bounded_gap\nm = load(paths[0])\n"
+        "from capmatrix import load\nfrom capmatrix.authoring.analysis import bounded_gap\nm = load(paths[0])\n"
         "for role in m.roles.values():\n    bounded_gap(m, role)",
         yaml=("boxes:10000",),
     ),
     "vllm-first": Workload(
         "1,000 first selections (`select_backend`) of configurations vLLM serves, every memo cleared",
-        "from benchmarks import vllm_select\nfrom capmatrix._default import _resolver\n"
+        "from benchmarks import vllm_select\nfrom capmatrix._shipped.default import _resolver\n"
         "from capmatrix.engine import vllm\ncells = vllm_select._cells(1000, servable=True)\n"
         "vllm._MEMO.clear()\n_resolver(None).forget()",
         "vllm_select._select_all(cells)",
@@ -242,9 +242,9 @@ for _name in _SHAPE_NAMES:
         WORKLOADS[f"{_what}-shape-{_name}"] = Workload(
             f"{_title} shape `{_name}`, 10,000 rules written as YAML",
             "import contextlib, io" if _call else "",
-            (f"from capmatrix.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n    {_call}"
+            (f"from capmatrix.authoring.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n    {_call}"
              if _call else
-             "from capmatrix import load\nfrom capmatrix.analysis import bounded_gap\nm = load(paths[0])\n"
+             "from capmatrix import load\nfrom capmatrix.authoring.analysis import bounded_gap\nm = load(paths[0])\n"
              "for role in m.roles.values():\n    bounded_gap(m, role)"),
             yaml=(f"shape:{_name}:10000", *((f"shape:{_name}:10000:changed",) if _twin else ())),
         )

@@ -70,7 +70,7 @@ def five_releases(dest: Path, *, seed: int = 5) -> Path:
 
 def _timings(matrix: Any, repeat: int, min_time: float) -> dict[str, Timing]:
     from capmatrix import KernelQuery, resolve  # noqa: PLC0415
-    from capmatrix.analysis import check, release_diff  # noqa: PLC0415
+    from capmatrix.authoring.analysis import check, release_diff  # noqa: PLC0415
     from capmatrix.engine.trtllm import bind_spec_dec  # noqa: PLC0415
 
     query = KernelQuery("trtllm_spec_dec_mode", sm=120, attention="gqa", spec_dec="one_model",

@@ -300,7 +300,7 @@ def section_decision(quick: bool) -> Section:
 def first_eval(syn: synth.Synthetic, n_queries: int, repeat: int) -> tuple[Timing, dict[str, float]]:
     """Seconds per first (uncached) resolution of fully specified random queries."""
     import capmatrix  # noqa: PLC0415
-    from capmatrix._default import _resolver  # noqa: PLC0415
+    from capmatrix._shipped.default import _resolver  # noqa: PLC0415
 
     m = syn.build()
     kernels = list(m.kernels)
@@ -656,7 +656,7 @@ ENGINE_START_TARGET = 0.050
 
 
 #: A fresh install's command line: the console script's own call, from the installed package.
-_CLI_CHILD = "import sys; from capmatrix.cli import main; sys.exit(main())"
+_CLI_CHILD = "import sys; from capmatrix.authoring.cli import main; sys.exit(main())"
 _QUERY = ["query", "xqa", "--sm", "120", "--model", "llama", "--spec-dec", "one_model"]
 
 
@@ -833,11 +833,11 @@ def analysis_once(what: str, shape: str, n: int) -> dict[str, Any]:
                            "roles": len(m.roles)}
     start = time.perf_counter()
     if what == "check":
-        from capmatrix.analysis import check  # noqa: PLC0415
+        from capmatrix.authoring.analysis import check  # noqa: PLC0415
 
         out["findings"] = len(check(m))
     elif what == "role-gap":
-        from capmatrix import analysis  # noqa: PLC0415
+        from capmatrix.authoring import analysis  # noqa: PLC0415
 
         if hasattr(analysis, "bounded_gap"):
             bounded = [analysis.bounded_gap(m, r) for r in m.roles.values()]
@@ -851,7 +851,7 @@ def analysis_once(what: str, shape: str, n: int) -> dict[str, Any]:
         if gaps:
             out["gap_cells"] = sum(g.cells() for g in gaps if g is not None)
     elif what == "diff":
-        diff_mod = importlib.import_module("capmatrix.analysis")
+        diff_mod = importlib.import_module("capmatrix.authoring.analysis")
         other = synth.mutate(syn, 0.05).build()
         start = time.perf_counter()
         result = diff_mod.diff(m, other)
@@ -885,9 +885,9 @@ def section_analysis(quick: bool) -> Section:
         "`capmatrix render` of the shipped matrix (CPU min and median of 5 runs).",
     )
     jobs = [("boxes", n) for n in ((100, 1000) if quick else (100, 1000, 10000))] + [("dmn", 1500)]
-    analyses = [("check", "capmatrix.analysis", "check"),
-                ("role-gap", "capmatrix.analysis", "role_gap"),
-                ("diff", "capmatrix.analysis", "diff")]
+    analyses = [("check", "capmatrix.authoring.analysis", "check"),
+                ("role-gap", "capmatrix.authoring.analysis", "role_gap"),
+                ("diff", "capmatrix.authoring.analysis", "diff")]
     for what, module, attr in analyses:
         if not _available(module, attr):
             sec.notes.append(f"`{what}`: `{module}.{attr}` is not available in this checkout; not measured.")
@@ -948,7 +948,7 @@ BEFORE_ANALYSIS = {
 _GAPS_CHILD = """
 import sys
 from capmatrix import load
-from capmatrix.analysis import bounded_gap
+from capmatrix.authoring.analysis import bounded_gap
 m = load(sys.argv[1])
 for role in m.roles.values():
     bounded_gap(m, role)
@@ -1388,7 +1388,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out == "-":
         sys.stdout.write(text)
     else:
-        from capmatrix._atomic import write_text_atomic  # noqa: PLC0415
+        from capmatrix.authoring._atomic import write_text_atomic  # noqa: PLC0415
 
         write_text_atomic(Path(args.out), text)
         print(f"[bench] wrote {args.out}", file=sys.stderr)

@@ -48,7 +48,7 @@ def _cells(n: int) -> list[dict[str, Any]]:
 
 def _first(cells: list[dict[str, Any]], repeat: int) -> tuple[float, float]:
     """Mean seconds per first resolution of a configuration (min over samples), and the refused share."""
-    from capmatrix._default import _resolver  # noqa: PLC0415
+    from capmatrix._shipped.default import _resolver  # noqa: PLC0415
     from capmatrix.engine import sglang  # noqa: PLC0415
 
     resolver = _resolver(None)

@@ -103,7 +103,7 @@ class Synthetic:
 
 
 def _build(synthetic: Synthetic) -> Matrix:
-    from capmatrix._values import _parse_range, _render, open_domains  # noqa: PLC0415 - the loader's own parsing
+    from capmatrix.authoring._validate.values import _parse_range, _render, open_domains  # noqa: PLC0415 - the loader's own parsing
     from capmatrix.matrix import Matrix  # noqa: PLC0415
     from capmatrix.model import (  # noqa: PLC0415
         Axis,

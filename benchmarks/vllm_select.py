@@ -63,7 +63,7 @@ def _select_all(cells: list[dict[str, Any]]) -> int:
 def _first_selection(cells: list[dict[str, Any]], repeat: int) -> tuple[float, float]:
     """Mean seconds per selection of a configuration never asked before (min over samples), and the
     share of configurations that have a valid backend."""
-    from capmatrix._default import _resolver  # noqa: PLC0415
+    from capmatrix._shipped.default import _resolver  # noqa: PLC0415
     from capmatrix.engine import vllm  # noqa: PLC0415
 
     resolver = _resolver(None)

@@ -10,19 +10,19 @@ import sys
 # Not typing.TYPE_CHECKING: importing typing alone would double the cost of `import capmatrix`.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from capmatrix._default import default_matrix as default_matrix
-    from capmatrix._default import reload as reload
-    from capmatrix._default import resolve as resolve
-    from capmatrix._default import select as select
-    from capmatrix._default import suggest as suggest
-    from capmatrix._suggest import Suggestion as Suggestion
+    from capmatrix._shipped.default import default_matrix as default_matrix
+    from capmatrix._shipped.default import reload as reload
+    from capmatrix._shipped.default import resolve as resolve
+    from capmatrix._shipped.default import select as select
+    from capmatrix._shipped.default import suggest as suggest
+    from capmatrix.authoring._suggest import Suggestion as Suggestion
+    from capmatrix.authoring.loader import iter_problems as iter_problems
+    from capmatrix.authoring.loader import load as load
     from capmatrix.errors import CapabilityError as CapabilityError
     from capmatrix.errors import CapabilityErrors as CapabilityErrors
     from capmatrix.errors import CapmatrixError as CapmatrixError
     from capmatrix.errors import InvalidQuery as InvalidQuery
     from capmatrix.errors import UnknownName as UnknownName
-    from capmatrix.loader import iter_problems as iter_problems
-    from capmatrix.loader import load as load
     from capmatrix.matrix import Matrix as Matrix
     from capmatrix.model import Axis as Axis
     from capmatrix.model import AxisType as AxisType
@@ -44,19 +44,19 @@ if TYPE_CHECKING:
 
 #: Public name -> the module that defines it.
 _WHERE = {
-    "default_matrix": "capmatrix._default",
-    "reload": "capmatrix._default",
-    "resolve": "capmatrix._default",
-    "select": "capmatrix._default",
-    "suggest": "capmatrix._default",
-    "Suggestion": "capmatrix._suggest",
+    "default_matrix": "capmatrix._shipped.default",
+    "reload": "capmatrix._shipped.default",
+    "resolve": "capmatrix._shipped.default",
+    "select": "capmatrix._shipped.default",
+    "suggest": "capmatrix._shipped.default",
+    "Suggestion": "capmatrix.authoring._suggest",
     "CapabilityError": "capmatrix.errors",
     "CapabilityErrors": "capmatrix.errors",
     "CapmatrixError": "capmatrix.errors",
     "InvalidQuery": "capmatrix.errors",
     "UnknownName": "capmatrix.errors",
-    "iter_problems": "capmatrix.loader",
-    "load": "capmatrix.loader",
+    "iter_problems": "capmatrix.authoring.loader",
+    "load": "capmatrix.authoring.loader",
     "Matrix": "capmatrix.matrix",
     "Axis": "capmatrix.model",
     "AxisType": "capmatrix.model",

@@ -2,6 +2,6 @@
 
 import sys
 
-from capmatrix.cli import main
+from capmatrix.authoring.cli import main
 
 sys.exit(main())

@@ -21,7 +21,7 @@ __all__ = [
 #: Every code a :class:`CapabilityError` can carry, with its title: E-codes from reading and validating
 #: capability files (each documented with an example in ``docs/authoring.md``, in this order), T-codes
 #: from expectation case files (``docs/analysis.md``). The analyses' C-codes are
-#: :data:`capmatrix.analysis.CODES`.
+#: :data:`capmatrix.authoring.analysis.CODES`.
 ERROR_CODES: dict[str, str] = {
     "E000": "unclassified problem",
     "E001": "the file cannot be read as YAML",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import os
 
-from capmatrix._record import field, record
+from capmatrix._core.record import field, record
 from capmatrix.model import Kernel
 from capmatrix.regions import Space
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import enum
 
-from capmatrix._classes import describe_class, signature, signatures
-from capmatrix._record import field, record
+from capmatrix._core.classes import describe_class, signature, signatures
+from capmatrix._core.record import field, record
 from capmatrix.errors import InvalidValue
 
 TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
@@ -122,7 +122,7 @@ class Axis:
     environment: bool = False
     #: An int axis's domain is open: :attr:`values` ends with this many representatives, one per class
     #: of ints that the matrix's conditions treat alike and that holds no listed value
-    #: (:mod:`capmatrix._classes`); :attr:`known` are the values the YAML lists.
+    #: (:mod:`capmatrix._core.classes`); :attr:`known` are the values the YAML lists.
     extra: int = 0
     #: The ints an int axis takes at all (``min`` / ``max`` in axes.yaml; None: unbounded): a head size,
     #: a block size or a beam width below 1 is no input, so a query with one is refused and no class

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from itertools import accumulate, count
 from operator import add, and_
 
-from capmatrix._record import field, record
+from capmatrix._core.record import field, record
 
 TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
 if TYPE_CHECKING:

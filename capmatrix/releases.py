@@ -8,7 +8,7 @@ without the axis, which is what two releases are compared as (``capmatrix diff -
 
 from __future__ import annotations
 
-from capmatrix._record import replace
+from capmatrix._core.record import replace
 from capmatrix.errors import InvalidArgument, did_you_mean
 from capmatrix.resolver import compile_matrix
 

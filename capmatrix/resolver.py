@@ -1,10 +1,10 @@
 """Resolve queries against a compiled matrix: verdicts with reasons, residuals and role selection.
 
-Compilation (:mod:`capmatrix._compile`) turns every kernel's rules into per-axis bitsets (one bit per
+Compilation (:mod:`capmatrix._core.bitsets`) turns every kernel's rules into per-axis bitsets (one bit per
 rule, one bitset per value), so a query costs a handful of big-integer ANDs whatever the rule count,
-and each answer (:mod:`capmatrix._answers`) is cached per query; its reasons are built by
-:mod:`capmatrix._explain` when first read. The YAML is never walked again after
-loading; this module knows no files (the process-wide default matrix lives in :mod:`capmatrix._default`).
+and each answer (:mod:`capmatrix._core.answers`) is cached per query; its reasons are built by
+:mod:`capmatrix._core.explain` when first read. The YAML is never walked again after
+loading; this module knows no files (the process-wide default matrix lives in :mod:`capmatrix._shipped.default`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from functools import partial
 
-from capmatrix._answers import (
+from capmatrix._core.answers import (
     _DEFAULT,
     _QUERY,
     CLOSEST_GRANTS,
@@ -25,10 +25,10 @@ from capmatrix._answers import (
     Selection,
     Verdict,
 )
-from capmatrix._compile import KernelIndex, _CompiledKernel
-from capmatrix._explain import MAX_RESIDUAL_BOXES, Explainer
-from capmatrix._partition import PartitionLimit, Work, find, partition, reduce_kernel
-from capmatrix._tables import NO_ROW, Table
+from capmatrix._core.bitsets import KernelIndex, _CompiledKernel
+from capmatrix._core.explain import MAX_RESIDUAL_BOXES, Explainer
+from capmatrix._core.partition import PartitionLimit, Work, find, partition, reduce_kernel
+from capmatrix._core.tables import NO_ROW, Table
 from capmatrix.errors import CapabilityErrors, InvalidQuery, UnknownName, did_you_mean
 from capmatrix.model import NONE, AxisType
 from capmatrix.query import ANY, KernelQuery, _Any, _short

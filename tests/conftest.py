@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 import capmatrix
-from capmatrix.render import HTML_NAME, MARKDOWN_NAME, Document, build, render_html, render_markdown
+from capmatrix.authoring.render import HTML_NAME, MARKDOWN_NAME, Document, build, render_html, render_markdown
 
 # The compiled-matrix cache is off in the tests (child processes inherit it), so that every test
-# exercises the loader itself; tests/test_cache.py turns it on where it tests it.
+# exercises the loader itself; tests/test_authoring_cache.py turns it on where it tests it.
 # CAPMATRIX_TEST_CACHE=on runs the whole suite with the cache on, in a fresh directory.
 if os.environ.get("CAPMATRIX_TEST_CACHE") == "on":
     os.environ.pop("CAPMATRIX_CACHE", None)
@@ -110,7 +110,7 @@ roles:
 
 WriteMatrix = Callable[..., Path]
 
-#: The width the suite's answers are printed at. Answers wrap at $COLUMNS (capmatrix.cli._common.wrap);
+#: The width the suite's answers are printed at. Answers wrap at $COLUMNS (capmatrix.authoring.cli._common.wrap);
 #: most tests read whole lines of an answer, so the suite pins a terminal wider than any of them, and
 #: the tests of the wrapping set their own.
 WIDE = "100000"
@@ -160,7 +160,7 @@ def shipped_matrix() -> capmatrix.Matrix:
 
 @pytest.fixture(scope="session")
 def shipped_doc(shipped_matrix: capmatrix.Matrix) -> Document:
-    """What the shipped matrix's pages show (``capmatrix.render.build``), built once per test process."""
+    """What the shipped matrix's pages show (``capmatrix.authoring.render.build``), built once per test process."""
     return build(shipped_matrix)
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 
 import capmatrix
-from capmatrix.analysis import role_regions
+from capmatrix.authoring.analysis import role_regions
 from capmatrix.model import Effect
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -196,7 +196,7 @@ def test_role_regions_equal_brute_force(syn: synth.Synthetic) -> None:
 
 @pytest.mark.parametrize("syn", [s for s in SMALL if s.roles], ids=[s.name for s in SMALL if s.roles])
 def test_role_gap_equals_brute_force(syn: synth.Synthetic) -> None:
-    from capmatrix.analysis import role_gap
+    from capmatrix.authoring.analysis import role_gap
 
     m = syn.build()
     for role in m.roles.values():
@@ -208,7 +208,7 @@ def test_role_gap_equals_brute_force(syn: synth.Synthetic) -> None:
 @pytest.mark.parametrize("syn", [s for s in SMALL if s.roles], ids=[s.name for s in SMALL if s.roles])
 def test_shadowed_candidates_equal_brute_force(syn: synth.Synthetic) -> None:
     """C109 names exactly the supported candidates that win no cell."""
-    from capmatrix.analysis import check
+    from capmatrix.authoring.analysis import check
 
     m = syn.build()
     found = {(f.subject.split()[1], f.kernels[0]) for f in check(m) if f.code == "C109"}
@@ -312,7 +312,7 @@ def test_report_marks_missed_targets() -> None:
 
 
 def test_diff_of_mutated_matrix_equals_brute_force() -> None:
-    from capmatrix.analysis import diff
+    from capmatrix.authoring.analysis import diff
 
     base = synth.boxes_matrix(40, n_axes=4, values_per_axis=4, n_kernels=3, seed=3)
     old, new = base.build(), synth.mutate(base, 0.3, seed=2).build()
@@ -358,9 +358,9 @@ def test_vllm_selection_workload_is_what_vllm_serves() -> None:
 def test_roles_in_disjoint_homes_of_overlapping_rules_take_the_diagrams() -> None:
     """check picks its route per role: candidates each in a region of their own look disjoint together,
     yet each one's rules overlap (the diagrams' shape); a decision table is still a table."""
-    from capmatrix._partition import mostly_disjoint
-    from capmatrix.analysis._boxes import KernelBoxes, table_shaped
-    from capmatrix.analysis._roles import role_kernels
+    from capmatrix._core.partition import mostly_disjoint
+    from capmatrix.authoring.analysis._boxes import KernelBoxes, table_shaped
+    from capmatrix.authoring.analysis._roles import role_kernels
 
     sparse = next(s for s in shapes.family() if s.name == "sparse-roles")
     m = shapes.generate(sparse, 800).build()

@@ -39,8 +39,8 @@ def test_c_functions_are_charged_to_their_caller() -> None:
 def test_stages_name_packages_modules_and_imports() -> None:
     import yaml
 
-    assert profiles.stage_of((str(ROOT / "capmatrix" / "analysis" / "_diff.py"), 1, "diff")) == (
-        "capmatrix.analysis._diff"
+    assert profiles.stage_of((str(ROOT / "capmatrix" / "authoring" / "analysis" / "_diff.py"), 1, "diff")) == (
+        "capmatrix.authoring.analysis._diff"
     )
     assert profiles.stage_of((str(ROOT / "capmatrix" / "model.py"), 1, "<module>")) == (
         "module bodies at import (capmatrix)"
@@ -62,8 +62,8 @@ def test_the_shipped_load_is_profiled_in_a_fresh_process() -> None:
     stages = dict(summary["stages"])
     assert summary["total"] > 0
     # The fresh process imports the core inside the profile, and the loader parses the YAML.
-    assert stages["capmatrix.loader"] > 0
-    assert stages["capmatrix._yaml"] > 0
+    assert stages["capmatrix.authoring.loader"] > 0
+    assert stages["capmatrix.authoring._yaml.read"] > 0
     assert any(name.startswith("import machinery") for name in stages)
     assert summary["stopped"] is None
 

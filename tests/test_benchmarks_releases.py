@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import capmatrix
 from benchmarks.releases import RELEASES, five_releases
-from capmatrix.analysis import release_diff
+from capmatrix.authoring.analysis import release_diff
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import capmatrix
-from capmatrix import _default, resolver
+from capmatrix import resolver
+from capmatrix._shipped import default as _default
 from capmatrix.engine import bind
 from capmatrix.query import ANY, KernelQuery
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import capmatrix
-from capmatrix import probe
+from capmatrix.authoring import probe
 
 ROOT = Path(__file__).resolve().parent.parent
 EVIDENCE = ROOT / "capabilities" / "evidence" / "torch_sdpa_h200.json"

@@ -11,7 +11,7 @@ import pytest
 
 import capmatrix
 from capmatrix import KernelQuery, Matrix, Verdict
-from capmatrix.analysis import check
+from capmatrix.authoring.analysis import check
 from capmatrix.model import AxisType
 from capmatrix.resolver import compile_matrix
 

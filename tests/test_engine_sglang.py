@@ -17,9 +17,15 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import capmatrix
-from capmatrix.analysis import check_path
-from capmatrix.cli import run
-from capmatrix.engine.records import RecordComparison, compare_record, normalised, read_record, sglang_cell
+from capmatrix.authoring.analysis import check_path
+from capmatrix.authoring.cli import run
+from capmatrix.authoring.engine_records import (
+    RecordComparison,
+    compare_record,
+    normalised,
+    read_record,
+    sglang_cell,
+)
 from capmatrix.engine.sglang import (
     BACKENDS,
     InvalidArgument,

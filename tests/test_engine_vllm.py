@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 import capmatrix
-from capmatrix.cli import run
-from capmatrix.engine.records import compare_record
+from capmatrix.authoring.cli import run
+from capmatrix.authoring.engine_records import compare_record
 from capmatrix.engine.vllm import ROLE, NoValidBackend, backend_order, select_backend
 
 EVIDENCE = Path(__file__).resolve().parent.parent / "capabilities/evidence"
@@ -82,7 +82,7 @@ def test_record_shape(record: dict[str, Any]) -> None:
 def test_differential_every_cell(path: Path) -> None:
     """Every cell: the automatic choice, the priority list, the rejected backends in vLLM's order when
     nothing is valid, and every forced backend's verdict. No disagreement is tolerated. The comparison is
-    capmatrix.engine.records's, which ``capmatrix test`` runs too.
+    capmatrix.authoring.engine_records's, which ``capmatrix test`` runs too.
     """
     record = json.loads(path.read_text(encoding="utf-8"))
     result = compare_record(path)

@@ -20,13 +20,13 @@ import pytest
 
 import capmatrix
 from capmatrix import KernelQuery
-from capmatrix.engine import vllm
-from capmatrix.engine.records import (
+from capmatrix.authoring.engine_records import (
     compare_record,
     recorder_mm_prefix_artefact,
     vllm_sample_kwargs,
     vllm_sample_row,
 )
+from capmatrix.engine import vllm
 from capmatrix.engine.vllm import KV_CACHE_DTYPES
 from capmatrix.resolver import compile_matrix
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import capmatrix
-from capmatrix.cli import run
+from capmatrix.authoring.cli import run
 from capmatrix.engine.vllm import (
     ROLE,
     EngineRefused,

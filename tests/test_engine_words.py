@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 
 import capmatrix
+from capmatrix.authoring.loader import default_path
+from capmatrix.authoring.probe import torch_dtype
 from capmatrix.engine import sglang, vllm
 from capmatrix.engine.hf import query_from_hf_config
 from capmatrix.engine.reference import LayerConfig, VerificationAttention
 from capmatrix.errors import InvalidArgument
-from capmatrix.loader import default_path
-from capmatrix.probe import torch_dtype
 
 VLLM_ARGS: dict[str, Any] = {"capability": (9, 0), "head_size": 128, "kv_cache_dtype": "auto",
                                 "block_size": None, "use_mla": False}

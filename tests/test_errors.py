@@ -59,7 +59,7 @@ def test_every_error_class_is_in_the_family(module: str) -> None:
 
 
 def test_no_gpu_is_a_capmatrix_error() -> None:
-    from capmatrix.probe import NoGPUError
+    from capmatrix.authoring.probe import NoGPUError
 
     assert issubclass(NoGPUError, CapmatrixError)
     assert issubclass(NoGPUError, RuntimeError)

@@ -14,15 +14,15 @@ from analysis_synthetic import cells, supported_at
 
 import capmatrix
 from capmatrix import KernelQuery
-from capmatrix.analysis import check
-from capmatrix.analysis._gates import pinned
+from capmatrix.authoring.analysis import check
+from capmatrix.authoring.analysis._gates import pinned
 from capmatrix.model import Guard, Location, ValueOf
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path
 
-    from capmatrix.analysis import Finding
+    from capmatrix.authoring.analysis import Finding
     from capmatrix.matrix import Matrix
     from capmatrix.model import AxisValue
 

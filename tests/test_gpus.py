@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 import capmatrix
-from capmatrix.cli import run
+from capmatrix.authoring.cli import run
 from capmatrix.matrix import gpu_spelling
 
 if TYPE_CHECKING:

@@ -27,10 +27,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import capmatrix
-from capmatrix import _hints, _yaml, _yaml_build, loader
-from capmatrix._atomic import write_text_atomic
-from capmatrix._default import set_default_matrix
-from capmatrix.cli import run
+from capmatrix._shipped.default import set_default_matrix
+from capmatrix.authoring import loader
+from capmatrix.authoring._atomic import write_text_atomic
+from capmatrix.authoring._validate import hints as _hints
+from capmatrix.authoring._yaml import build as _yaml_build
+from capmatrix.authoring._yaml import read as _yaml
+from capmatrix.authoring.cli import run
 from capmatrix.errors import (
     MAX_ECHO,
     CapabilityError,

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import capmatrix
-from capmatrix import loader
-from capmatrix.cli import run
+from capmatrix.authoring import loader
+from capmatrix.authoring.cli import run
 from capmatrix.engine import sglang, trtllm, vllm
 from capmatrix.errors import CapabilityErrors
 

@@ -21,77 +21,77 @@ PACKAGE = Path(__file__).resolve().parent.parent / "capmatrix"
 #: import the whole core but not each other; the command line (11) may import everything.
 CORE: dict[str, int] = {
     "capmatrix.errors": 0,
-    "capmatrix._atomic": 1,
-    "capmatrix._files": 1,
-    "capmatrix._hints": 1,
-    "capmatrix._classes": 1,
-    "capmatrix._record": 1,
-    "capmatrix._versions": 1,
-    "capmatrix._yaml_source": 2,
-    "capmatrix._yaml_limits": 2,
-    "capmatrix._yaml_build": 3,
-    "capmatrix._yaml_compose": 3,
-    "capmatrix._yaml_fast": 3,
+    "capmatrix.authoring._atomic": 1,
+    "capmatrix.authoring._files": 1,
+    "capmatrix.authoring._validate.hints": 1,
+    "capmatrix._core.classes": 1,
+    "capmatrix._core.record": 1,
+    "capmatrix.authoring._versions": 1,
+    "capmatrix.authoring._yaml.source": 2,
+    "capmatrix.authoring._yaml.limits": 2,
+    "capmatrix.authoring._yaml.build": 3,
+    "capmatrix.authoring._yaml.compose": 3,
+    "capmatrix.authoring._yaml.fast": 3,
     "capmatrix.model": 2,
     "capmatrix.query": 3,
     "capmatrix.regions": 3,
-    "capmatrix._partition": 4,
-    "capmatrix._tables": 4,
+    "capmatrix._core.partition": 4,
+    "capmatrix._core.tables": 4,
     "capmatrix.matrix": 4,
-    "capmatrix._answers": 4,
-    "capmatrix._compile": 5,
-    "capmatrix._yaml": 5,
-    "capmatrix._fastschema": 5,
-    "capmatrix._cache_json": 5,
-    "capmatrix._artifact": 8,
-    "capmatrix._cache": 6,
-    "capmatrix.schema": 6,
-    "capmatrix._explain": 6,
+    "capmatrix._core.answers": 4,
+    "capmatrix._core.bitsets": 5,
+    "capmatrix.authoring._yaml.read": 5,
+    "capmatrix.authoring._validate.fastschema": 5,
+    "capmatrix._shipped.payload": 5,
+    "capmatrix._shipped.artifact": 8,
+    "capmatrix.authoring._cache": 6,
+    "capmatrix.authoring.schema": 6,
+    "capmatrix._core.explain": 6,
     "capmatrix.resolver": 7,
-    "capmatrix._values": 7,
-    "capmatrix._references": 8,
+    "capmatrix.authoring._validate.values": 7,
+    "capmatrix.authoring._validate.references": 8,
     "capmatrix.releases": 8,
-    "capmatrix.loader": 9,
-    "capmatrix._suggest": 9,
-    "capmatrix._default": 10,
+    "capmatrix.authoring.loader": 9,
+    "capmatrix.authoring._suggest": 9,
+    "capmatrix._shipped.default": 10,
     "capmatrix": 11,
-    "capmatrix.evidence": 11,
-    "capmatrix.probe": 12,
-    "capmatrix.export": 12,
+    "capmatrix.authoring.evidence": 11,
+    "capmatrix.authoring.probe": 12,
+    "capmatrix.authoring.export": 12,
 }
-WINGS = ("capmatrix.engine", "capmatrix.analysis", "capmatrix.render", "capmatrix.codegen")
-#: The data gate (``capmatrix.gate``) runs every wing's oracle: above the wings, below the command line.
+WINGS = ("capmatrix.engine", "capmatrix.authoring.analysis", "capmatrix.authoring.render", "capmatrix.authoring.codegen")
+#: The data gate (``capmatrix.authoring.gate``) runs every wing's oracle: above the wings, below the command line.
 WING_RANK, GATE_RANK, CLI_RANK = 13, 14, 15
 #: Imports inside functions are allowed only for these (they keep `import capmatrix` light), and, in
 #: the loader, the validation layers, and pathlib, re and json, which a load the cache answers never needs.
-LAZY_OK = ("torch", "yaml", "jsonschema", "capmatrix._yaml", "difflib", "importlib.metadata", "dataclasses",
+LAZY_OK = ("torch", "yaml", "jsonschema", "capmatrix.authoring._yaml.read", "difflib", "importlib.metadata", "dataclasses",
            "pathlib", "re", "json")
-LOADER_LAZY_OK = ("capmatrix._hints", "capmatrix._references", "capmatrix._values", "capmatrix.schema")
+LOADER_LAZY_OK = ("capmatrix.authoring._validate.hints", "capmatrix.authoring._validate.references", "capmatrix.authoring._validate.values", "capmatrix.authoring.schema")
 #: The face reaches the authoring side only inside the functions that need it: a checkout's build of the
 #: shipped matrix from YAML, a reload of another directory (the loader), and the suggestion search.
-DEFAULT_LAZY_OK = ("capmatrix.loader", "capmatrix._suggest")
+DEFAULT_LAZY_OK = ("capmatrix.authoring.loader", "capmatrix.authoring._suggest")
 
 #: The runtime: what an engine's path (import, the shipped matrix, resolve, select, the adapters) may load.
 #: Standard library only; everything else in the package is the authoring side (loader and validation,
 #: analyses, render, codegen, CLI, export, probes, evidence, suggestions).
 RUNTIME = frozenset({
-    "capmatrix", "capmatrix.errors", "capmatrix._classes", "capmatrix._record", "capmatrix.model",
-    "capmatrix.query", "capmatrix.regions", "capmatrix._partition", "capmatrix._tables", "capmatrix.matrix",
-    "capmatrix._answers", "capmatrix._compile", "capmatrix._explain", "capmatrix._cache_json",
-    "capmatrix.resolver", "capmatrix._artifact", "capmatrix.releases", "capmatrix._default",
+    "capmatrix", "capmatrix.errors", "capmatrix._core.classes", "capmatrix._core.record", "capmatrix.model",
+    "capmatrix.query", "capmatrix.regions", "capmatrix._core.partition", "capmatrix._core.tables", "capmatrix.matrix",
+    "capmatrix._core.answers", "capmatrix._core.bitsets", "capmatrix._core.explain", "capmatrix._shipped.payload",
+    "capmatrix.resolver", "capmatrix._shipped.artifact", "capmatrix.releases", "capmatrix._shipped.default",
     "capmatrix.engine", "capmatrix.engine.bind", "capmatrix.engine.device", "capmatrix.engine.hf",
     "capmatrix.engine.reference", "capmatrix.engine.sglang", "capmatrix.engine.trtllm",
     "capmatrix.engine.vllm",
 })
 #: Authoring modules the engine path must never load (checked in a process that blocks third parties).
-AUTHORING_PREFIXES = ("capmatrix.analysis", "capmatrix.render", "capmatrix.cli", "capmatrix.codegen",
-                      "capmatrix.loader", "capmatrix._yaml", "capmatrix.schema", "capmatrix._fastschema",
-                      "capmatrix._values", "capmatrix._references", "capmatrix._cache.",
-                      "capmatrix._suggest", "capmatrix.export", "capmatrix.probe", "capmatrix.evidence")
+AUTHORING_PREFIXES = ("capmatrix.authoring.analysis", "capmatrix.authoring.render", "capmatrix.authoring.cli", "capmatrix.authoring.codegen",
+                      "capmatrix.authoring.loader", "capmatrix.authoring._yaml.read", "capmatrix.authoring.schema", "capmatrix.authoring._validate.fastschema",
+                      "capmatrix.authoring._validate.values", "capmatrix.authoring._validate.references", "capmatrix.authoring._cache.",
+                      "capmatrix.authoring._suggest", "capmatrix.authoring.export", "capmatrix.authoring.probe", "capmatrix.authoring.evidence")
 
 
 def _authoring(module: str) -> bool:
-    """Whether ``module`` is authoring (``capmatrix._yaml`` covers ``_yaml_fast`` and the like)."""
+    """Whether ``module`` is authoring (``capmatrix.authoring._yaml.read`` covers ``_yaml_fast`` and the like)."""
     return (module + ".").startswith(AUTHORING_PREFIXES)
 
 
@@ -109,18 +109,18 @@ MODULES = _modules()
 
 
 def _wing(name: str) -> str | None:
-    return next((w for w in (*WINGS, "capmatrix.cli") if name == w or name.startswith(w + ".")), None)
+    return next((w for w in (*WINGS, "capmatrix.authoring.cli") if name == w or name.startswith(w + ".")), None)
 
 
 def _rank(name: str) -> int:
     if name == "capmatrix.__main__":
         return CLI_RANK + 1
     wing = _wing(name)
-    if wing == "capmatrix.cli":
+    if wing == "capmatrix.authoring.cli":
         return CLI_RANK
     if wing is not None:
         return WING_RANK
-    if name == "capmatrix.gate":
+    if name == "capmatrix.authoring.gate":
         return GATE_RANK
     return CORE[name]
 
@@ -184,9 +184,9 @@ def test_imports_point_down() -> None:
 
 def test_layering_catches_an_upward_import() -> None:
     """The rank table itself: the loader sits above the resolver, the wings above the core."""
-    assert _rank("capmatrix.resolver") < _rank("capmatrix.loader") < _rank("capmatrix._default")
-    assert _rank("capmatrix.render.html") == _rank("capmatrix.analysis._check") < _rank("capmatrix.cli")
-    assert ("capmatrix.loader", "capmatrix.resolver") in {(m, t) for m, t, _ in _edges()}
+    assert _rank("capmatrix.resolver") < _rank("capmatrix.authoring.loader") < _rank("capmatrix._shipped.default")
+    assert _rank("capmatrix.authoring.render.html") == _rank("capmatrix.authoring.analysis._check") < _rank("capmatrix.authoring.cli")
+    assert ("capmatrix.authoring.loader", "capmatrix.resolver") in {(m, t) for m, t, _ in _edges()}
 
 
 def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -222,8 +222,8 @@ def test_lazy_imports_only_keep_import_light() -> None:
         for name in MODULES
         for imported, line, lazy in _imports(name)
         if lazy and not any(imported == ok or imported.startswith(ok + ".") for ok in LAZY_OK)
-        and not (name == "capmatrix.loader" and imported in LOADER_LAZY_OK)
-        and not (name == "capmatrix._default" and imported in DEFAULT_LAZY_OK)
+        and not (name == "capmatrix.authoring.loader" and imported in LOADER_LAZY_OK)
+        and not (name == "capmatrix._shipped.default" and imported in DEFAULT_LAZY_OK)
     ]
     assert found == []
 
@@ -258,15 +258,15 @@ def test_the_runtime_imports_only_the_runtime_at_module_level() -> None:
 
 def test_the_runtime_rule_catches_an_authoring_import() -> None:
     """The rule reads the real edges: the loader (authoring) imports the resolver (runtime), not back."""
-    assert "capmatrix.loader" not in RUNTIME
+    assert "capmatrix.authoring.loader" not in RUNTIME
     assert "capmatrix.resolver" in RUNTIME
-    assert any(t == "capmatrix._cache" for m, t, _ in _edges() if m == "capmatrix.loader")
-    type_only = _type_only_lines("capmatrix._default")
-    typed = {i for i, line, _lazy in _imports("capmatrix._default") if line in type_only}
-    assert "capmatrix._suggest" in typed
-    assert all(_target(i) in RUNTIME for i, line, lazy in _imports("capmatrix._default")
+    assert any(t == "capmatrix.authoring._cache" for m, t, _ in _edges() if m == "capmatrix.authoring.loader")
+    type_only = _type_only_lines("capmatrix._shipped.default")
+    typed = {i for i, line, _lazy in _imports("capmatrix._shipped.default") if line in type_only}
+    assert "capmatrix.authoring._suggest" in typed
+    assert all(_target(i) in RUNTIME for i, line, lazy in _imports("capmatrix._shipped.default")
                if i.startswith("capmatrix") and not lazy and line not in type_only)
-    assert {i for i, _l, lazy in _imports("capmatrix._default") if lazy} == set(DEFAULT_LAZY_OK)
+    assert {i for i, _l, lazy in _imports("capmatrix._shipped.default") if lazy} == set(DEFAULT_LAZY_OK)
 
 
 #: The engine path, in a process where PyYAML, jsonschema and tabulate cannot be imported.
@@ -339,7 +339,7 @@ def test_the_engine_path_answers_without_third_parties_or_the_authoring_side(
     answers = _engine_path(installed, tmp_path)
     assert str(answers["file"]).startswith(str(installed))
     assert answers["third_party"] == []
-    # Records (capmatrix._record) and the TYPE_CHECKING = False idiom keep these out of an engine's start
+    # Records (capmatrix._core.record) and the TYPE_CHECKING = False idiom keep these out of an engine's start
     # (dataclasses and what it imports: about 12 ms of CPU; typing: 2 ms).
     assert answers["slow_stdlib"] == []
     modules = answers["modules"]
@@ -384,7 +384,7 @@ def test_the_engine_path_check_fails_where_the_runtime_needs_the_loader(
 def test_argparse_only_in_the_command_line() -> None:
     found = [
         name for name in MODULES
-        if _wing(name) != "capmatrix.cli"
+        if _wing(name) != "capmatrix.authoring.cli"
         and any(imported == "argparse" for imported, _line, _lazy in _imports(name))
     ]
     assert found == []
@@ -393,7 +393,7 @@ def test_argparse_only_in_the_command_line() -> None:
 def test_torch_only_in_probe_and_engine() -> None:
     found = [
         name for name in MODULES
-        if name != "capmatrix.probe" and _wing(name) != "capmatrix.engine"
+        if name != "capmatrix.authoring.probe" and _wing(name) != "capmatrix.engine"
         and any(imported.split(".")[0] == "torch" for imported, _line, _lazy in _imports(name))
     ]
     assert found == []

@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import capmatrix
-from capmatrix._record import replace as fresh_copy  # a copy's memo starts empty
-from capmatrix.analysis import parse_where
-from capmatrix.cli import run
+from capmatrix._core.record import replace as fresh_copy  # a copy's memo starts empty
+from capmatrix.authoring.analysis import parse_where
+from capmatrix.authoring.cli import run
 from capmatrix.errors import InvalidValue
 from capmatrix.model import NONE, Axis, AxisType, AxisValue, Condition, Interval, format_value
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import capmatrix
-from capmatrix.cli import run
+from capmatrix.authoring.cli import run
 from capmatrix.engine import hf, query_from_hf_config
 from capmatrix.errors import InvalidQuery, UnknownName
 from capmatrix.query import KernelQuery

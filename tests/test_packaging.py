@@ -38,7 +38,7 @@ def test_the_wheel_is_pure_and_its_install_answers_from_the_artifact(tmp_path: P
     assert "capmatrix/_matrix.json" in names
     assert not [n for n in names if n.endswith((".so", ".pyd", ".c"))]
     assert "capmatrix/_capabilities/axes.yaml" in names  # the CLI validates and analyses the shipped YAML
-    assert "capmatrix/render/_ask.js" in names  # the HTML page's ask-form script
+    assert "capmatrix/authoring/render/_ask.js" in names  # the HTML page's ask-form script
     target = tmp_path / "site"
     install = subprocess.run(
         [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],

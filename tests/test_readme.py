@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import capmatrix
-from capmatrix.cli import run
+from capmatrix.authoring.cli import run
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

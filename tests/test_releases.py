@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import capmatrix
-from capmatrix.analysis import release_diff
-from capmatrix.cli import run
+from capmatrix.authoring.analysis import release_diff
+from capmatrix.authoring.cli import run
 from capmatrix.engine import sglang, trtllm, vllm
 from capmatrix.errors import InvalidArgument
 from capmatrix.query import KernelQuery
@@ -273,7 +273,7 @@ def test_sglang_takes_its_release() -> None:
 
 
 def test_check_says_in_which_releases_a_finding_holds() -> None:
-    from capmatrix.analysis import check
+    from capmatrix.authoring.analysis import check
 
     found = {f.key: f for f in check(capmatrix.load())}
     before = found["C106 sm trtllm_spec_dec_mode.sm12x_one_model"]

@@ -17,7 +17,7 @@ import pytest
 
 import capmatrix
 from capmatrix import KernelQuery, Verdict
-from capmatrix.cli import main
+from capmatrix.authoring.cli import main
 from capmatrix.engine.trtllm import xqa_plan
 
 #: The kernel fact that keeps BF16 MLA off XQA, and the engine switch of the seed fix.

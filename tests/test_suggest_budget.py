@@ -7,8 +7,9 @@ import json
 from typing import TYPE_CHECKING
 
 import capmatrix
-from capmatrix import KernelQuery, Verdict, _suggest
-from capmatrix.cli import run
+from capmatrix import KernelQuery, Verdict
+from capmatrix.authoring import _suggest
+from capmatrix.authoring.cli import run
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -10,7 +10,7 @@ import pytest
 
 import capmatrix
 from capmatrix import KernelQuery
-from capmatrix.cli import run
+from capmatrix.authoring.cli import run
 from capmatrix.engine.hf import query_from_hf_config
 from capmatrix.engine.vllm import KV_CACHE_DTYPES, select_backend
 from capmatrix.errors import CapabilityErrors, InvalidQuery
@@ -184,7 +184,7 @@ def test_the_shipped_vllm_words() -> None:
 
 
 def test_the_export_carries_engine_defaults(tmp_path: Path) -> None:
-    from capmatrix.export import export
+    from capmatrix.authoring.export import export
 
     data = export(_matrix(tmp_path))
     assert data["kernels"]["eng_k"]["axes"] == {"kv": "auto", "block": "none"}

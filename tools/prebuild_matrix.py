@@ -1,6 +1,6 @@
 """Compile the shipped matrix into the package's artifact: the wheel's build hook step, and a script.
 
-The runtime reads the shipped matrix from ``capmatrix/_matrix.json`` (:mod:`capmatrix._artifact`), never
+The runtime reads the shipped matrix from ``capmatrix/_matrix.json`` (:mod:`capmatrix._shipped.artifact`), never
 from YAML. This loads ``capabilities/`` here, through the loader with every check, and writes the
 validated model in the artifact's format. A matrix with a problem fails the build with every problem at
 ``file:line:col`` (:class:`InvalidMatrix`): no wheel carries a matrix that does not validate.
@@ -48,8 +48,11 @@ def prebuild(
 def _prebuild(out: Path, source: Path, package: Path) -> None:
     sys.path.insert(0, str(ROOT))
     try:
-        from capmatrix import _artifact, _cache_json, errors, loader  # noqa: PLC0415 - this checkout's package
-        from capmatrix._record import replace  # noqa: PLC0415
+        from capmatrix import errors  # noqa: PLC0415 - this checkout's package
+        from capmatrix._core.record import replace  # noqa: PLC0415
+        from capmatrix._shipped import artifact as _artifact  # noqa: PLC0415 - this checkout's package
+        from capmatrix._shipped import payload as _cache_json  # noqa: PLC0415 - this checkout's package
+        from capmatrix.authoring import loader  # noqa: PLC0415 - this checkout's package
         from capmatrix.matrix import ROOT_LABEL  # noqa: PLC0415
     finally:
         sys.path.remove(str(ROOT))

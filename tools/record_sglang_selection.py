@@ -639,7 +639,7 @@ def _bench(sglang_src: Path, repeat: int) -> dict[str, Any]:
     root = Path(__file__).resolve().parent.parent
     sys.path.insert(0, str(root))
     ours = importlib.import_module("capmatrix.engine.sglang")
-    default = importlib.import_module("capmatrix._default")
+    default = importlib.import_module("capmatrix._shipped.default")
     resolver = default._resolver(None)  # noqa: SLF001 - the benchmark clears the compiled caches
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as scratch:

@@ -750,7 +750,7 @@ def _bench(vllm_src: Path, repeat: int) -> dict[str, Any]:
     root = Path(__file__).resolve().parent.parent
     sys.path.insert(0, str(root))
     capmatrix_vllm = importlib.import_module("capmatrix.engine.vllm")
-    default = importlib.import_module("capmatrix._default")
+    default = importlib.import_module("capmatrix._shipped.default")
     resolver = default._resolver(None)  # noqa: SLF001 - the benchmark clears the compiled caches
 
     def forget() -> None:

@@ -64,8 +64,8 @@ def _releases_text(matrix: object, engine: str | None, finding: object) -> str:
 def render(root: Path = ROOT / "capabilities") -> str:
     """The page for the matrix at ``root`` (its own check baseline gives the `why`s)."""
     import capmatrix  # noqa: PLC0415 - the checkout's package, after sys.path is set
-    from capmatrix.analysis import check  # noqa: PLC0415
-    from capmatrix.cli._analysis import BASELINE_NAME, _baseline_entries  # noqa: PLC0415
+    from capmatrix.authoring.analysis import check  # noqa: PLC0415
+    from capmatrix.authoring.cli._analysis import BASELINE_NAME, _baseline_entries  # noqa: PLC0415
 
     matrix = capmatrix.load(root)
     baseline = root / BASELINE_NAME

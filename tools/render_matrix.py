@@ -18,6 +18,6 @@ ROOT = Path(__file__).resolve().parent.parent
 
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
-    from capmatrix.cli import render_main
+    from capmatrix.authoring.cli import render_main
 
     sys.exit(render_main(default_out=ROOT / "docs"))

@@ -8,8 +8,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Hashable, Mapping, Sequence
 
-from capmatrix._default import default_matrix, resolve
-from capmatrix._record import field, record
+from capmatrix._core.record import field, record
+from capmatrix._shipped.default import default_matrix, resolve
 from capmatrix.errors import CapmatrixError, InvalidQuery, UnknownName
 from capmatrix.query import KernelQuery
 from capmatrix.resolver import Verdict

@@ -6,7 +6,7 @@ import numbers
 import os
 from collections.abc import Mapping
 
-from capmatrix._default import default_matrix
+from capmatrix._shipped.default import default_matrix
 from capmatrix.errors import InvalidQuery, UnknownName
 from capmatrix.model import AxisType, format_value
 from capmatrix.query import ANY, KernelQuery, _short

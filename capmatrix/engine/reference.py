@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from capmatrix._default import default_matrix, select
+from capmatrix._shipped.default import default_matrix, select
 from capmatrix.engine.device import detect_sm
 from capmatrix.engine.hf import ATTENTION_MHA, query_from_hf_config
 from capmatrix.errors import CapmatrixError, UnknownName

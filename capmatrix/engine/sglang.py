@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from capmatrix._answers import ReasonKind
-from capmatrix._default import _resolver
-from capmatrix._record import record
+from capmatrix._core.answers import ReasonKind
+from capmatrix._core.record import record
+from capmatrix._shipped.default import _resolver
 from capmatrix.errors import InvalidArgument
 from capmatrix.matrix import Matrix
 from capmatrix.model import Effect

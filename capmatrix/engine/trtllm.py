@@ -17,8 +17,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Hashable, Mapping
 
-from capmatrix._default import default_matrix, resolve
-from capmatrix._record import field, record
+from capmatrix._core.record import field, record
+from capmatrix._shipped.default import default_matrix, resolve
 from capmatrix.engine.bind import BoundDecision, bind
 from capmatrix.engine.hf import ATTENTION_MLA
 from capmatrix.errors import CapmatrixError

@@ -12,8 +12,8 @@ from __future__ import annotations
 import weakref
 from collections.abc import Mapping, Sequence
 
-from capmatrix._answers import ReasonKind
-from capmatrix._default import _resolver
+from capmatrix._core.answers import ReasonKind
+from capmatrix._shipped.default import _resolver
 from capmatrix.errors import CapmatrixError, InvalidArgument, did_you_mean
 from capmatrix.model import NONE
 from capmatrix.query import KernelQuery

@@ -1,0 +1,1 @@
+"""The YAML reader: safe, strict, with a side table of source positions (:mod:`.read` is its face)."""

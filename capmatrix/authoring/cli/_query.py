@@ -1,0 +1,584 @@
+"""``capmatrix query``, ``select`` and ``validate``, with the text form of verdicts and selections."""
+
+from __future__ import annotations
+
+import argparse
+
+from capmatrix._shipped.default import derived_values, resolve, select, suggest
+from capmatrix.authoring.cli import _per_gpu, _sglang
+from capmatrix.authoring.cli._common import (
+    EXIT_DEPENDS,
+    EXIT_ERROR,
+    EXIT_FAIL,
+    EXIT_OK,
+    MATRIX_DEFAULT_HELP,
+    add_axis_options,
+    add_format_option,
+    add_matrix_option,
+    add_model_options,
+    announce_matrix,
+    axis_option_clashes,
+    choose_matrix,
+    columns,
+    print_json,
+    query_from_args,
+    wrap,
+)
+from capmatrix.authoring.cli._github import problem_annotation
+from capmatrix.authoring.loader import load
+from capmatrix.errors import CapabilityErrors, InvalidQuery
+from capmatrix.model import format_value
+from capmatrix.resolver import CLOSEST_GRANTS, OriginKind, ReasonKind, Verdict
+
+TYPE_CHECKING = False  # not typing's: every command would import it for annotations only
+if TYPE_CHECKING:
+    from collections.abc import Callable, Collection, Iterable, Sequence
+    from typing import TextIO
+
+    from capmatrix.authoring._suggest import Suggestion
+    from capmatrix.engine.sglang import Resolved
+    from capmatrix.errors import CapabilityError
+    from capmatrix.matrix import Matrix
+    from capmatrix.resolver import Origin, Reason, Resolution, Selection
+
+__all__ = [
+    "AXIS_COMMANDS",
+    "alternatives",
+    "cmd_query",
+    "cmd_select",
+    "cmd_validate",
+    "configure_query",
+    "configure_select",
+    "configure_validate",
+    "format_resolution",
+    "format_selection",
+    "format_short",
+    "format_suggestions",
+    "option_clashes",
+    "read_axes",
+]
+
+#: Lines of suggestions the text form shows (``--json`` has all of them).
+SHOWN_SUGGESTIONS = 8
+
+
+_MARKS = {
+    ReasonKind.GRANT: "+",
+    ReasonKind.EXCLUDE: "-",
+    ReasonKind.MISMATCH: "x",
+    ReasonKind.RESIDUAL: "~",
+    ReasonKind.OUTSIDE: "!",
+}
+
+
+#: In a short answer: how many deciding rules, closest grants and suggestions are shown (``--explain``
+#: lists every rule, ``--json`` every suggestion).
+SHOWN_RULES = 3
+SHOWN_CLOSEST = 3
+SHOWN_SHORT_SUGGESTIONS = 3
+#: The most characters of one rule's reason a short answer repeats (``--explain`` has all of it).
+SHORT_REASON = 320
+#: The same for the one-line reason of each candidate of a selection.
+CANDIDATE_REASON = 160
+_NO_LIMIT = 1 << 30
+
+
+def read_axes(matrix: Matrix, kernels: Iterable[str],
+              deciding: Iterable[Reason] | None = None) -> frozenset[str]:
+    """The axes some rule of ``kernels`` reads: the only axis defaults an answer about them shows.
+
+    ``deciding``: the reasons the answer shows; an environment axis (an engine's build or installation,
+    ``vllm_fa3_built``) is then kept only where one of their rules reads it.
+    """
+    read: set[str] = set()
+    for name in kernels:
+        kernel = matrix.kernels.get(name)
+        if kernel is not None:
+            for rule in kernel.rules:
+                read.update(rule.conditions)
+    if deciding is not None:
+        rules = {rule.id: rule for rule in matrix.rules}
+        decide = {axis for r in deciding if r.rule_id in rules for axis in rules[r.rule_id].conditions}
+        read = {a for a in read if a in decide or not (a in matrix.axes and matrix.axes[a].environment)}
+    return frozenset(read)
+
+
+def _values_lines(resolution: Resolution, shown_defaults: Collection[str] | None,
+                  role: tuple[str, Collection[str]] | None = None) -> list[str]:
+    """The query's values by origin; axis defaults only where ``shown_defaults`` names them (if given).
+
+    ``role``: a role's name and the axes it set for its candidates (shown as the role's, not the query's).
+    """
+    lines: list[str] = []
+    by_origin: dict[str, list[str]] = {}
+    for name, value in resolution.values.items():
+        origin = resolution.origins[name]
+        if origin.kind is OriginKind.DEFAULT and shown_defaults is not None and name not in shown_defaults:
+            continue
+        by_origin.setdefault(_label(origin, name, role), []).append(f"{name}={format_value(value)}")
+    lines.extend(f"  {label}: {' '.join(items)}" for label, items in by_origin.items())
+    return lines
+
+
+def _label(origin: Origin, name: str, role: tuple[str, Collection[str]] | None) -> str:
+    if origin.kind is OriginKind.MODEL:
+        return f"model {origin.model}"
+    if origin.kind is OriginKind.DEFAULT:
+        return "axis defaults"
+    return f"role {role[0]}" if role is not None and name in role[1] else "query"
+
+
+def format_resolution(resolution: Resolution, reasons: Sequence[Reason] | None = None,
+                      *, shown_defaults: Collection[str] | None = None) -> str:
+    """Human-readable verdict, query and every reason (``reasons``: another explanation of the same answer).
+
+    ``shown_defaults``: the axes whose defaults are worth printing (:func:`read_axes`); None prints all.
+    """
+    lines = [f"{resolution.kernel}: {resolution.verdict}"]
+    why = [r for r in (resolution.reasons if reasons is None else reasons) if r.kind in _MARKS]
+    if why:
+        lines.append("  why:")
+        lines.extend(f"    {_MARKS[r.kind]} {r.message}" for r in why)
+    lines.extend(_values_lines(resolution, shown_defaults))
+    return "\n".join(lines)
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` within ``limit`` characters, cut after a whole word (``...`` says where)."""
+    if len(text) <= limit:
+        return text
+    kept = text[: limit - 3]
+    if text[limit - 3] != " " and " " in kept:
+        kept = kept.rsplit(" ", 1)[0]  # never inside a word
+    return kept.rstrip() + " ..."
+
+
+def _near_misses(reasons: Sequence[Reason]) -> list[tuple[str, list[Reason]]]:
+    """The grants that do not apply, closest first, each with its mismatches (one per axis)."""
+    by_rule: dict[str, list[Reason]] = {}
+    for reason in reasons:
+        if reason.kind is ReasonKind.MISMATCH:
+            by_rule.setdefault(reason.rule_id or reason.message, []).append(reason)
+    return list(by_rule.items())
+
+
+def _near_miss_line(rule_id: str, misses: Sequence[Reason]) -> str:
+    """``x rule (file:line) needs axis required (got actual), ...``: every axis that kept one grant off."""
+    first = misses[0]
+    where = f" ({first.path}:{first.line})" if first.path is not None else ""
+    needs = [f"{r.axis} {r.required} (got {format_value(r.actual)})" for r in misses if r.axis is not None]
+    others = [r.message for r in misses if r.axis is None]  # said in the resolver's own words
+    head = [f"{rule_id}{where} needs {', '.join(needs)}"] if needs else []
+    return "x " + "; ".join([*head, *others])
+
+
+def _deciding(resolution: Resolution, reasons: Sequence[Reason], limit: int) -> list[str]:
+    """The reasons that decided the verdict, marked, one line each.
+
+    A supported answer: the grants that apply. Otherwise: where it is supported (depends), the
+    exclusions that apply and the grants they override. Empty when no rule applies: the closest grants
+    (:func:`_near_misses`) then say why.
+    """
+    def marked(kind: ReasonKind) -> list[str]:
+        return [f"{_MARKS[kind]} {_cut(r.message, limit)}" for r in reasons if r.kind is kind]
+
+    order: tuple[ReasonKind, ...]
+    if resolution.verdict is Verdict.SUPPORTED:
+        order = (ReasonKind.GRANT, ReasonKind.OUTSIDE)
+    else:
+        order = (ReasonKind.RESIDUAL, ReasonKind.EXCLUDE, ReasonKind.GRANT, ReasonKind.OUTSIDE)
+    return [line for kind in order for line in marked(kind)]
+
+
+def format_short(resolution: Resolution, reasons: Sequence[Reason], suggestions: Sequence[Suggestion],
+                 *, shown_defaults: Collection[str] | None, vary: bool, grants: int | None = None) -> str:
+    """The short answer: verdict, values, the rules that decided it, the closest grants, what would work.
+
+    ``grants``: how many grants the kernel has, so that the ones not shown are counted (None: count
+    only the near misses among ``reasons``).
+    """
+    lines = [f"{resolution.kernel}: {resolution.verdict}"]
+    decided = _deciding(resolution, reasons, SHORT_REASON)
+    if decided:
+        lines.append("  decided by:")
+        lines.extend(f"    {line}" for line in decided[:SHOWN_RULES])
+        if len(decided) > SHOWN_RULES:
+            lines.append(f"    ... and {len(decided) - SHOWN_RULES} more (--explain lists them)")
+    misses = _near_misses(reasons)
+    if resolution.verdict is not Verdict.SUPPORTED and misses and not any(
+        r.kind is ReasonKind.GRANT for r in reasons
+    ):
+        lines.append("  no grant applies; the closest:")
+        lines.extend(f"    {_cut(_near_miss_line(rule, m), SHORT_REASON)}"
+                     for rule, m in misses[:SHOWN_CLOSEST])
+        shown = min(len(misses), SHOWN_CLOSEST)
+        more = (len(misses) if grants is None else grants) - shown
+        if more > 0:
+            lines.append(f"    ... and {more} other grant{'s' if more > 1 else ''} (--explain lists "
+                         "them, closest first; --closest K sets how many)")
+    lines.extend(_values_lines(resolution, shown_defaults))
+    if resolution.verdict is not Verdict.SUPPORTED:
+        lines.extend(_would_work(suggestions, vary=vary, limit=SHOWN_SHORT_SUGGESTIONS))
+    return "\n".join(lines)
+
+
+def _would_work(
+    suggestions: Sequence[Suggestion], *, vary: bool, limit: int = SHOWN_SUGGESTIONS,
+) -> list[str]:
+    shown = format_suggestions(suggestions, limit=limit)
+    # A search its work budget stopped (Suggestions.truncated): what it found, and that it stopped.
+    cut = bool(getattr(suggestions, "truncated", False))
+    stopped = "    truncated: the search's work budget ran out; other changes may work"
+    if shown:
+        return ["  would work:", *(f"    {line}" for line in shown), *([stopped] if cut else [])]
+    if cut:
+        return ["  would work: none found before the search's work budget ran out (truncated)"]
+    hint = "" if vary else " (the model's geometry kept; widen with --vary AXIS)"
+    return [f"  would work: no change of one or two axes{hint}"]
+
+
+def format_suggestions(suggestions: Sequence[Suggestion], *, limit: int = SHOWN_SUGGESTIONS) -> list[str]:
+    """Text lines of suggestions: one line per axis for single changes, one per pair otherwise."""
+    lines: list[str] = []
+    singles: dict[str, list[str]] = {}
+    for s in suggestions:
+        if len(s.changes) == 1:
+            ((name, value),) = s.changes.items()
+            singles.setdefault(name, []).append(format_value(value))
+    for name, shown in singles.items():
+        choice = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
+        lines.append(f"set {name}={choice}")
+    lines.extend(str(s) for s in suggestions if len(s.changes) > 1)
+    if len(lines) > limit:
+        more = len(lines) - limit
+        lines = [*lines[:limit], f"... and {more} more (--json)"]
+    return lines
+
+
+def configure_query(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Matrix:
+    """Arguments of ``capmatrix query``."""
+    _query_options(parser)
+    return add_axis_options(parser, argv, isolate=True)
+
+
+def _query_options(parser: argparse.ArgumentParser) -> None:
+    """The options of ``capmatrix query`` besides the axes."""
+    parser.add_argument("kernel", help="kernel name, e.g. xqa")
+    add_model_options(parser)
+    parser.add_argument("--json", action="store_true", help="print a JSON object")
+    parser.add_argument(
+        "--vary", action="append", metavar="AXIS",
+        help="an axis the suggestions of an unsupported or depends answer may change (repeatable; "
+             "default: all but the model's geometry: attention, head_dim, q_per_kv and the other "
+             "axes the model sets, save its dtypes)",
+    )
+    parser.add_argument(
+        "--closest", type=int, metavar="K", default=CLOSEST_GRANTS,
+        help=f"how many grants the reasons list, closest first (default {CLOSEST_GRANTS}); every "
+             "exclusion that applies is always listed, the other grants are counted",
+    )
+    _add_explain_option(parser)
+    add_matrix_option(parser)
+
+
+def _add_explain_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--explain", "-v", action="store_true",
+        help="list every rule behind the answer in full (default: a short answer, the rules that "
+             "decided it and what would work)",
+    )
+
+
+def cmd_query(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextIO) -> int:
+    """Resolve one query; exit 0 supported, 1 unsupported, 3 depends."""
+    announce_matrix(choose_matrix(args.matrix), err, matrix)
+    gpus = _per_gpu.gpus_asked(args, matrix)
+    if gpus is not None:
+        return _print_per_gpu(args, _per_gpu.answer_per_gpu(
+            args, gpus, args.kernel, lambda asked: _verdict_of(asked, matrix)), out)
+    query = query_from_args(args, matrix, args.kernel)
+    resolution = resolve(query, matrix)
+    found = suggest(query, matrix, args.vary)
+    reasons = resolution.explain(closest=args.closest)
+    if args.json:
+        print_json({**resolution.as_dict(), "reasons": [r.as_dict() for r in reasons],
+                    "suggestions": [s.as_dict() for s in found],
+                    "suggestions_truncated": found.truncated}, out)
+    else:
+        shown_defaults = read_axes(matrix, [resolution.kernel], reasons)
+        if args.explain:
+            text = format_resolution(resolution, reasons, shown_defaults=shown_defaults)
+            if resolution.verdict is not Verdict.SUPPORTED:
+                text += "\n" + "\n".join(_would_work(found, vary=bool(args.vary)))
+        else:
+            text = format_short(resolution, reasons, found, shown_defaults=shown_defaults,
+                                vary=bool(args.vary), grants=len(matrix.kernels[resolution.kernel].grants))
+        out.write(wrap(text, columns()) + "\n")
+    return {Verdict.SUPPORTED: EXIT_OK, Verdict.UNSUPPORTED: EXIT_FAIL}.get(
+        resolution.verdict, EXIT_DEPENDS
+    )
+
+
+def _exit_status(verdict: Verdict) -> int:
+    return {Verdict.SUPPORTED: EXIT_OK, Verdict.UNSUPPORTED: EXIT_FAIL}.get(verdict, EXIT_DEPENDS)
+
+
+def _verdict_of(args: argparse.Namespace, matrix: Matrix) -> tuple[str, int, dict[str, object]]:
+    """One GPU's verdict for ``query`` (the ``--gpu all`` table) and the rules that decided it."""
+    resolution = resolve(query_from_args(args, matrix, args.kernel), matrix)
+    if resolution.verdict is Verdict.SUPPORTED:
+        decided = [r.rule_id for r in resolution.reasons if r.kind is ReasonKind.GRANT and r.rule_id]
+    else:
+        decided = [r.rule_id for r in resolution.reasons if r.kind is ReasonKind.EXCLUDE and r.rule_id]
+    answer = str(resolution.verdict) + (f" ({', '.join(decided)})" if decided else "")
+    return answer, _exit_status(resolution.verdict), {"verdict": str(resolution.verdict), "rules": decided}
+
+
+def _print_per_gpu(args: argparse.Namespace, table: _per_gpu.PerGPU, out: TextIO) -> int:
+    if args.json:
+        print_json(table.as_dict(), out)
+    else:
+        out.write(wrap(table.text(), columns()) + "\n")
+    return table.status
+
+
+def configure_select(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Matrix:
+    """Arguments of ``capmatrix select``."""
+    _select_options(parser)
+    return add_axis_options(parser, argv, isolate=True)
+
+
+def _select_options(parser: argparse.ArgumentParser) -> None:
+    """The options of ``capmatrix select`` besides the axes."""
+    parser.add_argument("role", help="role name, e.g. trtllm_generation")
+    add_model_options(parser)
+    parser.add_argument("--json", action="store_true",
+                        help="print a JSON object (``alternatives``: the later candidates that also serve)")
+    _add_explain_option(parser)
+    add_matrix_option(parser)
+
+
+#: The commands that take an option per axis, each with what adds its other options.
+AXIS_COMMANDS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
+    "query": _query_options, "select": _select_options,
+}
+
+
+class _FixedWidth(argparse.HelpFormatter):
+    """argparse's formatter at a fixed width.
+
+    argparse's own reads the terminal's width through ``shutil`` (imported for that alone), and the
+    parsers :func:`option_clashes` builds never print their help.
+    """
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        super().__init__(prog, indent_increment, max_help_position, width or 80)
+
+
+def option_clashes(matrix: Matrix) -> list[CapabilityError]:
+    """E227: each axis or alias of ``matrix`` whose ``--<axis>`` option a command defines already.
+
+    argparse finds them, on the parsers of the commands of :data:`AXIS_COMMANDS` with their own options.
+    """
+    parsers = {}
+    for command, add_options in AXIS_COMMANDS.items():
+        parser = argparse.ArgumentParser(prog=f"capmatrix {command}", formatter_class=_FixedWidth)
+        add_options(parser)
+        parsers[parser.prog] = parser
+    return axis_option_clashes(parsers, matrix)
+
+
+def alternatives(selection: Selection, matrix: Matrix) -> list[Resolution]:
+    """The candidates after the winner that would serve the same query too (supported), in role order."""
+    if selection.kernel is None or selection.resolution is None:
+        return []
+    role = matrix.roles[selection.role]
+    query = selection.query
+    pinned = {k: v for k, v in role.axes.items() if k not in query.axes}
+    asked = query.replace(**pinned) if pinned else query
+    candidates = role.candidates
+    if role.orders:
+        candidates, _decided = role.order_for(derived_values(asked.with_kernel(selection.kernel), matrix))
+    later = candidates[candidates.index(selection.kernel) + 1:]
+    found = [resolve(asked.with_kernel(kernel), matrix) for kernel in later]
+    return [r for r in found if r.verdict is Verdict.SUPPORTED]
+
+
+def _one_reason(resolution: Resolution, limit: int = CANDIDATE_REASON) -> str:
+    """A candidate's verdict and the one reason that decided it, on one line."""
+    decided = _deciding(resolution, resolution.reasons, limit)
+    if not decided:
+        decided = [_cut(_near_miss_line(rule, misses), CANDIDATE_REASON)
+                   for rule, misses in _near_misses(resolution.reasons)]
+    return f"{resolution.kernel}: {resolution.verdict}" + (f"; {decided[0]}" if decided else "")
+
+
+def engine_refusal(selection: Selection, matrix: Matrix | None) -> str | None:
+    """The gate that stops the engine, where the role's order names a refusing gate as its only candidate.
+
+    Such an order is an engine-start check (TensorRT-LLM's AttentionOp::initialize, vLLM's worker init):
+    its refusal is the answer, so its reason is shown whole.
+    """
+    trace = selection.trace
+    if (selection.kernel is not None or matrix is None or len(trace) != 1
+            or trace[0].verdict is not Verdict.UNSUPPORTED or matrix.kernels[trace[0].kernel].kind != "gate"):
+        return None
+    return trace[0].kernel
+
+
+def _selection_head(selection: Selection, matrix: Matrix | None = None) -> str:
+    """The answer's first line: the winner, why there is none yet, or that there is none."""
+    if selection.kernel:
+        return f"{selection.role}: {selection.kernel}"
+    gate = engine_refusal(selection, matrix)
+    if gate is not None:
+        return f"{selection.role}: no supported candidate: refused at engine start by gate {gate}"
+    if not selection.decided:
+        flags = " ".join(f"--{a.replace('_', '-')}" for a in selection.open_axes)
+        return (f"{selection.role}: depends: its candidate order reads {', '.join(selection.open_axes)}, "
+                f"which the query leaves open (give {flags})")
+    pending = [r.kernel for r in selection.trace if r.verdict is Verdict.DEPENDS]
+    if pending:
+        return (f"{selection.role}: no candidate is supported for every value left open; "
+                f"{', '.join(pending)} depend{'s' if len(pending) == 1 else ''} on them")
+    return f"{selection.role}: no supported candidate"
+
+
+def format_selection(selection: Selection, also: Sequence[Resolution] = (), *,
+                     matrix: Matrix | None = None, explain: bool = False) -> str:
+    """Human-readable winner, the candidates tried before it and those after it that would also serve.
+
+    Short (the default): one line per candidate with its deciding reason; ``explain``: every reason.
+    """
+    lines = [_selection_head(selection, matrix)]
+    whole = engine_refusal(selection, matrix) is not None  # the refusal is the answer: its text uncut
+    for resolution in selection.trace:
+        mark = "=>" if resolution.kernel == selection.kernel else "  "
+        if not explain:
+            lines.append(f"{mark} {_one_reason(resolution, _NO_LIMIT if whole else CANDIDATE_REASON)}")
+            continue
+        body = format_resolution(resolution).splitlines()
+        lines.append(f"{mark} {body[0]}")
+        lines.extend(f"   {line}" for line in body[1:] if not line.startswith("  query")
+                     and not line.startswith("  model") and not line.startswith("  axis"))
+    if also:
+        lines.append(f"   would also serve: {', '.join(r.kernel for r in also)}")
+    if selection.trace:  # the values asked with, after the answer and its reasons
+        kernels = [r.kernel for r in (*selection.trace, *also)]
+        deciding = [reason for r in selection.trace for reason in r.reasons]
+        shown = read_axes(matrix, kernels, deciding) if matrix is not None else None
+        pinned = None
+        if matrix is not None:
+            pinned = (selection.role, [a for a in matrix.roles[selection.role].axes
+                                       if a not in selection.query.axes])
+        lines.extend(_values_lines(selection.trace[-1], shown, pinned))
+    return "\n".join(lines)
+
+
+def cmd_select(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextIO) -> int:
+    """Select a kernel for a role; exit 0 when one is supported, 1 when none, 3 when it depends."""
+    announce_matrix(choose_matrix(args.matrix), err, matrix)
+    gpus = _per_gpu.gpus_asked(args, matrix)
+    if gpus is not None:
+        return _print_per_gpu(args, _per_gpu.answer_per_gpu(
+            args, gpus, args.role, lambda asked: _winner_of(asked, matrix)), out)
+    if _sglang.serves(args.role, matrix):
+        return _select_sglang(args, matrix, out)
+    query = query_from_args(args, matrix, None, role=args.role)
+    selection = select(args.role, query, matrix)
+    also = alternatives(selection, matrix)
+    if args.json:
+        print_json({**selection.as_dict(),
+                    "alternatives": [{"kernel": r.kernel, "rules": list(r.rules)} for r in also]}, out)
+    else:
+        out.write(wrap(format_selection(selection, also, matrix=matrix, explain=args.explain), columns())
+                  + "\n")
+    return {Verdict.SUPPORTED: EXIT_OK, Verdict.UNSUPPORTED: EXIT_FAIL}.get(
+        selection.verdict, EXIT_DEPENDS
+    )
+
+
+def _winner_of(args: argparse.Namespace, matrix: Matrix) -> tuple[str, int, dict[str, object]]:
+    """One GPU's winner of ``select`` (the ``--gpu all`` table), or why there is none."""
+    if _sglang.serves(args.role, matrix):
+        try:
+            ask, sm, got = _ask_sglang(args, matrix)
+        except _sglang.Unmodelled as exc:  # one GPU the matrix does not model SGLang on: said on its row
+            return f"not modelled: {exc}", EXIT_DEPENDS, {"kernel": None, "verdict": None,
+                                                          "error": str(exc)}
+        kernel = _sglang.winner(got)
+        if got.refused is None:
+            answer = str(kernel)
+        else:
+            refused = got.refused
+            answer = f"no supported candidate: SGLang refuses at {refused.stage}: {refused.text.strip()}"
+        data = _sglang.answer_dict(ask, sm, got)
+        return answer, EXIT_FAIL if kernel is None else EXIT_OK, {
+            "kernel": kernel, "verdict": data["verdict"], "sglang": data["sglang"]}
+    selection = select(args.role, query_from_args(args, matrix, None, role=args.role), matrix)
+    answer = selection.kernel or _selection_head(selection, matrix).split(": ", 1)[1]
+    return answer, _exit_status(selection.verdict), {"kernel": selection.kernel,
+                                                     "verdict": str(selection.verdict)}
+
+
+def _ask_sglang(args: argparse.Namespace, matrix: Matrix) -> tuple[_sglang.SGLangAsk, int, Resolved]:
+    # SGLang's topk is a number, which the axis's words (unset, one, many) do not carry: read apart.
+    plain = argparse.Namespace(**{**vars(args), "axis_sglang_topk": None})
+    query = query_from_args(plain, matrix, None)
+    sm = query.axes.get("sm")
+    if not isinstance(sm, int) or isinstance(sm, bool):
+        raise InvalidQuery(f"select {args.role} asks SGLang about one device: give --gpu NAME (or all) or "
+                           "--sm SM")
+    ask = _sglang.prepare(args, matrix, query.axes)
+    return ask, sm, _sglang.resolve_at(ask, sm, matrix)
+
+
+def _select_sglang(args: argparse.Namespace, matrix: Matrix, out: TextIO) -> int:
+    """``select sglang_attention``: SGLang's whole resolution (:mod:`capmatrix.authoring.cli._sglang`)."""
+    ask, sm, got = _ask_sglang(args, matrix)
+    if args.json:
+        print_json(_sglang.answer_dict(ask, sm, got), out)
+    else:
+        out.write(wrap(_sglang.format_answer(ask, sm, got, matrix, explain=args.explain), columns()) + "\n")
+    return EXIT_FAIL if got.refused is not None else EXIT_OK
+
+
+def configure_validate(parser: argparse.ArgumentParser, _argv: Sequence[str]) -> None:
+    """Arguments of ``capmatrix validate``."""
+    parser.add_argument("path", nargs="?", help=MATRIX_DEFAULT_HELP)
+    add_format_option(parser, "problems")
+
+
+def cmd_validate(args: argparse.Namespace, _prepared: None, out: TextIO, err: TextIO) -> int:
+    """Validate a matrix; exit 0 when clean, 2 with every problem listed."""
+    choice = choose_matrix(args.path)
+    announce_matrix(choice, err)
+    # One load: its problems are iter_problems's, and a clean matrix is not read a second time.
+    problems: list[CapabilityError] = []
+    matrix: Matrix | None = None
+    try:
+        loaded = load(choice.path)
+    except CapabilityErrors as exc:
+        problems = list(exc.errors)
+    else:  # then the names the command line's own parsers refuse (E227)
+        matrix, problems = loaded, option_clashes(loaded)
+    if args.format == "github":
+        out.writelines(problem_annotation(p) + "\n" for p in problems)
+        if problems:
+            err.write(str(CapabilityErrors(problems)) + "\n")
+            return EXIT_ERROR
+        out.write("ok: no problems\n")
+        return EXIT_OK
+    if args.format == "json":
+        print_json({"ok": not problems, "problems": [p.as_dict() for p in problems]}, out)
+        return EXIT_ERROR if problems else EXIT_OK
+    if problems or matrix is None:
+        err.write(str(CapabilityErrors(problems)) + "\n")
+        return EXIT_ERROR
+    rules = sum(len(k.rules) for k in matrix.kernels.values())
+    out.write(
+        f"ok: {len(matrix.files)} files, {len(matrix.axes)} axes, {len(matrix.kernels)} kernels, "
+        f"{rules} rules, {len(matrix.models)} models, {len(matrix.roles)} roles\n"
+    )
+    return EXIT_OK
