@@ -180,7 +180,8 @@ WORKLOADS: dict[str, Workload] = {
     ),
     "diff-boxes-10k": Workload(
         "`diff` of the 10,000-rule `boxes` matrix against a copy with 5 % of the rules changed (in memory)",
-        "from benchmarks import synth\nfrom capmatrix.authoring.analysis import diff\nsyn = synth.boxes_matrix(10000)\n"
+        "from benchmarks import synth\nfrom capmatrix.authoring.analysis import diff\n"
+        "syn = synth.boxes_matrix(10000)\n"
         "old, new = syn.build(), synth.mutate(syn, 0.05).build()",
         "diff(old, new)",
     ),
@@ -193,7 +194,8 @@ WORKLOADS: dict[str, Workload] = {
     ),
     "diff-dmn": Workload(
         "`diff` of the 1,500-rule DMN-like table against a copy with 5 % of the rules changed",
-        "from benchmarks import synth\nfrom capmatrix.authoring.analysis import diff\nsyn = synth.dmn_matrix(1500)\n"
+        "from benchmarks import synth\nfrom capmatrix.authoring.analysis import diff\n"
+        "syn = synth.dmn_matrix(1500)\n"
         "old, new = syn.build(), synth.mutate(syn, 0.05).build()",
         "diff(old, new)",
     ),
@@ -213,7 +215,8 @@ WORKLOADS: dict[str, Workload] = {
     "gaps-cli-10k": Workload(
         "`load(DIR)` and `bounded_gap` of every role, 10,000-rule `boxes` matrix written as YAML",
         "",
-        "from capmatrix import load\nfrom capmatrix.authoring.analysis import bounded_gap\nm = load(paths[0])\n"
+        "from capmatrix import load\nfrom capmatrix.authoring.analysis import bounded_gap\n"
+        "m = load(paths[0])\n"
         "for role in m.roles.values():\n    bounded_gap(m, role)",
         yaml=("boxes:10000",),
     ),
@@ -242,9 +245,11 @@ for _name in _SHAPE_NAMES:
         WORKLOADS[f"{_what}-shape-{_name}"] = Workload(
             f"{_title} shape `{_name}`, 10,000 rules written as YAML",
             "import contextlib, io" if _call else "",
-            (f"from capmatrix.authoring.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n    {_call}"
+            ("from capmatrix.authoring.cli import main\n"
+             f"with contextlib.redirect_stdout(io.StringIO()):\n    {_call}"
              if _call else
-             "from capmatrix import load\nfrom capmatrix.authoring.analysis import bounded_gap\nm = load(paths[0])\n"
+             "from capmatrix import load\nfrom capmatrix.authoring.analysis import bounded_gap\n"
+             "m = load(paths[0])\n"
              "for role in m.roles.values():\n    bounded_gap(m, role)"),
             yaml=(f"shape:{_name}:10000", *((f"shape:{_name}:10000:changed",) if _twin else ())),
         )

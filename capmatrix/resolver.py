@@ -4,7 +4,8 @@ Compilation (:mod:`capmatrix._core.bitsets`) turns every kernel's rules into per
 rule, one bitset per value), so a query costs a handful of big-integer ANDs whatever the rule count,
 and each answer (:mod:`capmatrix._core.answers`) is cached per query; its reasons are built by
 :mod:`capmatrix._core.explain` when first read. The YAML is never walked again after
-loading; this module knows no files (the process-wide default matrix lives in :mod:`capmatrix._shipped.default`).
+loading; this module knows no files (the process-wide default matrix lives in
+:mod:`capmatrix._shipped.default`).
 """
 
 from __future__ import annotations

@@ -110,9 +110,9 @@ roles:
 
 WriteMatrix = Callable[..., Path]
 
-#: The width the suite's answers are printed at. Answers wrap at $COLUMNS (capmatrix.authoring.cli._common.wrap);
-#: most tests read whole lines of an answer, so the suite pins a terminal wider than any of them, and
-#: the tests of the wrapping set their own.
+#: The width the suite's answers are printed at. Answers wrap at $COLUMNS
+#: (capmatrix.authoring.cli._common.wrap); most tests read whole lines of an answer, so the suite pins a
+#: terminal wider than any of them, and the tests of the wrapping set their own.
 WIDE = "100000"
 
 
@@ -160,7 +160,7 @@ def shipped_matrix() -> capmatrix.Matrix:
 
 @pytest.fixture(scope="session")
 def shipped_doc(shipped_matrix: capmatrix.Matrix) -> Document:
-    """What the shipped matrix's pages show (``capmatrix.authoring.render.build``), built once per test process."""
+    """What the shipped matrix's pages show (``capmatrix.authoring.render.build``), built once per process."""
     return build(shipped_matrix)
 
 

@@ -1,4 +1,4 @@
-"""capmatrix.authoring.gate and ``capmatrix test``: every oracle, run on a copy of the checkout, each able to fail."""
+"""capmatrix.authoring.gate (`capmatrix test`): every oracle, run on a copy of the checkout, each may fail."""
 
 from __future__ import annotations
 

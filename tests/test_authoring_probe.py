@@ -323,7 +323,8 @@ def test_kernel_missing_from_the_matrix_exits_2(gpu: types.ModuleType, tmp_path:
 
 
 def test_importing_capmatrix_never_imports_torch() -> None:
-    code = "import sys, capmatrix, capmatrix.authoring.probe, capmatrix.authoring.cli; print('torch' in sys.modules)"
+    code = ("import sys, capmatrix, capmatrix.authoring.probe, capmatrix.authoring.cli; "
+            "print('torch' in sys.modules)")
     done = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,

@@ -28,7 +28,7 @@ from test_authoring_render_html import CHROMIUM, TOOL
 
 import capmatrix
 from capmatrix import KernelQuery, Verdict
-from capmatrix.authoring import _suggest
+from capmatrix.authoring import _suggest, render
 from capmatrix.authoring.render import HTML_NAME, Document, build, render_html, render_markdown
 from capmatrix.authoring.render._build import COMMON_MODELS, COMMON_SETTINGS
 from capmatrix.errors import InvalidQuery, InvalidValue
@@ -757,7 +757,7 @@ def _node(ask_data: str, cases: list[dict[str, Any]], tmp_path: Path) -> list[di
     (tmp_path / "data.json").write_text(ask_data, encoding="utf-8")
     (tmp_path / "cases.json").write_text(json.dumps(cases), encoding="utf-8")
     (tmp_path / "harness.js").write_text(_NODE_HARNESS, encoding="utf-8")
-    script = Path(capmatrix.authoring.render.__file__).parent / "_ask.js"
+    script = Path(render.__file__).parent / "_ask.js"
     assert NODE is not None
     done = subprocess.run([NODE, str(tmp_path / "harness.js"), str(tmp_path / "data.json"), str(script),
                            str(tmp_path / "cases.json")], capture_output=True, text=True, check=True,

@@ -39,7 +39,8 @@ def test_c_functions_are_charged_to_their_caller() -> None:
 def test_stages_name_packages_modules_and_imports() -> None:
     import yaml
 
-    assert profiles.stage_of((str(ROOT / "capmatrix" / "authoring" / "analysis" / "_diff.py"), 1, "diff")) == (
+    diff_py = ROOT / "capmatrix" / "authoring" / "analysis" / "_diff.py"
+    assert profiles.stage_of((str(diff_py), 1, "diff")) == (
         "capmatrix.authoring.analysis._diff"
     )
     assert profiles.stage_of((str(ROOT / "capmatrix" / "model.py"), 1, "<module>")) == (

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 import capmatrix
+from capmatrix.authoring import analysis
 from capmatrix.authoring.analysis import check_path
 from capmatrix.authoring.cli import run
 from capmatrix.authoring.cli._analysis import BASELINE_FORMAT, BASELINE_NAME
@@ -166,7 +167,7 @@ def test_a_missing_baseline_and_an_unloadable_matrix(write_matrix: WriteMatrix, 
 
 def test_a_loading_problem_has_a_key_of_its_file_and_message() -> None:
     problem = capmatrix.CapabilityError("caps/x.yaml", 3, 1, "kernels.x", "bad", code="E103")
-    (finding,) = capmatrix.authoring.analysis.problem_findings([problem])
+    (finding,) = analysis.problem_findings([problem])
     assert finding.key == "C001 caps/x.yaml: kernels.x: bad [E103]"
 
 
@@ -177,8 +178,8 @@ def test_baseline_options_exclude_each_other(tmp_path: Path) -> None:
 
 
 def test_a_finding_about_kernels_only_is_keyed_by_them() -> None:
-    finding = capmatrix.authoring.analysis.Finding(code="C110", severity=capmatrix.authoring.analysis.Severity.ERROR,
-                                         message="k supports nothing", kernels=("k",))
+    finding = analysis.Finding(code="C110", severity=analysis.Severity.ERROR,
+                               message="k supports nothing", kernels=("k",))
     assert finding.key == "C110 k"
 
 

@@ -417,7 +417,7 @@ def test_generated_matrices_load_and_answer(files: dict[str, dict[str, Any]], da
     TRIED["generated"] += 1
     with written({k: _dump(v) for k, v in files.items()}) as root:
         matrix = capmatrix.load(root)
-        assert capmatrix.authoring.cli.run(["validate", str(root)], io.StringIO(), io.StringIO()) == 0
+        assert run(["validate", str(root)], io.StringIO(), io.StringIO()) == 0
     axes = files["axes.yaml"]["axes"]
     kernels = files["kernels/gen.yaml"]["kernels"]
     for _ in range(3):

@@ -1,4 +1,4 @@
-"""The compiled matrix the runtime reads (capmatrix._shipped.artifact), and its build (tools/prebuild_matrix.py)."""
+"""The compiled matrix the runtime reads (capmatrix._shipped.artifact) and its build (prebuild_matrix)."""
 
 from __future__ import annotations
 
@@ -35,11 +35,13 @@ finally:
 
 
 def _package_copy(dest: Path) -> Path:
-    """The package's top-level modules and schema under ``dest/capmatrix`` (what the artifact reads)."""
+    """The package's loading modules and schema under ``dest/capmatrix`` (what the artifact reads)."""
     package = dest / "capmatrix"
     (package / "schema").mkdir(parents=True)
-    for source in (ROOT / "capmatrix").glob("*.py"):
-        shutil.copy(source, package / source.name)
+    for folder in _artifact.CODE_DIRS:
+        (package / folder).mkdir(parents=True, exist_ok=True)
+        for source in (ROOT / "capmatrix" / folder).glob("*.py"):
+            shutil.copy(source, package / folder / source.name)
     for source in (ROOT / "capmatrix" / "schema").glob("*.json"):
         shutil.copy(source, package / "schema" / source.name)
     return package
@@ -153,8 +155,8 @@ def _add_yaml(package: Path) -> None:
     (package.parent / "capabilities" / "kernels" / "new.yaml").write_text("kernels: {}\n", encoding="utf-8")
 
 
-def _edit_module(package: Path) -> None:
-    module = package / "_values.py"
+def _edit_module(package: Path, name: str = "authoring/_validate/values.py") -> None:
+    module = package / name
     module.write_bytes(module.read_bytes() + b"\n# an edit\n")
 
 
@@ -163,9 +165,10 @@ def _remove(package: Path) -> None:
 
 
 @pytest.mark.parametrize("spoil", [
-    _edit_yaml, _add_yaml, _edit_module, _remove,
+    _edit_yaml, _add_yaml, _edit_module, lambda p: _edit_module(p, "_core/tables.py"),
+    lambda p: _edit_module(p, "model.py"), _remove,
     lambda p: _flip_payload(p / _artifact.NAME), lambda p: _other_format(p / _artifact.NAME),
-], ids=["yaml", "new-file", "module", "removed", "flipped", "format"])
+], ids=["yaml", "new-file", "module", "core-module", "top-module", "removed", "flipped", "format"])
 def test_a_stale_or_damaged_checkout_artifact_leaves_it_to_the_loader(
     checkout: Path, spoil: Callable[[Path], None]
 ) -> None:

@@ -1,7 +1,7 @@
 """The wheel's build hook: compile the shipped matrix into the package's artifact, ``capmatrix/_matrix.json``.
 
-A wheel carries the artifact the runtime reads (:mod:`capmatrix._shipped.artifact`); building one from a matrix
-that does not validate fails with every problem at ``file:line:col`` (``tools/prebuild_matrix.py``).
+A wheel carries the artifact the runtime reads (:mod:`capmatrix._shipped.artifact`); building one from
+a matrix that does not validate fails with every problem at ``file:line:col`` (``tools/prebuild_matrix.py``).
 An editable install reads the checkout's matrix, which changes under it, and gets no artifact (the
 checkout builds from YAML until ``python tools/prebuild_matrix.py`` writes a fresh one).
 """

@@ -1,7 +1,7 @@
 """Compile the shipped matrix into the package's artifact: the wheel's build hook step, and a script.
 
-The runtime reads the shipped matrix from ``capmatrix/_matrix.json`` (:mod:`capmatrix._shipped.artifact`), never
-from YAML. This loads ``capabilities/`` here, through the loader with every check, and writes the
+The runtime reads the shipped matrix from ``capmatrix/_matrix.json`` (:mod:`capmatrix._shipped.artifact`),
+never from YAML. This loads ``capabilities/`` here, through the loader with every check, and writes the
 validated model in the artifact's format. A matrix with a problem fails the build with every problem at
 ``file:line:col`` (:class:`InvalidMatrix`): no wheel carries a matrix that does not validate.
 

@@ -47,6 +47,12 @@ _EXPECT_DIR = "expect"
 _REBUILD = "reinstall capmatrix, or rebuild the artifact: python tools/prebuild_matrix.py"
 
 
+#: The package's folders whose modules turn YAML into a matrix (the model, the runtime's mechanics, the
+#: loader and its checks), below the package: an edit to any of their modules makes a checkout's artifact
+#: stale, and the loader's cache entries with it. The wings (analyses, render, CLI, engines) never do.
+CODE_DIRS = (".", "_core", "_shipped", "authoring", "authoring/_yaml", "authoring/_validate")
+
+
 def _package() -> str:
     return os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # noqa: PTH120 - pathlib is a tenth of a cold start
 
@@ -82,16 +88,19 @@ def _frame(digest: blake2b, data: bytes) -> None:
 def inputs_digest(root: str, package: str | None = None) -> str:
     """The digest of what the artifact is compiled from: the matrix's YAML and the package's loader code.
 
-    Each YAML file enters by its path below ``root`` and its bytes; each top-level module and schema of
-    the package by its name, size and modification time (as the interpreter checks its bytecode).
+    Each YAML file enters by its path below ``root`` and its bytes; each module of :data:`CODE_DIRS` and
+    each schema of the package by its path, size and modification time (as the interpreter checks its
+    bytecode).
     """
     package = _package() if package is None else package
     digest = blake2b(f"{_MAGIC} {FORMAT}".encode(), digest_size=32)
-    for directory, suffix in ((package, ".py"), (os.path.join(package, "schema"), ".json")):  # noqa: PTH118
-        with os.scandir(directory) as listing:
+    folders = [(folder, ".py") for folder in CODE_DIRS]
+    for folder, suffix in (*folders, ("schema", ".json")):
+        with os.scandir(os.path.normpath(os.path.join(package, folder))) as listing:  # noqa: PTH118
             stamps = sorted((e.name, e.stat()) for e in listing if e.name.endswith(suffix) and e.is_file())
         for name, st in stamps:
-            _frame(digest, f"{name} {st.st_size} {st.st_mtime_ns}".encode("utf-8", "surrogateescape"))
+            text = f"{folder}/{name} {st.st_size} {st.st_mtime_ns}"
+            _frame(digest, text.encode("utf-8", "surrogateescape"))
     for rel in _yaml_files(root):
         _frame(digest, rel.encode("utf-8", "surrogateescape"))
         with open(os.path.join(root, rel), "rb") as handle:  # noqa: PTH118, PTH123

@@ -1,8 +1,9 @@
 """The shipped matrix as the process default: :func:`resolve`, :func:`select` and :func:`reload`.
 
-The default is read on first use from the compiled artifact the package carries (:mod:`capmatrix._shipped.artifact`;
-standard library only), and swapped atomically by :func:`reload`. Only a source checkout whose artifact
-is missing or stale, or a :func:`reload` of another directory, builds a matrix from YAML with the loader
+The default is read on first use from the compiled artifact the package carries
+(:mod:`capmatrix._shipped.artifact`; standard library only), and swapped atomically by :func:`reload`. Only a
+source checkout whose artifact is missing or stale, or a :func:`reload` of another directory, builds a matrix
+from YAML with the loader
 (the authoring side, imported then). :func:`resolve` is the per-step path of an engine: a cached answer
 costs one attribute read and one dict lookup.
 """

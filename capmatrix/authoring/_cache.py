@@ -40,6 +40,7 @@ try:  # hashlib's own BLAKE2 module: importing hashlib would load OpenSSL first 
 except ImportError:  # pragma: no cover - an interpreter built without it
     from hashlib import blake2b
 
+from capmatrix._shipped.artifact import CODE_DIRS
 from capmatrix._shipped.payload import decode, dumps, loads
 
 TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
@@ -130,8 +131,9 @@ def _code_digest() -> bytes:
     global _code  # noqa: PLW0603 - computed once per process
     if _code is None:
         digest = _digest(f"{_MAGIC} {FORMAT} python {sys.version_info[:2]}".encode())
-        package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # noqa: PTH100, PTH120 - no pathlib here
-        _stamp(digest, package, ".py")
+        package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # noqa: PTH100, PTH120
+        for folder in CODE_DIRS:
+            _stamp(digest, os.path.normpath(os.path.join(package, folder)), ".py")  # noqa: PTH118
         _stamp(digest, os.path.join(package, "schema"), ".json")  # noqa: PTH118
         for entry in sys.path:  # PyYAML's files (version, libyaml or not), without importing it
             yaml_dir = os.path.join(entry or ".", "yaml")  # noqa: PTH118

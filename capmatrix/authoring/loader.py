@@ -1,7 +1,8 @@
 """Load capability YAML files into a validated :class:`Matrix`: discovery and reading.
 
-Then the shape (:mod:`capmatrix.authoring.schema`), the values (:mod:`capmatrix.authoring._validate.values`) and the references
-(:mod:`capmatrix.authoring._validate.references`), with the compiled-matrix cache (:mod:`capmatrix.authoring._cache`) in front.
+Then the shape (:mod:`capmatrix.authoring.schema`), the values (:mod:`capmatrix.authoring._validate.values`)
+and the references (:mod:`capmatrix.authoring._validate.references`), with the compiled-matrix cache
+(:mod:`capmatrix.authoring._cache`) in front.
 """
 
 from __future__ import annotations

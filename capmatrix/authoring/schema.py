@@ -1,9 +1,9 @@
 """The JSON Schema layer: the shape every capability file must have, and its problems located.
 
 The first of the loader's three layers (shape, values, references). A valid file is recognised by a
-predicate compiled from the schema (:mod:`capmatrix.authoring._validate.fastschema`); jsonschema, imported on the first
-invalid file only, explains what is wrong. So ``import capmatrix`` stays light and a clean load never
-imports jsonschema.
+predicate compiled from the schema (:mod:`capmatrix.authoring._validate.fastschema`); jsonschema,
+imported on the first invalid file only, explains what is wrong. So ``import capmatrix`` stays light and a
+clean load never imports jsonschema.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 Axis declarations, conditions (lists, ranges, families, moduli, spellings), the tables of derived axes
 and the classes that open int domains cut.
 
-Read by :mod:`capmatrix.authoring._validate.references` (layer three), which builds the matrix on top of it; every
-problem is reported at its ``file:line:col`` through :meth:`_Values.fail`.
+Read by :mod:`capmatrix.authoring._validate.references` (layer three), which builds the matrix on top of
+it; every problem is reported at its ``file:line:col`` through :meth:`_Values.fail`.
 """
 
 from __future__ import annotations

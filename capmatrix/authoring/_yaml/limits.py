@@ -1,7 +1,8 @@
 """What a capability file's YAML may hold: the limits on a document, and how plain scalars read.
 
-Shared by the composer (:mod:`capmatrix.authoring._yaml.compose`), the node builder (:mod:`capmatrix.authoring._yaml.build`)
-and the event reader (:mod:`capmatrix.authoring._yaml.fast`), so that all three refuse and resolve alike.
+Shared by the composer (:mod:`capmatrix.authoring._yaml.compose`), the node builder
+(:mod:`capmatrix.authoring._yaml.build`) and the event reader (:mod:`capmatrix.authoring._yaml.fast`), so that
+all three refuse and resolve alike.
 """
 
 from __future__ import annotations

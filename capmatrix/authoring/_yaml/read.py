@@ -3,8 +3,9 @@
 The face of the reader: :func:`read`, :func:`read_raw` and :func:`read_text` refuse what no editor shows
 (tabs, odd line breaks, other encodings), then take the fast reader (:mod:`capmatrix.authoring._yaml.fast`) or
 the full one: the composer with its limits (:mod:`capmatrix.authoring._yaml.compose`), then the node builder
-(:mod:`capmatrix.authoring._yaml.build`). Positions are :class:`SourceMap` (:mod:`capmatrix.authoring._yaml.source`); the
-limits and scalar forms are :mod:`capmatrix.authoring._yaml.limits`.
+(:mod:`capmatrix.authoring._yaml.build`). Positions are :class:`SourceMap`
+(:mod:`capmatrix.authoring._yaml.source`); the limits and scalar forms are
+:mod:`capmatrix.authoring._yaml.limits`.
 """
 
 from __future__ import annotations

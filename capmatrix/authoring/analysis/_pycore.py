@@ -1,7 +1,7 @@
 """The diagram core: the node store and its walks.
 
-A *core* holds the nodes of one :class:`~capmatrix.authoring.analysis._diagram.Diagram`: per node its level and
-its children (one per value of the level's axis), hash-consed and reduced, with the memoised walks
+A *core* holds the nodes of one :class:`~capmatrix.authoring.analysis._diagram.Diagram`: per node its
+level and its children (one per value of the level's axis), hash-consed and reduced, with the memoised walks
 that build regions (union, intersection, difference, a kernel's rules) and read them (cells, box
 counts, the canonical boxes, containment, overlap).
 

@@ -35,19 +35,37 @@ __all__ = ["COMMANDS", "EXAMPLES", "main", "render_main", "run", "version"]
 COMMANDS: dict[str, tuple[str, str]] = {
     "query": ("capmatrix.authoring.cli._query", "answer whether a kernel supports a query"),
     "select": ("capmatrix.authoring.cli._query", "pick the first supported kernel of a role"),
-    "list": ("capmatrix.authoring.cli._list", "list the kernels, gates, roles, models, axes or GPUs a query may name"),
-    "validate": ("capmatrix.authoring.cli._query", "validate a matrix directory (exit 0 clean, 2 with problems)"),
-    "render": ("capmatrix.authoring.cli._render", "write the support-matrix docs, or --check them (1 when stale)"),
+    "list": (
+        "capmatrix.authoring.cli._list",
+        "list the kernels, gates, roles, models, axes or GPUs a query may name",
+    ),
+    "validate": (
+        "capmatrix.authoring.cli._query",
+        "validate a matrix directory (exit 0 clean, 2 with problems)",
+    ),
+    "render": (
+        "capmatrix.authoring.cli._render",
+        "write the support-matrix docs, or --check them (1 when stale)",
+    ),
     "probe": (
         "capmatrix.authoring.cli._probe",
         "check the torch SDPA rules on this GPU (exit 0 agree, 1 disagree, 2 no GPU)",
     ),
-    "check": ("capmatrix.authoring.cli._analysis", "static analysis: dead, redundant, open-ended rules, gaps"),
+    "check": (
+        "capmatrix.authoring.cli._analysis",
+        "static analysis: dead, redundant, open-ended rules, gaps",
+    ),
     "diff": ("capmatrix.authoring.cli._analysis", "semantic diff of two matrices or git revisions"),
     "compare-legacy": ("capmatrix.authoring.cli._analysis", "compare a legacy predicate with a kernel"),
     "test": ("capmatrix.authoring.cli._analysis", "run the expectation cases and report rule coverage"),
-    "export": ("capmatrix.authoring.cli._export", "write the compiled matrix as a JSON artifact (docs/export.md)"),
-    "codegen": ("capmatrix.authoring.cli._export", "generate code answering chosen kernels and roles (cpp: C++17)"),
+    "export": (
+        "capmatrix.authoring.cli._export",
+        "write the compiled matrix as a JSON artifact (docs/export.md)",
+    ),
+    "codegen": (
+        "capmatrix.authoring.cli._export",
+        "generate code answering chosen kernels and roles (cpp: C++17)",
+    ),
 }
 
 

@@ -1,8 +1,8 @@
 """The fixed C++ of a generated header: the functions that answer from its tables.
 
-``capmatrix.authoring.codegen.cpp`` writes the tables of the chosen kernels and roles; what reads them is the same
-for every header and lives here, as lines of C++: the per-cell test, pins, ``resolve`` and ``supported``
-(:data:`CORE`), and for a header with roles the order test and ``select`` (:data:`ROLES`).
+``capmatrix.authoring.codegen.cpp`` writes the tables of the chosen kernels and roles; what reads
+them is the same for every header and lives here, as lines of C++: the per-cell test, pins, ``resolve`` and
+``supported`` (:data:`CORE`), and for a header with roles the order test and ``select`` (:data:`ROLES`).
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """Generated support-matrix docs: Markdown and a self-contained HTML page, both from the YAML.
 
 :func:`build` (private ``_build``) turns a matrix into a :class:`Document`, the page model of
-:mod:`~capmatrix.authoring.render.page`; :mod:`~capmatrix.authoring.render.markdown` and :mod:`~capmatrix.authoring.render.html` print
-it; :func:`render_files` writes both pages atomically and :func:`stale_pages` (:func:`check_files`) compares
-them with a fresh render, with a short diff of each stale page (private ``_files``): the committed
-Markdown always, the HTML page (a build output) when asked for. Output is
+:mod:`~capmatrix.authoring.render.page`; :mod:`~capmatrix.authoring.render.markdown` and
+:mod:`~capmatrix.authoring.render.html` print it; :func:`render_files` writes both pages atomically and
+:func:`stale_pages` (:func:`check_files`) compares them with a fresh render, with a short diff of each stale
+page (private ``_files``): the committed Markdown always, the HTML page (a build output) when asked for.
+Output is
 deterministic: matrix order, no timestamps, every path shown relative to the matrix root.
 """
 

@@ -1,8 +1,8 @@
 """The builder of the support-matrix page model, from the YAML.
 
-:func:`build` turns a :class:`~capmatrix.matrix.Matrix` into a :class:`~capmatrix.authoring.render.page.Document`
-(plain data: grids of cells, each cell with its verdict and a note citing the rules behind it); the
-Markdown and HTML printers print that document.
+:func:`build` turns a :class:`~capmatrix.matrix.Matrix` into a
+:class:`~capmatrix.authoring.render.page.Document` (plain data: grids of cells, each cell with its verdict and
+a note citing the rules behind it); the Markdown and HTML printers print that document.
 
 How a cell is decided. A cell fixes ``sm`` and the grid's column axes; every other axis takes its axis
 default when it has one (``beam_width=1``, ...) and otherwise ranges over all its values, exactly as a

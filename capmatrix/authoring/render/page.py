@@ -1,7 +1,8 @@
 """The page model both printers read: grids of cells, notes citing rules, kernel and role sections.
 
-:func:`capmatrix.authoring.render.build` computes a :class:`Document` from a matrix; :mod:`~capmatrix.authoring.render.markdown`
-and :mod:`~capmatrix.authoring.render.html` print it. Everything here is plain, immutable data.
+:func:`capmatrix.authoring.render.build` computes a :class:`Document` from a matrix;
+:mod:`~capmatrix.authoring.render.markdown` and :mod:`~capmatrix.authoring.render.html` print it. Everything
+here is plain, immutable data.
 """
 
 from __future__ import annotations
