@@ -33,8 +33,8 @@ from capmatrix.authoring.cli import main
 from capmatrix.authoring.export import FORMAT_VERSION, SCHEMA_PATH, dumps, export
 from capmatrix.resolver import CLOSEST_GRANTS
 
-#: The open part of a block is at most this many cells (by default; tests/test_authoring_codegen_cpp.py's driver
-#: prints each cell of a block on one line).
+#: The open part of a block is at most this many cells (by default; tests/test_authoring_codegen_cpp.py's
+#: driver prints each cell of a block on one line).
 BLOCK_CELLS = 10_000
 #: The open part of a block of the round trip here: the resolver answers a block in one call and the
 #: evaluator as a few big-integer operations per rule, so wide blocks cost little more than narrow
