@@ -1,7 +1,10 @@
-"""The package's layers: imports point down only, no circles, argparse and torch stay at the edges.
+"""The package's layout and layers: the runtime apart from the authoring side, imports pointing down only.
 
-Read from the source with ``ast`` (every import counts: module level, in functions and under
-``TYPE_CHECKING``); docs/architecture.md draws the same layers.
+Two folders say which side a module is on: everything under ``capmatrix/authoring/`` is authoring, every
+other module of the package is the runtime (what an engine loads), standard library only. Inside both,
+imports point down a rank table, with no circles; argparse and torch stay at the edges. Read from the
+source with ``ast`` (every import counts: module level, in functions and under ``TYPE_CHECKING``);
+docs/architecture.md draws the same map.
 """
 
 from __future__ import annotations
@@ -16,83 +19,85 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "capmatrix"
+#: The authoring side's folder: nothing outside it imports it where the importer is imported.
+AUTHORING = "capmatrix.authoring"
 
-#: Core modules, lowest first: a module may import only from a lower rank. The wings (rank 13) may
-#: import the whole core but not each other; the command line (11) may import everything.
+#: Modules by rank, lowest first: a module may import only from a lower rank. The wings (WING_RANK) may
+#: import the whole core but not each other; the command line may import everything. A package's
+#: ``__init__`` that only documents its folder has rank 0.
 CORE: dict[str, int] = {
+    # the runtime: capmatrix/, capmatrix/_core/ (decision mechanics), capmatrix/_shipped/ (the shipped matrix)
+    "capmatrix._core": 0,
+    "capmatrix._shipped": 0,
     "capmatrix.errors": 0,
-    "capmatrix.authoring._atomic": 1,
-    "capmatrix.authoring._files": 1,
-    "capmatrix.authoring._validate.hints": 1,
     "capmatrix._core.classes": 1,
     "capmatrix._core.record": 1,
-    "capmatrix.authoring._versions": 1,
-    "capmatrix.authoring._yaml.source": 2,
-    "capmatrix.authoring._yaml.limits": 2,
-    "capmatrix.authoring._yaml.build": 3,
-    "capmatrix.authoring._yaml.compose": 3,
-    "capmatrix.authoring._yaml.fast": 3,
     "capmatrix.model": 2,
     "capmatrix.query": 3,
     "capmatrix.regions": 3,
+    "capmatrix._core.answers": 4,
     "capmatrix._core.partition": 4,
     "capmatrix._core.tables": 4,
     "capmatrix.matrix": 4,
-    "capmatrix._core.answers": 4,
     "capmatrix._core.bitsets": 5,
-    "capmatrix.authoring._yaml.read": 5,
-    "capmatrix.authoring._validate.fastschema": 5,
     "capmatrix._shipped.payload": 5,
-    "capmatrix._shipped.artifact": 8,
-    "capmatrix.authoring._cache": 6,
-    "capmatrix.authoring.schema": 6,
     "capmatrix._core.explain": 6,
     "capmatrix.resolver": 7,
+    "capmatrix._shipped.artifact": 8,
+    "capmatrix.releases": 8,
+    "capmatrix._shipped.default": 11,
+    "capmatrix": 12,
+    # the authoring side: capmatrix/authoring/ (reading, validation, cache, suggestions, gate, export)
+    "capmatrix.authoring": 0,
+    "capmatrix.authoring._validate": 0,
+    "capmatrix.authoring._yaml": 0,
+    "capmatrix.authoring._atomic": 1,
+    "capmatrix.authoring._files": 1,
+    "capmatrix.authoring._validate.hints": 1,
+    "capmatrix.authoring._versions": 1,
+    "capmatrix.authoring._yaml.limits": 2,
+    "capmatrix.authoring._yaml.source": 2,
+    "capmatrix.authoring._yaml.build": 3,
+    "capmatrix.authoring._yaml.compose": 3,
+    "capmatrix.authoring._yaml.fast": 3,
+    "capmatrix.authoring._validate.fastschema": 5,
+    "capmatrix.authoring._yaml.read": 5,
+    "capmatrix.authoring._cache": 9,
+    "capmatrix.authoring.schema": 6,
     "capmatrix.authoring._validate.values": 7,
     "capmatrix.authoring._validate.references": 8,
-    "capmatrix.releases": 8,
-    "capmatrix.authoring.loader": 9,
     "capmatrix.authoring._suggest": 9,
-    "capmatrix._shipped.default": 10,
-    "capmatrix": 11,
-    "capmatrix.authoring.evidence": 11,
-    "capmatrix.authoring.probe": 12,
-    "capmatrix.authoring.export": 12,
+    "capmatrix.authoring.loader": 10,
+    "capmatrix.authoring.evidence": 12,
+    "capmatrix.authoring.export": 13,
+    "capmatrix.authoring.probe": 13,
 }
-WINGS = ("capmatrix.engine", "capmatrix.authoring.analysis", "capmatrix.authoring.render", "capmatrix.authoring.codegen")
-#: The data gate (``capmatrix.authoring.gate``) runs every wing's oracle: above the wings, below the command line.
-WING_RANK, GATE_RANK, CLI_RANK = 13, 14, 15
+WINGS = ("capmatrix.engine", "capmatrix.authoring.analysis", "capmatrix.authoring.render",
+         "capmatrix.authoring.codegen")
+#: The engines' records are compared with the adapters (a wing) and run by the data gate (``capmatrix
+#: test``), which runs every wing's oracle: above the wings, below the command line.
+WING_RANK, RECORDS_RANK, GATE_RANK, CLI_RANK = 14, 15, 16, 17
 #: Imports inside functions are allowed only for these (they keep `import capmatrix` light), and, in
 #: the loader, the validation layers, and pathlib, re and json, which a load the cache answers never needs.
-LAZY_OK = ("torch", "yaml", "jsonschema", "capmatrix.authoring._yaml.read", "difflib", "importlib.metadata", "dataclasses",
-           "pathlib", "re", "json")
-LOADER_LAZY_OK = ("capmatrix.authoring._validate.hints", "capmatrix.authoring._validate.references", "capmatrix.authoring._validate.values", "capmatrix.authoring.schema")
-#: The face reaches the authoring side only inside the functions that need it: a checkout's build of the
-#: shipped matrix from YAML, a reload of another directory (the loader), and the suggestion search.
-DEFAULT_LAZY_OK = ("capmatrix.authoring.loader", "capmatrix.authoring._suggest")
-
-#: The runtime: what an engine's path (import, the shipped matrix, resolve, select, the adapters) may load.
-#: Standard library only; everything else in the package is the authoring side (loader and validation,
-#: analyses, render, codegen, CLI, export, probes, evidence, suggestions).
-RUNTIME = frozenset({
-    "capmatrix", "capmatrix.errors", "capmatrix._core.classes", "capmatrix._core.record", "capmatrix.model",
-    "capmatrix.query", "capmatrix.regions", "capmatrix._core.partition", "capmatrix._core.tables", "capmatrix.matrix",
-    "capmatrix._core.answers", "capmatrix._core.bitsets", "capmatrix._core.explain", "capmatrix._shipped.payload",
-    "capmatrix.resolver", "capmatrix._shipped.artifact", "capmatrix.releases", "capmatrix._shipped.default",
-    "capmatrix.engine", "capmatrix.engine.bind", "capmatrix.engine.device", "capmatrix.engine.hf",
-    "capmatrix.engine.reference", "capmatrix.engine.sglang", "capmatrix.engine.trtllm",
-    "capmatrix.engine.vllm",
-})
-#: Authoring modules the engine path must never load (checked in a process that blocks third parties).
-AUTHORING_PREFIXES = ("capmatrix.authoring.analysis", "capmatrix.authoring.render", "capmatrix.authoring.cli", "capmatrix.authoring.codegen",
-                      "capmatrix.authoring.loader", "capmatrix.authoring._yaml.read", "capmatrix.authoring.schema", "capmatrix.authoring._validate.fastschema",
-                      "capmatrix.authoring._validate.values", "capmatrix.authoring._validate.references", "capmatrix.authoring._cache.",
-                      "capmatrix.authoring._suggest", "capmatrix.authoring.export", "capmatrix.authoring.probe", "capmatrix.authoring.evidence")
+LAZY_OK = ("torch", "yaml", "jsonschema", "capmatrix.authoring._yaml.read", "difflib", "importlib.metadata",
+           "dataclasses", "pathlib", "re", "json")
+LOADER_LAZY_OK = ("capmatrix.authoring._validate.hints", "capmatrix.authoring._validate.references",
+                  "capmatrix.authoring._validate.values", "capmatrix.authoring.schema")
+#: Where the runtime reaches the authoring side, only inside the functions that need it: the face's
+#: build of the shipped matrix from YAML in a checkout, a reload of another directory (the loader), and
+#: the suggestion search.
+AUTHORING_DOORS: dict[str, frozenset[str]] = {
+    "capmatrix._shipped.default": frozenset({"capmatrix.authoring.loader", "capmatrix.authoring._suggest"}),
+}
+#: The public names ``capmatrix`` imports on first use from the authoring side (its ``_WHERE`` table).
+FACE_AUTHORING = frozenset({"Suggestion", "iter_problems", "load"})
+#: ``python -m capmatrix``: the command line's door, at the top only because Python looks for it there.
+MAIN = "capmatrix.__main__"
 
 
 def _authoring(module: str) -> bool:
-    """Whether ``module`` is authoring (``capmatrix.authoring._yaml.read`` covers ``_yaml_fast`` and the like)."""
-    return (module + ".").startswith(AUTHORING_PREFIXES)
+    """Whether ``module`` is on the authoring side: in the folder ``capmatrix/authoring/``."""
+    return module == AUTHORING or module.startswith(AUTHORING + ".")
 
 
 def _modules() -> dict[str, Path]:
@@ -106,15 +111,21 @@ def _modules() -> dict[str, Path]:
 
 
 MODULES = _modules()
+#: The runtime: every module outside ``capmatrix/authoring/`` (but ``__main__``), which is what an engine's
+#: path (import, the shipped matrix, resolve, select, the adapters) may load: the standard library only.
+RUNTIME = frozenset(name for name in MODULES if not _authoring(name) and name != MAIN)
 
 
 def _wing(name: str) -> str | None:
-    return next((w for w in (*WINGS, "capmatrix.authoring.cli") if name == w or name.startswith(w + ".")), None)
+    wings = (*WINGS, "capmatrix.authoring.cli")
+    return next((w for w in wings if name == w or name.startswith(w + ".")), None)
 
 
 def _rank(name: str) -> int:
-    if name == "capmatrix.__main__":
+    if name == MAIN:
         return CLI_RANK + 1
+    if name == "capmatrix.authoring.engine_records":
+        return RECORDS_RANK
     wing = _wing(name)
     if wing == "capmatrix.authoring.cli":
         return CLI_RANK
@@ -131,10 +142,17 @@ def _target(name: str) -> str | None:
     return name or None
 
 
-def _imports(name: str) -> list[tuple[str, int, bool]]:
-    """``(imported module, line, inside a function)`` for every capmatrix or third-party import."""
-    path = MODULES[name]
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+def _source(name: str) -> str:
+    return MODULES[name].read_text(encoding="utf-8")
+
+
+def _imports(name: str, source: str | None = None) -> list[tuple[str, int, bool]]:
+    """``(imported module, line, inside a function)`` for every import of module ``name``.
+
+    Read from its file, or from ``source`` given as its text (a rule's own test).
+    """
+    tree = ast.parse(_source(name) if source is None else source)
+    is_package = name in MODULES and MODULES[name].name == "__init__.py"
     lazy_lines: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -145,7 +163,7 @@ def _imports(name: str) -> list[tuple[str, int, bool]]:
             out.extend((a.name, node.lineno, node.lineno in lazy_lines) for a in node.names)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
-                base = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+                base = name.split(".") if is_package else name.split(".")[:-1]
                 base = base[: len(base) - (node.level - 1)]
                 module = ".".join([*base, *([node.module] if node.module else [])])
             else:
@@ -184,8 +202,10 @@ def test_imports_point_down() -> None:
 
 def test_layering_catches_an_upward_import() -> None:
     """The rank table itself: the loader sits above the resolver, the wings above the core."""
-    assert _rank("capmatrix.resolver") < _rank("capmatrix.authoring.loader") < _rank("capmatrix._shipped.default")
-    assert _rank("capmatrix.authoring.render.html") == _rank("capmatrix.authoring.analysis._check") < _rank("capmatrix.authoring.cli")
+    loader, face = _rank("capmatrix.authoring.loader"), _rank("capmatrix._shipped.default")
+    assert _rank("capmatrix.resolver") < loader < face
+    html, check = _rank("capmatrix.authoring.render.html"), _rank("capmatrix.authoring.analysis._check")
+    assert html == check < _rank("capmatrix.authoring.cli")
     assert ("capmatrix.authoring.loader", "capmatrix.resolver") in {(m, t) for m, t, _ in _edges()}
 
 
@@ -223,14 +243,14 @@ def test_lazy_imports_only_keep_import_light() -> None:
         for imported, line, lazy in _imports(name)
         if lazy and not any(imported == ok or imported.startswith(ok + ".") for ok in LAZY_OK)
         and not (name == "capmatrix.authoring.loader" and imported in LOADER_LAZY_OK)
-        and not (name == "capmatrix._shipped.default" and imported in DEFAULT_LAZY_OK)
+        and imported not in AUTHORING_DOORS.get(name, ())
     ]
     assert found == []
 
 
-def _type_only_lines(name: str) -> set[int]:
+def _type_only_lines(name: str, source: str | None = None) -> set[int]:
     """The lines of ``if TYPE_CHECKING:`` blocks of module ``name`` (imports for annotations only)."""
-    tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
+    tree = ast.parse(_source(name) if source is None else source)
     return {
         n.lineno
         for node in ast.walk(tree)
@@ -266,7 +286,63 @@ def test_the_runtime_rule_catches_an_authoring_import() -> None:
     assert "capmatrix.authoring._suggest" in typed
     assert all(_target(i) in RUNTIME for i, line, lazy in _imports("capmatrix._shipped.default")
                if i.startswith("capmatrix") and not lazy and line not in type_only)
-    assert {i for i, _l, lazy in _imports("capmatrix._shipped.default") if lazy} == set(DEFAULT_LAZY_OK)
+    assert {i for i, _l, lazy in _imports("capmatrix._shipped.default") if lazy} == set(
+        AUTHORING_DOORS["capmatrix._shipped.default"])
+
+
+def _reaches_authoring(name: str, source: str | None = None) -> list[str]:
+    """Where runtime module ``name`` imports the authoring side, but for annotations or at its doors."""
+    type_only = _type_only_lines(name, source)
+    doors = AUTHORING_DOORS.get(name, frozenset())
+    found = []
+    for imported, line, lazy in _imports(name, source):
+        target = _target(imported) if imported.startswith("capmatrix") else None
+        at_door = lazy and target in doors
+        if target is not None and _authoring(target) and line not in type_only and not at_door:
+            found.append(f"{name}:{line}: imports {target}")
+    return found
+
+
+def test_no_runtime_module_imports_the_authoring_folder() -> None:
+    """Nothing outside ``capmatrix/authoring/`` imports anything in it, but at the declared doors."""
+    assert [problem for name in sorted(RUNTIME) for problem in _reaches_authoring(name)] == []
+
+
+def test_the_folder_rule_catches_a_runtime_import_of_the_authoring_side() -> None:
+    eager = "from capmatrix.authoring.loader import load\n"
+    module = "from capmatrix.authoring import _suggest\n"
+    lazy = "def f():\n    from capmatrix.authoring.loader import load\n"
+    typed = "TYPE_CHECKING = False\nif TYPE_CHECKING:\n    from capmatrix.authoring.loader import load\n"
+    assert _reaches_authoring("capmatrix.resolver", eager) == [
+        "capmatrix.resolver:1: imports capmatrix.authoring.loader"]
+    assert _reaches_authoring("capmatrix.resolver", module) == [
+        "capmatrix.resolver:1: imports capmatrix.authoring._suggest"]
+    assert _reaches_authoring("capmatrix.resolver", lazy) != []  # not a door of the resolver
+    assert _reaches_authoring("capmatrix._shipped.default", eager) != []  # a door opens only inside functions
+    assert _reaches_authoring("capmatrix._shipped.default", lazy) == []
+    assert _reaches_authoring("capmatrix.resolver", typed) == []
+
+
+def test_the_folders_are_the_sides() -> None:
+    """``ls capmatrix`` tells the sides apart: what the engines run is outside the authoring folder."""
+    assert {"capmatrix", "capmatrix.resolver", "capmatrix._core.tables", "capmatrix._shipped.artifact",
+            "capmatrix.engine.vllm", "capmatrix.engine.trtllm", "capmatrix.releases"} <= RUNTIME
+    assert not {"capmatrix.authoring.loader", "capmatrix.authoring._yaml.read", "capmatrix.authoring.cli",
+                "capmatrix.authoring.analysis", "capmatrix.authoring.engine_records"} & RUNTIME
+    assert MAIN not in RUNTIME  # the command's door: `python -m capmatrix` runs the CLI
+    assert {target for _i, target, _l in _edges() if _i == MAIN} == {"capmatrix.authoring.cli"}
+    assert all(target.startswith(AUTHORING) for door in AUTHORING_DOORS.values() for target in door)
+    assert set(AUTHORING_DOORS) <= RUNTIME
+
+
+def test_the_face_names_only_its_documented_authoring_entries() -> None:
+    """``capmatrix.load`` and friends come from the authoring side on first use; nothing else does."""
+    tree = ast.parse(_source("capmatrix"))
+    value = next(node.value for node in tree.body if isinstance(node, ast.Assign)
+                 and any(isinstance(t, ast.Name) and t.id == "_WHERE" for t in node.targets))
+    where: dict[str, str] = ast.literal_eval(value)
+    assert set(where.values()) <= set(MODULES)
+    assert {name for name, module in where.items() if _authoring(module)} == FACE_AUTHORING
 
 
 #: The engine path, in a process where PyYAML, jsonschema and tabulate cannot be imported.
