@@ -15,8 +15,9 @@ from capmatrix.authoring.cli import run
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "authoring.md"
 LOADER_SOURCES = tuple(
-    ROOT / "capmatrix" / name for name in ("loader.py", "_values.py", "_references.py", "_yaml.py",
-                                               "_yaml_build.py")
+    ROOT / "capmatrix" / "authoring" / name
+    for name in ("loader.py", "_validate/values.py", "_validate/references.py", "_yaml/read.py",
+                 "_yaml/build.py")
 )
 #: The codes the command line reports on a matrix that loads (``capmatrix validate``), not the loader.
 CLI_CODES = frozenset(
