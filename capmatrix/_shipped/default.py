@@ -150,8 +150,8 @@ def suggest(
     axes in ``vary`` (default: all but the model's own geometry: attention, head_dim, q_per_kv and
     the other axes the model sets, save its dtypes). Empty when the query is supported already or
     nothing within that bound works. A tuple whose ``truncated`` says the search stopped at its
-    work budget (:data:`capmatrix.authoring._suggest.MAX_WORK` steps: sets of changes tried, nodes of the walks
-    over axes left open).
+    work budget (:data:`capmatrix.authoring._suggest.MAX_WORK` steps: sets of changes tried, nodes of
+    the walks over axes left open).
 
     >>> [str(s) for s in suggest(KernelQuery("xqa", sm=121, model="deepseek_v3", spec_dec="one_model"))]
     ['set dtype=fp8 and kv_cache_dtype=fp8']
