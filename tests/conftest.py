@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import file_progress
 import pytest
 
 import capmatrix
@@ -109,6 +110,13 @@ roles:
 """
 
 WriteMatrix = Callable[..., Path]
+
+
+@pytest.hookimpl(trylast=True)  # after the terminal reporter is configured
+def pytest_configure(config: pytest.Config) -> None:
+    # A line per test file as it finishes, instead of a wall of dots (tests/file_progress.py).
+    file_progress.register(config)
+
 
 #: The width the suite's answers are printed at. Answers wrap at $COLUMNS (capmatrix.cli._common.wrap);
 #: most tests read whole lines of an answer, so the suite pins a terminal wider than any of them, and
