@@ -7,15 +7,24 @@ TORCH_PIN := torch==2.13.0
 
 .PHONY: venv dev run test lint unit docs bench fuzz exhaustive clean
 
-$(VENV)/.installed: pyproject.toml tools/build_hook.py
+# pip as the venv bundles it is used as is when it can install an editable hatchling project (21.3 and
+# later): a requirement already met costs no download, where `--upgrade pip` fetched a pip on every
+# fresh clone.
+PIP_MIN := pip>=21.3
+
+$(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q '$(PIP_MIN)'
+
+$(VENV)/.installed: pyproject.toml tools/build_hook.py | $(VENV)/bin/python
 	$(PY) -m pip install -q -e .
 	touch $@
 
-$(VENV)/.dev-installed: $(VENV)/.installed pyproject.toml
+# One pip run installs the package with the test and lint extras (one editable build, not two); it
+# stands for `make venv`'s install too.
+$(VENV)/.dev-installed: pyproject.toml tools/build_hook.py | $(VENV)/bin/python
 	$(PY) -m pip install -q -e '.[test,lint]' '$(TORCH_PIN)'
-	touch $@
+	touch $(VENV)/.installed $@
 
 venv: $(VENV)/.installed
 
