@@ -152,6 +152,7 @@ def test_recipe_a_new_model(tmp_path: Path) -> None:
     assert any(r.case.query.get("model") == "llama_test_70b" and r.passed for r in report.expect.results)
 
 
+@pytest.mark.no_cover  # the legacy oracle over every cell: tests/test_gate.py covers its lines
 def test_recipe_a_corrected_fact_xqa_spec_dec_on_sm110(tmp_path: Path) -> None:
     """The maintainer edit of issue 45 (a): the TRT-LLM gate keeps XQA spec-dec on SM110 for non-MLA.
 

@@ -90,6 +90,7 @@ def test_examples_run(line: str) -> None:
     assert "error:" not in err
 
 
+@pytest.mark.no_cover  # every oracle over every cell: tests/test_gate.py covers the gate's lines
 def test_the_data_gate_examples_run_and_every_oracle_agrees(monkeypatch: pytest.MonkeyPatch) -> None:
     """``capmatrix test``'s examples: the whole data gate, run once for both (it compares every cell of
     every record, which the engines' tests sample), and every oracle agrees with the shipped matrix."""
