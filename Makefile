@@ -7,15 +7,24 @@ TORCH_PIN := torch==2.13.0
 
 .PHONY: venv dev run test lint unit docs bench fuzz exhaustive clean
 
-$(VENV)/.installed: pyproject.toml tools/build_hook.py
+# pip as the venv bundles it is used as is when it can install an editable hatchling project (21.3 and
+# later): a requirement already met costs no download, where `--upgrade pip` fetched a pip on every
+# fresh clone.
+PIP_MIN := pip>=21.3
+
+$(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q '$(PIP_MIN)'
+
+$(VENV)/.installed: pyproject.toml tools/build_hook.py | $(VENV)/bin/python
 	$(PY) -m pip install -q -e .
 	touch $@
 
-$(VENV)/.dev-installed: $(VENV)/.installed pyproject.toml
+# One pip run installs the package with the test and lint extras (one editable build, not two); it
+# stands for `make venv`'s install too.
+$(VENV)/.dev-installed: pyproject.toml tools/build_hook.py | $(VENV)/bin/python
 	$(PY) -m pip install -q -e '.[test,lint]' '$(TORCH_PIN)'
-	touch $@
+	touch $(VENV)/.installed $@
 
 venv: $(VENV)/.installed
 
@@ -32,15 +41,27 @@ lint: dev
 	$(VENV)/bin/mypy
 
 # One pytest worker per core (JOBS=0 runs them in this process); pytest-cov combines the workers' coverage,
-# and `coverage report` applies fail_under from pyproject.toml. The sources are byte-compiled first: the
-# tests start many child processes, which otherwise each compile the package again where
-# PYTHONDONTWRITEBYTECODE is set.
+# and `coverage report` applies fail_under from pyproject.toml. The sources are byte-compiled first (under
+# a second): the tests start many child processes, which otherwise each compile the package again where
+# PYTHONDONTWRITEBYTECODE is set. Progress is a line per test file as it finishes (tests/file_progress.py);
+# failures are printed in full at the end.
+#
+# What each target runs (docs/ci.md has the costs):
+#   make test        lint (ruff, mypy), then every test: the data gate once over every cell of every
+#                    oracle (tests/test_authoring_cli_main.py), the `sweep` tests over a spread of cells or over
+#                    value classes, the Hypothesis tests at their profile's example count; the
+#                    `exhaustive` tests are skipped, naming `make exhaustive`.
+#   make exhaustive  the `sweep` tests over every cell and the `exhaustive` tests (CAPMATRIX_EXHAUSTIVE=1).
+#   make fuzz        every fuzz target of tests/fuzz_main.py for FUZZ_EXAMPLES inputs each.
 JOBS ?= auto
 unit: dev
 	$(PY) -m compileall -q capmatrix tests tools benchmarks examples >/dev/null
 	$(PY) -m pytest -q -n $(JOBS) --cov --cov-report=
 	$(PY) -m coverage report
 
+# lint runs first and alone: mypy is its only real cost (under a minute of one core on a fresh clone, with
+# no cache), ruff and compileall take about a second each; pytest's workers keep every core busy, so
+# running lint beside them would gain little and interleave its output with the progress lines.
 test: lint unit
 
 # Regenerate docs/support-matrix.{md,html} and docs/findings.md from capabilities/ (tests fail while
@@ -54,9 +75,12 @@ FUZZ_EXAMPLES ?= 2000
 fuzz: dev
 	$(PY) tests/fuzz_main.py $(FUZZ_EXAMPLES)
 
-# The C++ header's every-cell test over every cell (minutes), not over the classes `make test` uses.
+# The full forms `make test` leaves out (tens of minutes): the C++ header's answer for every cell (over a
+# billion; `make test` answers every combination of value classes), every cell of the engines' records
+# through the adapters, the command line and the authoring recipe, every block of the exported tables,
+# and the tests marked `exhaustive` (each pre-commit hook's own failures).
 exhaustive: dev
-	CAPMATRIX_EXHAUSTIVE=1 $(PY) -m pytest -q tests/test_authoring_codegen_cpp.py -k every_cell
+	CAPMATRIX_EXHAUSTIVE=1 $(PY) -m pytest -q -n $(JOBS) -m "sweep or exhaustive"
 
 $(VENV)/.bench-installed: $(VENV)/.installed pyproject.toml
 	$(PY) -m pip install -q -e '.[bench]'

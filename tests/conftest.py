@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import file_progress
 import pytest
 
 import capmatrix
@@ -109,6 +110,33 @@ roles:
 """
 
 WriteMatrix = Callable[..., Path]
+
+
+#: ``make exhaustive`` (``CAPMATRIX_EXHAUSTIVE=1``): run the tests marked ``exhaustive`` too, and the
+#: tests marked ``sweep`` over every cell instead of the spread (or value classes) ``make test`` uses.
+EXHAUSTIVE = os.environ.get("CAPMATRIX_EXHAUSTIVE", "") not in ("", "0")
+
+
+def stride(step: int) -> int:
+    """Every ``step``-th cell for a ``sweep`` test in ``make test``; every cell in ``make exhaustive``."""
+    return 1 if EXHAUSTIVE else step
+
+
+@pytest.hookimpl(trylast=True)  # after the terminal reporter is configured
+def pytest_configure(config: pytest.Config) -> None:
+    # A line per test file as it finishes, instead of a wall of dots (tests/file_progress.py).
+    file_progress.register(config)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Skip the ``exhaustive`` tests unless ``make exhaustive`` runs them."""
+    if EXHAUSTIVE:
+        return
+    skip = pytest.mark.skip(reason="long by nature; `make exhaustive` runs it (CAPMATRIX_EXHAUSTIVE=1)")
+    for item in items:
+        if item.get_closest_marker("exhaustive") is not None:
+            item.add_marker(skip)
+
 
 #: The width the suite's answers are printed at. Answers wrap at $COLUMNS
 #: (capmatrix.authoring.cli._common.wrap); most tests read whole lines of an answer, so the suite pins a

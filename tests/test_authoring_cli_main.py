@@ -8,12 +8,20 @@ import shlex
 import subprocess
 import sys
 from importlib.metadata import version
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from capmatrix.authoring.cli import run
 from capmatrix.authoring.cli._main import COMMANDS, EXAMPLES
+from capmatrix.authoring.gate import ORACLES
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from capmatrix.authoring.gate import GateReport, OracleResult
+    from capmatrix.matrix import Matrix
 
 
 def cli(*argv: str) -> tuple[int, str, str]:
@@ -72,13 +80,48 @@ def test_help_of_each_command_ends_with_its_examples(command: str) -> None:
 @pytest.mark.parametrize(
     "line",
     [line for examples in EXAMPLES.values() for line in examples
-     if not line.startswith(("capmatrix probe", "capmatrix diff"))],
+     if not line.startswith(("capmatrix probe", "capmatrix diff", "capmatrix test"))],
 )
 def test_examples_run(line: str) -> None:
-    """Every example (but probe, which needs a GPU, and diff, which needs history) parses and runs."""
+    """Every example (but probe, which needs a GPU, diff, which needs history, and test, below) parses
+    and runs."""
     code, _out, err = cli(*shlex.split(line)[1:])
     assert code in {0, 1, 3}, err
     assert "error:" not in err
+
+
+@pytest.mark.no_cover  # every oracle over every cell: tests/test_authoring_gate.py covers the gate's lines
+def test_the_data_gate_examples_run_and_every_oracle_agrees(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``capmatrix test``'s examples: the whole data gate, run once for both (it compares every cell of
+    every record, which the engines' tests sample), and every oracle agrees with the shipped matrix."""
+    from capmatrix.authoring.gate import run_gate
+
+    reports: dict[tuple[str, str], GateReport] = {}
+
+    def once(matrix: Matrix, *, progress: Callable[[OracleResult], None] | None = None,
+             **options: Any) -> GateReport:
+        key = (str(Path(matrix.root).resolve()), repr(sorted(options.items())))
+        if key not in reports:
+            reports[key] = run_gate(matrix, progress=progress, **options)
+        elif progress is not None:  # the second example prints the first one's report
+            for result in reports[key].results:
+                progress(result)
+        return reports[key]
+
+    monkeypatch.setattr("capmatrix.authoring.cli._analysis.run_gate", once)
+    texts = []
+    for line in EXAMPLES["test"]:
+        code, out, err = cli(*shlex.split(line)[1:])
+        assert code == 0, out[-3000:] + err
+        assert "error:" not in err
+        texts.append(out)
+    assert len(reports) == 1  # both examples ask the shipped matrix the same
+    (report,) = reports.values()
+    assert set(report.ran) == set(ORACLES)
+    assert {r.oracle for r in report.results} == set(ORACLES)
+    assert all(r.status in {"PASS", "SKIP"} for r in report.results)
+    assert [r for r in report.results if r.oracle == "records" and r.status == "PASS" and r.checks > 0]
+    assert any(t.lstrip().startswith("{") for t in texts)  # the --json example
 
 
 BAD_STATUS = """\

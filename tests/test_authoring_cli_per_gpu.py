@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from conftest import EXHAUSTIVE
 
 import capmatrix
 from capmatrix.authoring.cli import run
@@ -56,15 +57,25 @@ COMMANDS = [
 ]
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("argv", COMMANDS, ids=[c[1] for c in COMMANDS])
 def test_all_is_every_gpu_each_as_asked_alone(argv: tuple[str, ...]) -> None:
+    """``--gpu all`` answers each GPU as ``--gpu NAME`` alone does. A GPU entry is a name and an SM, so
+    GPUs of one SM answer alike: ``make test`` asks one GPU of each SM alone (``make exhaustive``: all)."""
     code, out, err = cli(*argv, "--gpu", "all")
     assert code in (0, 1, 3), err
     matrix = capmatrix.load()
     answers = table(out)
     assert set(answers) == {gpu.name for gpu in matrix.gpus.values()}
     assert out.splitlines()[0] == f"{argv[1]}, per GPU ({len(matrix.gpus)}):"
+    by_sm: dict[object, list[str]] = {}
     for gpu in matrix.gpus.values():
+        by_sm.setdefault(gpu.sm, []).append(gpu.name)
+    for names in by_sm.values():
+        assert len({answers[name] for name in names}) == 1, names
+    asked = [g for g in matrix.gpus.values() if EXHAUSTIVE or g.name == by_sm[g.sm][0]]
+    assert len(asked) >= len(by_sm)
+    for gpu in asked:
         alone = single(*argv, gpu=gpu.name)
         assert answers[gpu.name].split(" (")[0].startswith(alone if alone != "None" else "no supported"), gpu
     # one group per answer: GPUs that agree are together

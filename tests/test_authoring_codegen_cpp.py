@@ -321,6 +321,7 @@ def test_rule_masks_are_the_matrix_rules(program: tuple[Path, list[str]], data: 
                 assert ((1 << len(values)) - 1 if mask == "*" else int(mask)) == want, (rule["id"], axis)
 
 
+@pytest.mark.sweep  # every combination of value classes; every cell in make exhaustive
 @needs_gxx
 @pytest.mark.parametrize("which", ["xqa", "gates"])
 def test_every_cell_of_xqa_and_the_gates(
@@ -782,6 +783,12 @@ def test_headers_of_hostile_matrices_compile_and_answer(
 def test_a_namespace_that_is_a_keyword_or_macro_is_refused(namespace: str, data: dict[str, Any]) -> None:
     with pytest.raises(CodegenError, match=f"namespace '{namespace}'"):
         cpp_header(data, ["xqa"], namespace=namespace)
+
+
+@pytest.mark.parametrize("namespace", ["int", "a::class"])
+def test_the_cli_refuses_such_a_namespace(namespace: str) -> None:
+    """The command line exits 2 with the refusal (a keyword and a malformed path: one check, which
+    exports the whole matrix first)."""
     out, err = io.StringIO(), io.StringIO()
     assert run(["codegen", "cpp", "--kernel", "xqa", "--namespace", namespace], out, err) == 2
     assert out.getvalue() == ""

@@ -8,7 +8,7 @@ import json
 import re
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -143,7 +143,7 @@ def test_the_evidence_oracle_names_the_probed_case(tmp_path: Path) -> None:
     assert d.refresh.startswith("re-probe on the GPU: ")
 
 
-def test_the_docs_oracle_names_the_stale_page(tmp_path: Path) -> None:
+def test_the_docs_oracle_names_the_stale_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = copy_checkout(tmp_path)
     page = tmp_path / "docs" / "support-matrix.md"
     page.write_text(page.read_text(encoding="utf-8") + "a hand edit\n", encoding="utf-8")
@@ -152,7 +152,18 @@ def test_the_docs_oracle_names_the_stale_page(tmp_path: Path) -> None:
     (d,) = failed.disagreements
     assert d.cell == "docs/support-matrix.md"
     assert d.refresh.startswith("make docs")
+    # The command prints that report (the pages are not rendered and compared a second time).
+    asked: list[list[str]] = []
+
+    def same(_matrix: object, *, only: list[str], progress: Any = None, **_options: object) -> object:
+        asked.append(only)
+        for result in report.results:
+            progress(result)
+        return report
+
+    monkeypatch.setattr("capmatrix.authoring.cli._analysis.run_gate", same)
     code, out, _ = _cli("test", str(root), "--only", "docs")
+    assert asked == [["docs"]]
     assert code == 1
     assert "FAIL docs docs/support-matrix.md (capmatrix render --check): 1 of 1 checks disagree" in out
     assert "    refresh (if the change is intended): make docs" in out

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import stride
+from record_spread import spread
 
 import capmatrix
 from capmatrix.authoring.cli import run
@@ -78,12 +80,16 @@ def test_record_shape(record: dict[str, Any]) -> None:
 
 
 @pytest.mark.no_cover  # a sweep: the same lines thousands of times (see conftest.py)
+@pytest.mark.sweep
 @pytest.mark.parametrize("path", RECORDS, ids=[p.name for p in RECORDS])
-def test_differential_every_cell(path: Path) -> None:
-    """Every cell: the automatic choice, the priority list, the rejected backends in vLLM's order when
-    nothing is valid, and every forced backend's verdict. No disagreement is tolerated. The comparison is
-    capmatrix.authoring.engine_records's, which ``capmatrix test`` runs too.
+def test_differential_every_cell(path: Path, tmp_path: Path) -> None:
+    """Every cell (``make exhaustive``; ``make test``: every 8th of each section): the automatic choice,
+    the priority list, the rejected backends in vLLM's order when nothing is valid, and every forced
+    backend's verdict. No disagreement is tolerated. The comparison is
+    capmatrix.authoring.engine_records's, which ``capmatrix test`` runs over every cell
+    (tests/test_authoring_cli_main.py runs it once).
     """
+    path = spread(path, tmp_path, stride(8))
     record = json.loads(path.read_text(encoding="utf-8"))
     result = compare_record(path)
     # the grid, then (0.34.0 and later) its checkpoint-KV cells and B12X's cells with b12x installed

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import stride
+from record_spread import spread
 
 import capmatrix
 from capmatrix import KernelQuery
@@ -92,11 +94,16 @@ def test_sample_design(sample: tuple[dict[str, Any], list[list[dict[str, Any]]]]
 
 
 @pytest.mark.no_cover  # a sweep: the same lines thousands of times (see conftest.py)
-def test_sample_differential(sample: tuple[dict[str, Any], list[list[dict[str, Any]]]]) -> None:
-    """Every record agrees: the automatic choice, the order, every forced backend and spelling."""
+@pytest.mark.sweep
+def test_sample_differential(
+    sample: tuple[dict[str, Any], list[list[dict[str, Any]]]], tmp_path: Path
+) -> None:
+    """Every record agrees (``make test``: every 8th; ``capmatrix test`` compares them all): the automatic
+    choice, the order, every forced backend and spelling."""
     _head, rows = sample
-    result = compare_record(RECORD)
-    assert result.rows == len(rows) > 10000
+    assert len(rows) > 10000
+    result = compare_record(spread(RECORD, tmp_path, stride(8)))
+    assert result.rows == len(rows[::stride(8)])
     assert result.artefacts == 0  # 0.33.0's recorder has no mm-prefix artefact to leave out
     assert result.start_refused == _below_worker_check(rows)
     assert result.agree, (result.failed, [str(d) for d in result.disagreements])
@@ -149,8 +156,10 @@ def _layer_query(kwargs: dict[str, Any]) -> KernelQuery:
 
 
 @pytest.mark.no_cover  # a sweep: the same lines thousands of times (see conftest.py)
-def test_sample_0340_differential() -> None:
-    """Every record of 0.34.0's sample agrees when asked as 0.34.0, but the recorder's artefact above.
+@pytest.mark.sweep
+def test_sample_0340_differential(tmp_path: Path) -> None:
+    """Every record of 0.34.0's sample agrees when asked as 0.34.0, but the recorder's artefact above
+    (``make test``: every 8th record; ``capmatrix test`` compares them all).
 
     A record whose KV dtype is the checkpoint's (``kv_from_checkpoint``) is asked as vLLM was: ``auto``
     with ``checkpoint_kv_cache_dtype``, which the adapter hands on as the layer does (the checkpoint's for a
@@ -165,6 +174,8 @@ def test_sample_0340_differential() -> None:
         rows = [json.loads(line) for line in lines]
     assert head["vllm"]["version"] == "0.34.0"
     assert len(rows) == 14000
+    compared = spread(RECORD_0340, tmp_path, stride(8))
+    rows = rows[::stride(8)]
     for config, answer in rows:
         assert "raises" not in answer["layer"] or answer["chosen"] is None
         if "raises" not in answer["layer"]:  # the adapter hands selection what the layer handed it
@@ -172,7 +183,7 @@ def test_sample_0340_differential() -> None:
             assert (passed["kv_cache_dtype"], passed["vllm_kv_from_checkpoint"]) == (
                 answer["layer"]["kv_cache_dtype"],
                 bool(config.get("kv_from_checkpoint")) and not config["use_mla"]), config
-    result = compare_record(RECORD_0340)
+    result = compare_record(compared)
     assert result.rows == len(rows)
     assert result.artefacts <= sum(1 for config, _answer in rows if recorder_mm_prefix_artefact(config))
     assert result.start_refused == _below_worker_check(rows)

@@ -3,6 +3,9 @@
 ``pre-commit try-repo`` installs this checkout (as a snapshot commit: uncommitted work included) into
 an isolated virtualenv with pip, as a user's ``pre-commit install`` would; that needs PyPI for the
 build backend and capmatrix's dependencies, and nothing else. The environment is built once per run.
+
+Each run of pre-commit costs seconds to a minute: ``make test`` runs the four hooks passing on a clean
+matrix and failing together on one bad value; each hook's own failures run in ``make exhaustive``.
 """
 
 from __future__ import annotations
@@ -166,6 +169,7 @@ def test_every_hook_passes_on_a_clean_matrix(
 
 
 @needs_git
+@pytest.mark.exhaustive  # one hook's failure; make test runs all four failing at once, below
 def test_validate_hook_fails_on_a_broken_yaml_file(
     scratch: Path, hook_repo: tuple[Path, str], pre_commit_home: Path
 ) -> None:
@@ -180,6 +184,7 @@ def test_validate_hook_fails_on_a_broken_yaml_file(
 
 
 @needs_git
+@pytest.mark.exhaustive  # one hook's failure; make test runs all four failing at once, below
 def test_validate_hook_fails_on_a_yaml_syntax_error(
     scratch: Path, hook_repo: tuple[Path, str], pre_commit_home: Path
 ) -> None:
@@ -193,6 +198,7 @@ def test_validate_hook_fails_on_a_yaml_syntax_error(
 
 
 @needs_git
+@pytest.mark.exhaustive  # one hook's failure; make test runs all four failing at once, below
 def test_render_check_hook_fails_on_stale_pages(
     scratch: Path, hook_repo: tuple[Path, str], pre_commit_home: Path
 ) -> None:
@@ -207,6 +213,7 @@ def test_render_check_hook_fails_on_stale_pages(
 
 
 @needs_git
+@pytest.mark.exhaustive  # one hook's failure; make test runs all four failing at once, below
 def test_test_hook_fails_on_a_broken_expectation(
     scratch: Path, hook_repo: tuple[Path, str], pre_commit_home: Path
 ) -> None:
@@ -219,6 +226,7 @@ def test_test_hook_fails_on_a_broken_expectation(
 
 
 @needs_git
+@pytest.mark.exhaustive  # one hook's failure; make test runs all four failing at once, below
 def test_check_hook_fails_on_a_dead_rule(
     scratch: Path, hook_repo: tuple[Path, str], pre_commit_home: Path
 ) -> None:
