@@ -205,7 +205,8 @@ def test_shared_ask_link_fills_the_form_and_lands_on_its_answer(laptop: dict[str
     assert first["fields"] == FIRST  # the form holds the question
     assert first["verdict"] == "unsupported"  # and it was asked (the seed's DeepSeek question)
     assert first["scrollY"] > laptop["height"]  # the answer is screens below the top
-    assert 0 <= first["top"] < laptop["height"] / 4  # the page scrolled to it
+    # the page scrolled to it (a fraction of a pixel above the top is sub-pixel layout, still at the top)
+    assert -1 < first["top"] < laptop["height"] / 4
     assert first["active"] == "ask-answer"  # and keyboard focus is on it
 
 
@@ -218,7 +219,7 @@ def test_following_a_second_ask_link_replaces_the_question(
     assert second["verdict"] == str(selection.verdict)
     assert second["kernel"] == (selection.kernel or "")
     assert second["scrollY"] > 0
-    assert 0 <= second["top"] < laptop["height"] / 4
+    assert -1 < second["top"] < laptop["height"] / 4
     assert second["active"] == "ask-answer"
 
 
