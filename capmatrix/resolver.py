@@ -162,18 +162,13 @@ class Resolver:
 
         :raises WorkLimit: when ``work`` runs out first (nothing is cached then).
         """
-        found = self._cache.get(query)
-        if found is None:
-            found = self._resolve(query, None, work)
-            if len(self._cache) >= CACHE_LIMIT:
-                self._cache.clear()
-            self._cache[query] = found
-        return found.verdict
+        return self._cached_resolve(query, None, work).verdict
 
-    def _cached_resolve(self, query: KernelQuery, effective: _Effective | None) -> Resolution:
+    def _cached_resolve(self, query: KernelQuery, effective: _Effective | None,
+                        work: Work | None = None) -> Resolution:
         found = self._cache.get(query)
         if found is None:
-            found = self._resolve(query, effective)
+            found = self._resolve(query, effective, work)
             if len(self._cache) >= CACHE_LIMIT:
                 self._cache.clear()
             self._cache[query] = found
