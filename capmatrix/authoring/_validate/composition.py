@@ -68,8 +68,8 @@ def compose(
                 problems.append(smap.error(
                     path, f"role {echo(target)} pins {_pins(first.axes)} and role {echo(name)} pins "
                     f"{_pins(role.axes)}: a role asks first only roles that pin the same values",
-                    hint="a pin applies to every order of the composed role, so differing pins would change "
-                    "one role's answers; give both the same 'axes'", code="E249"))
+                    hint="pins apply to every order of the composed role; give both the same 'axes'",
+                    code="E249"))
                 continue
             orders.extend(first.orders)
         own = list(role.orders)
