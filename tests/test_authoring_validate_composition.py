@@ -169,3 +169,23 @@ def test_every_misuse_of_one_load_is_reported(write_matrix: WriteMatrix) -> None
     found = problems(write_matrix, _ROLES_HEAD + tail)
     assert [(code, text.split(": ", 2)[0]) for code, text in found] == [
         ("E248", "roles.yaml:9:18"), ("E248", "roles.yaml:13:18")]
+
+
+def test_a_role_that_asks_a_left_out_role_is_left_out_with_it(write_matrix: WriteMatrix) -> None:
+    """Isolated from a broken engine file, the role asked first goes, and so does the role asking it."""
+    broken = """\
+kernels:
+  engine_kernel:
+    engine: eng
+    description: an engine's kernel
+    rules:
+      - {id: engine_kernel.all, grant: {sm_typo: 90}, reason: r, source: s, status: untested}
+"""
+    roles = ("roles:\n  overrides:\n    description: o\n    orders:\n      - when: {attention: mla}\n"
+             "        candidates: [engine_kernel]\n"
+             "  chosen:\n    description: c\n    asks_first: [overrides]\n    candidates: [xqa]\n")
+    m = capmatrix.load(write_matrix({"kernels/eng.yaml": broken, "roles.yaml": roles}), isolate=True)
+    assert {"overrides", "chosen"} <= set(m.quarantine)
+    assert "gen" in m.roles
+    with pytest.raises(CapabilityErrors):
+        capmatrix.select("chosen", KernelQuery(sm=90), m)

@@ -522,10 +522,11 @@ def _guard_targets(raw: object) -> list[str]:
 
 
 def _role_candidates(raw: object) -> list[str]:
-    """Every kernel name a role's entry lists (its candidates and its orders' candidates)."""
+    """Every name a role's entry lists: its candidates, its orders' candidates and the roles it asks
+    first (a role that asks a left-out role goes with it)."""
     if not isinstance(raw, dict):
         return []
-    lists = [raw.get("candidates")]
+    lists = [raw.get("candidates"), raw.get("asks_first")]
     orders = raw.get("orders")
     if isinstance(orders, list):
         lists += [o.get("candidates") for o in orders if isinstance(o, dict)]
