@@ -522,8 +522,10 @@ def _guard_targets(raw: object) -> list[str]:
 
 
 def _role_candidates(raw: object) -> list[str]:
-    """Every name a role's entry lists: its candidates, its orders' candidates and the roles it asks
-    first (a role that asks a left-out role goes with it)."""
+    """Every name a role's entry lists: candidates, its orders' candidates, the roles it asks first.
+
+    A role that asks a left-out role first goes with it, as one that names a left-out kernel does.
+    """
     if not isinstance(raw, dict):
         return []
     lists = [raw.get("candidates"), raw.get("asks_first")]
