@@ -361,3 +361,20 @@ def test_the_command_line_and_every_reader_agree_on_gb200_deepseek_v3(
     assert data["roles"][ROLE]["asks_first"] == [sglang.OVERRIDE_ROLE]
     override = data["roles"][sglang.OVERRIDE_ROLE]["orders"]
     assert data["roles"][ROLE]["orders"][:len(override)] == override
+
+
+@_NEEDS_TOOLS
+def test_an_override_the_gate_refuses_is_no_supported_candidate_not_the_generic_default(
+    matrix: Matrix, shipped_doc: Document, tmp_path: Path,
+) -> None:
+    """SGLang takes DeepSeek-V3's override on major 10 unchecked and then refuses an fp8_e5m2 KV cache; the
+    role's first matching order decides too: no candidate, with the rule SGLang's refusal cites."""
+    model = sglang.SGLangModel("DeepseekV3ForCausalLM", mla=True)
+    got = sglang.resolve(capability=(10, 0), model=model, kv_cache_dtype="fp8_e5m2")
+    assert got.refused is not None
+    values = role_values(matrix, model, "10.0", kv="fp8_e5m2")
+    picked = capmatrix.select(ROLE, KernelQuery().replace(**values), matrix)
+    assert (picked.kernel, picked.verdict.value) == (None, "unsupported")
+    assert [r.query.kernel for r in picked.trace] == ["sglang_trtllm_mla"]
+    assert got.refused.rule in {reason.rule_id for reason in picked.trace[0].reasons}
+    assert page_answers(shipped_doc, [(values, None)], tmp_path) == [(None, "unsupported")]
