@@ -8,6 +8,7 @@ import pytest
 
 import capmatrix
 from capmatrix import KernelQuery, Verdict
+from capmatrix.authoring._validate.composition import MAX_CHAIN
 from capmatrix.authoring.export import export
 from capmatrix.errors import CapabilityErrors
 
@@ -189,3 +190,19 @@ kernels:
     assert "gen" in m.roles
     with pytest.raises(CapabilityErrors):
         capmatrix.select("chosen", KernelQuery(sm=90), m)
+
+
+def test_a_chain_of_roles_asking_first_is_bounded(write_matrix: WriteMatrix) -> None:
+    """Composing follows the chain; thousands of roles chained would exhaust the stack, so it is cut."""
+    count = MAX_CHAIN + 5
+    roles = "roles:\n" + "".join(
+        f"  r{i}:\n    description: d\n" + (f"    asks_first: [r{i + 1}]\n" if i < count - 1 else "")
+        + f"    orders:\n      - when: {{beam: \">={i + 1}\"}}\n        candidates: [xqa]\n"
+        for i in range(count))
+    found = problems(write_matrix, roles)
+    assert [code for code, _text in found] == ["E248"]
+    assert f"more than {MAX_CHAIN} roles asking first (from 'r0')" in found[0][1]
+    # Within the bound the same chain composes.
+    short = roles.replace(f"    asks_first: [r{MAX_CHAIN}]\n", "")
+    m = capmatrix.load(write_matrix({"roles.yaml": short}))
+    assert len(m.roles["r0"].orders) == MAX_CHAIN

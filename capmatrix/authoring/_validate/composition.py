@@ -23,7 +23,11 @@ if TYPE_CHECKING:
     #: Where each order was written: (role, location) -> (source map, path), for E243.
     OrderPaths = dict[tuple[str, Location], tuple[SourceMap, tuple[str | int, ...]]]
 
-__all__ = ["compose"]
+__all__ = ["MAX_CHAIN", "compose"]
+
+#: The longest chain of roles each asking the next first: composing recurses along it, so a hostile
+#: matrix's chain of thousands of roles is refused with a located error instead of exhausting the stack.
+MAX_CHAIN = 32
 
 
 def compose(
@@ -100,6 +104,9 @@ def _refusal(name: str, target: str, before: list[str], trail: tuple[str, ...],
         cycle = " -> ".join(map(echo, (*trail[trail.index(target):], target)))
         return (f"roles ask each other first: {cycle}",
                 "one role of the cycle must list its orders itself")
+    if len(trail) >= MAX_CHAIN:
+        return (f"role {echo(target)} would make a chain of more than {MAX_CHAIN} roles asking first "
+                f"(from {echo(trail[0])})", "ask the roles at the chain's end from fewer roles")
     return None
 
 
