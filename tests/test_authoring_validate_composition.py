@@ -197,7 +197,7 @@ def test_a_chain_of_roles_asking_first_is_bounded(write_matrix: WriteMatrix) -> 
     count = MAX_CHAIN + 5
     roles = "roles:\n" + "".join(
         f"  r{i}:\n    description: d\n" + (f"    asks_first: [r{i + 1}]\n" if i < count - 1 else "")
-        + f"    orders:\n      - when: {{beam: \">={i + 1}\"}}\n        candidates: [xqa]\n"
+        + f'    orders:\n      - when: {{beam: ">={i + 1}"}}\n        candidates: [xqa]\n'
         for i in range(count))
     found = problems(write_matrix, roles)
     assert [code for code, _text in found] == ["E248"]

@@ -105,8 +105,9 @@ def _refusal(name: str, target: str, before: list[str], trail: tuple[str, ...],
         return (f"roles ask each other first: {cycle}",
                 "one role of the cycle must list its orders itself")
     if len(trail) >= MAX_CHAIN:
-        return (f"role {echo(target)} would make a chain of more than {MAX_CHAIN} roles asking first "
-                f"(from {echo(trail[0])})", "ask the roles at the chain's end from fewer roles")
+        message = (f"role {echo(target)} would make a chain of more than {MAX_CHAIN} roles asking first "
+                   f"(from {echo(trail[0])})")
+        return message, "ask the roles at the chain's end from fewer roles"
     return None
 
 
