@@ -64,6 +64,8 @@ ERROR_CODES: dict[str, str] = {
     "E245": "a kernel that is not a gate guards others",
     "E246": "a guard's `means` on a non-enum axis, or reading an axis the meant one lacks values of",
     "E247": "a guard's `caught_by` names no other gate",
+    "E248": "a role's `asks_first` names a role it cannot ask first",
+    "E249": "a role and a role it asks first pin different values",
     "E250": "a GPU whose sm the sm axis does not declare",
     "E251": "a GPU name or alias used twice",
     "E260": "an engine's releases declared wrongly (twice, out of order, an axis name taken)",

@@ -695,6 +695,9 @@ class Role:
 
     A role with ``orders`` picks its list by the query: the first order whose ``when`` holds. Its
     ``candidates`` are then every kernel of any order, in first-seen order.
+
+    A role that names roles in ``asks_first`` is composed when it is loaded: its ``orders`` are those
+    roles' orders, in turn, then its own, so every reader answers it without knowing of the others.
     """
 
     name: str
@@ -705,6 +708,8 @@ class Role:
     #: Axis values every candidate is asked with unless the query gives its own (e.g. phase).
     axes: Mapping[str, AxisValue] = field(default_factory=dict)
     orders: tuple[RoleOrder, ...] = ()
+    #: The roles whose orders come before its own (already composed into ``orders``), for listings.
+    asks_first: tuple[str, ...] = ()
 
     def order_for(self, values: Mapping[str, AxisValue]) -> tuple[tuple[str, ...], bool]:
         """The candidates for a query's values, and whether the choice of list was decided.

@@ -51,9 +51,13 @@ def test_list_gates_json() -> None:
 def test_list_roles_models_axes_gpus_text() -> None:
     _, roles, _ = cli("list", "roles")
     assert "  trtllm_generation: trtllm_attention_init, trtllm_gen, flash_mla, xqa, fmha_v2, mmha\n" in roles
+    composed = next(line for line in roles.splitlines() if line.startswith("  sglang_attention: "))
+    assert composed.endswith(" (asks sglang_model_override first)")
+    assert composed.split(": ", 1)[1].startswith("sglang_dsa, sglang_trtllm_mla, ")  # the overrides' first
     _, models, _ = cli("list", "models")
     assert models.startswith("26 models:\n")
-    assert "  deepseek_v3: attention=mla dtype=bf16 kv_cache_dtype=bf16 head_dim=576 q_per_kv=128\n" in models
+    assert ("  deepseek_v3: attention=mla dtype=bf16 kv_cache_dtype=bf16 head_dim=576 q_per_kv=128 "
+            "sglang_model_arch=deepseek_v3\n") in models
     _, axes, _ = cli("list", "axes")
     assert "  sm: int 75, 80, 86, 87, 89, 90, 100, 103, 110, 120, 121\n" in axes
     assert "  beam_width: int 1, 2, 4, 8 (default 1)\n" in axes

@@ -456,12 +456,20 @@ def test_errors_name_what_is_wrong(data: dict[str, Any]) -> None:
         cpp_header(data, classed[:1])
     # Orders on base axes are expressed (trtllm_generation's); one reading a derived axis is refused.
     assert data["roles"][ROLE].get("orders")
-    unreadable = [r for r, v in data["roles"].items()
-                  if any(a not in data["axes"] or data["axes"][a].get("optional")
-                         for o in v.get("orders", ()) for b in o["when"] for a in b)]
-    assert unreadable, "no role of the shipped matrix has an order on a derived or optional axis"
-    with pytest.raises(CodegenError, match=f"role '{unreadable[0]}': an order reads .*derived or optional"):
-        cpp_header(data, [], unreadable[:1])
+    # No shipped role reads one: an order of trtllm_generation is made to read a derived axis.
+    derived = next(iter(data["derived"]))
+    role = data["roles"][ROLE]
+    orders = [{**role["orders"][0], "when": [{**role["orders"][0]["when"][0], derived: {"values": []}}]},
+              *role["orders"][1:]]
+    reading = {**data, "roles": {**data["roles"], ROLE: {**role, "orders": orders}}}
+    with pytest.raises(CodegenError, match=f"role '{ROLE}': an order reads '{derived}', a derived axis"):
+        cpp_header(reading, [], [ROLE])
+    # An order on an optional axis is expressed (its 'none' is a universe value).
+    optional = [r for r, v in data["roles"].items()
+                if any(data["axes"][a].get("optional")
+                       for o in v.get("orders", ()) for b in o["when"] for a in b)]
+    assert optional, "no role of the shipped matrix has an order on an optional axis"
+    assert "inline Selection select(Role role" in cpp_header(data, [], optional[:1])
     with pytest.raises(CodegenError, match="at least one"):
         cpp_header(data, [])
     with pytest.raises(CodegenError, match="namespace"):

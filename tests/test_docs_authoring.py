@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "authoring.md"
 LOADER_SOURCES = tuple(
     ROOT / "capmatrix" / "authoring" / name
-    for name in ("loader.py", "_validate/values.py", "_validate/references.py", "_yaml/read.py",
-                 "_yaml/build.py")
+    for name in ("loader.py", "_validate/values.py", "_validate/references.py", "_validate/composition.py",
+                 "_yaml/read.py", "_yaml/build.py")
 )
 #: The codes the command line reports on a matrix that loads (``capmatrix validate``), not the loader.
 CLI_CODES = frozenset(

@@ -65,6 +65,7 @@ CORE: dict[str, int] = {
     "capmatrix.authoring._cache": 9,
     "capmatrix.authoring.schema": 6,
     "capmatrix.authoring._validate.values": 7,
+    "capmatrix.authoring._validate.composition": 7,
     "capmatrix.authoring._validate.references": 8,
     "capmatrix.authoring._suggest": 9,
     "capmatrix.authoring.loader": 10,

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["FORMAT", "NAME", "checkout_root", "inputs_digest", "read", "shipped", "text"]
 
 #: The artifact's layout; bump it whenever the header or the payload (``_cache_json``) changes.
-FORMAT = 1
+FORMAT = 2
 #: Its file name inside the package.
 NAME = "_matrix.json"
 _MAGIC = "capmatrix-matrix"

@@ -311,18 +311,19 @@ def _role(r: Role) -> list[Any]:
         [[a, _value(v)] for a, v in r.axes.items()],
         [[_boxes(o.when), list(o.candidates), o.text, _loc(o.location), [list(b) for b in o.area]]
          for o in r.orders],
+        list(r.asks_first),
     ]
 
 
 def _unrole(data: list[Any]) -> Role:
-    name, description, candidates, loc, source, axes, orders = data
+    name, description, candidates, loc, source, axes, orders, asks_first = data
     location = _unloc(loc)
     if location is None:
         raise _Mismatch
     return Role(
         name=_str(name), description=_str(description), candidates=tuple(map(_str, candidates)),
         location=location, source=_opt_str(source), axes={_str(a): _unvalues([v])[0] for a, v in axes},
-        orders=tuple(_unorder(o) for o in orders),
+        orders=tuple(_unorder(o) for o in orders), asks_first=tuple(map(_str, asks_first)),
     )
 
 

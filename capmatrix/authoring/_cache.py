@@ -55,7 +55,7 @@ __all__ = [
 ]
 
 #: The layout of an entry; bump it whenever the payload (``_cache_json``) or the digest changes.
-FORMAT = 7
+FORMAT = 8
 #: Entries kept in the cache directory (one per matrix directory and working directory); the oldest
 #: beyond this are removed when one is written.
 MAX_ENTRIES = 32

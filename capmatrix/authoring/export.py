@@ -31,7 +31,7 @@ __all__ = ["FORMAT", "FORMAT_VERSION", "SCHEMA_PATH", "dumps", "export"]
 FORMAT = "capmatrix-export"
 #: ``MAJOR.MINOR``: MINOR grows when fields are added (readers ignore fields they do not know);
 #: MAJOR grows when a field changes meaning or goes away (readers refuse a MAJOR they do not know).
-FORMAT_VERSION = "1.3"
+FORMAT_VERSION = "1.4"
 #: The JSON Schema of the artifact, shipped in the package.
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schema" / "export.schema.json"
 
@@ -225,6 +225,8 @@ def export(matrix: Matrix) -> dict[str, Any]:
         }
         if role.source is not None:
             item["source"] = _text(role.source)
+        if role.asks_first:  # already composed into the orders: for readers that list roles
+            item["asks_first"] = list(role.asks_first)
         if role.orders:
             item["orders"] = [
                 {"when": _when(order.when, every_axis), "candidates": list(order.candidates),

@@ -522,10 +522,13 @@ def _guard_targets(raw: object) -> list[str]:
 
 
 def _role_candidates(raw: object) -> list[str]:
-    """Every kernel name a role's entry lists (its candidates and its orders' candidates)."""
+    """Every name a role's entry lists: candidates, its orders' candidates, the roles it asks first.
+
+    A role that asks a left-out role first goes with it, as one that names a left-out kernel does.
+    """
     if not isinstance(raw, dict):
         return []
-    lists = [raw.get("candidates")]
+    lists = [raw.get("candidates"), raw.get("asks_first")]
     orders = raw.get("orders")
     if isinstance(orders, list):
         lists += [o.get("candidates") for o in orders if isinstance(o, dict)]

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["BACKENDS", "ENGINE", "OVERRIDE_ROLE", "ROLE", "InvalidArgument", "Refusal", "Resolved",
            "SGLangModel", "model_from_hf_config", "resolve"]
 
-#: The role of the generic default, and the role of the model overrides that run before it.
+#: The role of SGLang's choice (it asks the overrides first), and the role of the model overrides.
 #: The engine's name in ``releases.yaml``.
 ENGINE = "sglang"
 ROLE = "sglang_attention"
@@ -448,6 +448,8 @@ class _State:
         if self.prefill is not None and self.prefill == self.decode:  # overrides.py:1127-1140
             self.attn = self.prefill
         elif self.attn is None:
+            # ROLE asks OVERRIDE_ROLE first (asks_first); here with the base the overrides chose nothing
+            # for, so its first orders hold for none of it and the generic default answers.
             self.attn = run.first(ROLE)
         kv = {"sglang_kv_cache_dtype": self.kv}
         if self.attn == "flex_attention":

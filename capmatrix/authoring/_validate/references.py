@@ -9,6 +9,7 @@ from __future__ import annotations
 from capmatrix._core.classes import signatures
 from capmatrix._core.record import replace
 from capmatrix.authoring._validate import hints as _hints
+from capmatrix.authoring._validate.composition import compose
 from capmatrix.authoring._validate.values import _Values, _when_text, open_domains
 from capmatrix.errors import CapabilityError, echo
 from capmatrix.matrix import Matrix, gpu_spelling
@@ -84,9 +85,14 @@ class _Semantics(_Values):
             models[name] = self._model(name, raw, smap, axes, hf_types)
         # Roles come last: their candidates refer to kernels of any file.
         roles: dict[str, Role] = {}
+        asked: dict[str, tuple[_yaml.SourceMap, list[str]]] = {}
         for name, raw, smap in self._entries("role", docs, roles):
             roles[name] = self._role(name, raw, smap, kernels, axes)
+            if "asks_first" in raw:
+                asked[name] = (smap, raw["asks_first"])
         self._check_scopes(axes, kernels, roles, docs)
+        # After the scopes: each order is checked once, against the engine of the role that wrote it.
+        roles = compose(roles, asked, self.order_paths, self.problems)
         # Every condition is read: the int axes get their classes, and what ranges over an axis's
         # values (rules on derived axes, the areas of role orders) is worked out over them.
         axes = self._open_domains(axes, kernels, roles)
@@ -224,11 +230,14 @@ class _Semantics(_Values):
         for order in role.orders:
             here = self._box_region(order.when[0]) if order.when else Region.full(self.space)
             area = (here - taken).merged()
+            # Only the role's own orders are reported here: those it asks first are its others' (keyed
+            # by their role), and a last order without 'when' is shadowed only by orders asked first.
             where = self.order_paths.get((role.name, order.location))
-            if not area and order.when and where is not None:
-                self.fail(where[0], (*where[1], "when"),
-                          "this order never applies: earlier orders take every query it names",
-                          code="E243")
+            if not area and (order.when or role.asks_first) and where is not None:
+                earlier = (f"the orders of {', '.join(map(echo, role.asks_first))} (asks_first) and earlier "
+                           "orders" if role.asks_first else "earlier orders")
+                self.fail(where[0], (*where[1], "when") if order.when else where[1],
+                          f"this order never applies: {earlier} take every query it names", code="E243")
             taken = taken | area
             orders.append(replace(order, area=area.boxes))
         return replace(role, orders=tuple(orders))

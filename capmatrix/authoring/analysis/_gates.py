@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from capmatrix.authoring.analysis._boxes import KernelBoxes, supported_region, witness_of
-from capmatrix.model import Effect, ValueOf
+from capmatrix.model import CORE, Effect, ValueOf
 from capmatrix.regions import Region, intersect
 
 if TYPE_CHECKING:
@@ -225,25 +225,27 @@ def _report(
             if rule.effect is Effect.GRANT and any(intersect(box, s) is not None for s in scope)
             and any(sum(1 for x, y in zip(box, b, strict=True) if not x & y) == 1 for b in merged.boxes)
         )
-    at, witness, model = _witness(space, merged.boxes, matrix.models.values())
+    at, witness, model = _witness(space, merged.boxes, matrix.models.values(), gate.engine)
     serving = tuple(t for t, r in targets.items() if _holds(space, r, witness))
     yield GateReport(code=code, gate=gate, region=merged, rules=rules, witness=witness, at=at,
                      model=model, serving=serving, caught=caught)
 
 
 def _witness(
-    space: Space, boxes: tuple[Box, ...], models: Iterable[ModelFamily]
+    space: Space, boxes: tuple[Box, ...], models: Iterable[ModelFamily], engine: str | None,
 ) -> tuple[int, dict[str, AxisValue], str | None]:
     """A cell to show, the index of its box and the model family it comes from.
 
     In the first box a model family's values lie in: those values over the box's own witness; else
-    the first box's own witness.
+    the first box's own witness. Only the model's values on the core axes and the gate engine's own
+    count: another engine's words for the model (SGLang's architecture) say nothing of this gate.
     """
-    families = list(models)
+    read = {axis.name for axis in space.axes if axis.scope in (CORE, engine)}
+    families = [(m, {a: v for a, v in m.axes.items() if a in read}) for m in models]
     for i, box in enumerate(boxes):
-        for model in families:
+        for model, values in families:
             if all(box[a] >> (axis.index(value) or 0) & 1
                    for a, axis in enumerate(space.axes)
-                   if (value := model.axes.get(axis.name)) is not None):
-                return i, {**witness_of(space, box), **model.axes}, model.name
+                   if (value := values.get(axis.name)) is not None):
+                return i, {**witness_of(space, box), **values}, model.name
     return 0, witness_of(space, boxes[0]), None

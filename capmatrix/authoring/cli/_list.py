@@ -45,8 +45,8 @@ def _kernels(matrix: Matrix, kind: str) -> list[Row]:
 
 def _roles(matrix: Matrix) -> list[Row]:
     return [
-        {"name": r.name, "candidates": list(r.candidates), "description": r.description,
-         "location": str(r.location)}
+        {"name": r.name, "candidates": list(r.candidates), "asks_first": list(r.asks_first),
+         "description": r.description, "location": str(r.location)}
         for r in sorted(matrix.roles.values(), key=lambda r: r.name)
     ]
 
@@ -105,8 +105,11 @@ def _line(what: str, row: Row) -> str:
         return f"{name}{engine}: {row['rules']} rules; {_first_sentence(str(row['description']))}"
     if what == "roles":
         candidates = row["candidates"]
+        first = row["asks_first"]
         assert isinstance(candidates, list)  # noqa: S101 - built above
-        return f"{name}: {', '.join(candidates)}"
+        assert isinstance(first, list)  # noqa: S101 - built above
+        asks = f" (asks {', '.join(first)} first)" if first else ""
+        return f"{name}: {', '.join(candidates)}{asks}"
     if what == "models":
         axes = row["axes"]
         assert isinstance(axes, dict)  # noqa: S101 - built above

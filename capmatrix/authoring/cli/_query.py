@@ -27,7 +27,7 @@ from capmatrix.authoring.cli._common import (
 from capmatrix.authoring.cli._github import problem_annotation
 from capmatrix.authoring.loader import load
 from capmatrix.errors import CapabilityErrors, InvalidQuery
-from capmatrix.model import format_value
+from capmatrix.model import CORE, format_value
 from capmatrix.resolver import CLOSEST_GRANTS, OriginKind, ReasonKind, Verdict
 
 TYPE_CHECKING = False  # not typing's: every command would import it for annotations only
@@ -103,17 +103,29 @@ def read_axes(matrix: Matrix, kernels: Iterable[str],
     return frozenset(read)
 
 
+def foreign_axes(matrix: Matrix, shown: Collection[str]) -> frozenset[str]:
+    """The engine axes not in ``shown``, whose model values say nothing of the answer.
+
+    SGLang's architecture word, a value of the model, is noise on a TensorRT-LLM answer.
+    """
+    return frozenset(a for a, axis in matrix.axes.items() if axis.scope != CORE and a not in shown)
+
+
 def _values_lines(resolution: Resolution, shown_defaults: Collection[str] | None,
-                  role: tuple[str, Collection[str]] | None = None) -> list[str]:
+                  role: tuple[str, Collection[str]] | None = None,
+                  foreign: Collection[str] = ()) -> list[str]:
     """The query's values by origin; axis defaults only where ``shown_defaults`` names them (if given).
 
     ``role``: a role's name and the axes it set for its candidates (shown as the role's, not the query's).
+    ``foreign``: axes whose model values are left out (:func:`foreign_axes`).
     """
     lines: list[str] = []
     by_origin: dict[str, list[str]] = {}
     for name, value in resolution.values.items():
         origin = resolution.origins[name]
         if origin.kind is OriginKind.DEFAULT and shown_defaults is not None and name not in shown_defaults:
+            continue
+        if origin.kind is OriginKind.MODEL and name in foreign:
             continue
         by_origin.setdefault(_label(origin, name, role), []).append(f"{name}={format_value(value)}")
     lines.extend(f"  {label}: {' '.join(items)}" for label, items in by_origin.items())
@@ -129,7 +141,7 @@ def _label(origin: Origin, name: str, role: tuple[str, Collection[str]] | None) 
 
 
 def format_resolution(resolution: Resolution, reasons: Sequence[Reason] | None = None,
-                      *, shown_defaults: Collection[str] | None = None) -> str:
+                      *, shown_defaults: Collection[str] | None = None, foreign: Collection[str] = ()) -> str:
     """Human-readable verdict, query and every reason (``reasons``: another explanation of the same answer).
 
     ``shown_defaults``: the axes whose defaults are worth printing (:func:`read_axes`); None prints all.
@@ -139,7 +151,7 @@ def format_resolution(resolution: Resolution, reasons: Sequence[Reason] | None =
     if why:
         lines.append("  why:")
         lines.extend(f"    {_MARKS[r.kind]} {r.message}" for r in why)
-    lines.extend(_values_lines(resolution, shown_defaults))
+    lines.extend(_values_lines(resolution, shown_defaults, foreign=foreign))
     return "\n".join(lines)
 
 
@@ -191,7 +203,8 @@ def _deciding(resolution: Resolution, reasons: Sequence[Reason], limit: int) -> 
 
 
 def format_short(resolution: Resolution, reasons: Sequence[Reason], suggestions: Sequence[Suggestion],
-                 *, shown_defaults: Collection[str] | None, vary: bool, grants: int | None = None) -> str:
+                 *, shown_defaults: Collection[str] | None, vary: bool, grants: int | None = None,
+                 foreign: Collection[str] = ()) -> str:
     """The short answer: verdict, values, the rules that decided it, the closest grants, what would work.
 
     ``grants``: how many grants the kernel has, so that the ones not shown are counted (None: count
@@ -216,7 +229,7 @@ def format_short(resolution: Resolution, reasons: Sequence[Reason], suggestions:
         if more > 0:
             lines.append(f"    ... and {more} other grant{'s' if more > 1 else ''} (--explain lists "
                          "them, closest first; --closest K sets how many)")
-    lines.extend(_values_lines(resolution, shown_defaults))
+    lines.extend(_values_lines(resolution, shown_defaults, foreign=foreign))
     if resolution.verdict is not Verdict.SUPPORTED:
         lines.extend(_would_work(suggestions, vary=vary, limit=SHOWN_SHORT_SUGGESTIONS))
     return "\n".join(lines)
@@ -306,13 +319,15 @@ def cmd_query(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextIO
                     "suggestions_truncated": found.truncated}, out)
     else:
         shown_defaults = read_axes(matrix, [resolution.kernel], reasons)
+        foreign = foreign_axes(matrix, read_axes(matrix, [resolution.kernel]))
         if args.explain:
-            text = format_resolution(resolution, reasons, shown_defaults=shown_defaults)
+            text = format_resolution(resolution, reasons, shown_defaults=shown_defaults, foreign=foreign)
             if resolution.verdict is not Verdict.SUPPORTED:
                 text += "\n" + "\n".join(_would_work(found, vary=bool(args.vary)))
         else:
             text = format_short(resolution, reasons, found, shown_defaults=shown_defaults,
-                                vary=bool(args.vary), grants=len(matrix.kernels[resolution.kernel].grants))
+                                vary=bool(args.vary), grants=len(matrix.kernels[resolution.kernel].grants),
+                                foreign=foreign)
         out.write(wrap(text, columns()) + "\n")
     return {Verdict.SUPPORTED: EXIT_OK, Verdict.UNSUPPORTED: EXIT_FAIL}.get(
         resolution.verdict, EXIT_DEPENDS
@@ -469,10 +484,13 @@ def format_selection(selection: Selection, also: Sequence[Resolution] = (), *,
         deciding = [reason for r in selection.trace for reason in r.reasons]
         shown = read_axes(matrix, kernels, deciding) if matrix is not None else None
         pinned = None
+        foreign: Collection[str] = ()
         if matrix is not None:
             pinned = (selection.role, [a for a in matrix.roles[selection.role].axes
                                        if a not in selection.query.axes])
-        lines.extend(_values_lines(selection.trace[-1], shown, pinned))
+            order = {a for o in matrix.roles[selection.role].orders for box in o.when for a in box}
+            foreign = foreign_axes(matrix, read_axes(matrix, kernels) | order)
+        lines.extend(_values_lines(selection.trace[-1], shown, pinned, foreign))
     return "\n".join(lines)
 
 

@@ -1,11 +1,11 @@
 """``capmatrix select sglang_attention``: SGLang's whole resolution, as :mod:`capmatrix.engine.sglang` has it.
 
-The role ``sglang_attention`` alone is SGLang's generic default; SGLang first applies its per-architecture
-overrides (``sglang_model_override``), then the page-size snaps and the KV-dtype passes, and refuses at
-argument resolution or at engine start. The command asks :func:`capmatrix.engine.sglang.resolve`, so the
-command line and the Python API give one answer. The model's architecture comes from ``--hf-config`` (its
-``architectures``) or from ``--model`` (the entry's recorded ``hf_config``), and ``--sglang-model-arch``
-names it directly.
+The role ``sglang_attention`` is SGLang's choice (its per-architecture overrides,
+``sglang_model_override``, asked first, then the generic default); SGLang then applies the page-size
+snaps and the KV-dtype passes, and refuses at argument resolution or at engine start. The command asks
+:func:`capmatrix.engine.sglang.resolve`, so the command line and the Python API give one answer. The
+model's architecture comes from ``--hf-config`` (its ``architectures``) or from ``--model`` (the entry's
+recorded ``hf_config``), and ``--sglang-model-arch`` names it directly.
 """
 
 from __future__ import annotations

@@ -179,13 +179,13 @@ class _Header:
             for order in data["roles"][role].get("orders", ()):
                 for box in order["when"]:
                     for axis in box:
-                        # A derived axis (computed from others) or an optional one in an order's
-                        # 'when' has no table in the header: refused rather than answered wrongly.
-                        if axis not in data["axes"] or data["axes"][axis].get("optional"):
+                        # A derived axis (computed from others) in an order's 'when' has no table in
+                        # the header: refused rather than answered wrongly. An optional axis's 'none'
+                        # is a universe value, which the order's masks answer as a rule's do.
+                        if axis not in data["axes"]:
                             raise CodegenError(
-                                f"role {role!r}: an order reads {axis!r}, a derived or optional axis, "
-                                "which the C++ header does not express in orders; name its kernels "
-                                "with --kernel instead"
+                                f"role {role!r}: an order reads {axis!r}, a derived axis, which the C++ "
+                                "header does not express in orders; name its kernels with --kernel instead"
                             )
         chosen = list(dict.fromkeys(kernels))
         for role in roles:
