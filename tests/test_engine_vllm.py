@@ -27,6 +27,10 @@ EVIDENCE = Path(__file__).resolve().parent.parent / "capabilities/evidence"
 RECORDS = sorted(EVIDENCE.glob("vllm_*_selection.json"))
 #: What 0.33.0's grid holds (a later release's grid may differ; each record says its own shape).
 GRID_0330 = {"cells": 20160, "forced": 20}
+#: vLLM's backends whose layers refuse an FP8 KV cache below SM89 when the engine builds them
+#: (TritonAttentionImpl / TritonMLAImpl.__init__), after selection chose them: the recorder asks
+#: selection alone and records them as chosen.
+TRITON_INIT = {"TRITON_ATTN", "TRITON_MLA"}
 
 
 @pytest.fixture(scope="module", params=RECORDS, ids=[p.name for p in RECORDS])
@@ -100,10 +104,28 @@ def test_differential_every_cell(path: Path, tmp_path: Path) -> None:
     assert result.rows == questions + b12x
     refused = result.checks - b12x - questions * (2 + len(record["forced"]))  # one more where none is valid
     assert 0 < refused < questions
+    assert result.init_refused == _refused_at_init(record)
     assert result.agree, (result.failed, [str(d) for d in result.disagreements])
     if record["vllm"]["version"] == "0.34.0":  # the sections this test exists to hold
         assert checkpoint["cells"]
         assert b12x
+
+
+def _refused_at_init(record: dict[str, Any]) -> int:
+    """The grid's questions whose recorded choice vLLM then refuses at engine start: TRITON_ATTN or
+    TRITON_MLA with an FP8 cache below SM89 (the checkpoint's cache reaches the non-MLA layers only,
+    and the checkpoint section holds those alone)."""
+    checkpoint = record.get("checkpoint_kv", {"cells": {}, "columns": []})
+    count = 0
+    for cells, columns in ((record["cells"], record["columns"]), (checkpoint["cells"], checkpoint["columns"])):
+        for key, outcome_ids in cells.items():
+            cap, _head, _dtype, kv, _block = key.split("/")
+            below = tuple(int(part) for part in cap.split(".")) < (8, 9)
+            chosen = [record["outcomes"][oid][0] for oid in outcome_ids]
+            count += sum(1 for backend in chosen if backend in TRITON_INIT and below and kv.startswith("fp8"))
+        assert all(not column.startswith("mla") for column in checkpoint["columns"])
+    assert count > 0
+    return count
 
 
 def test_differential_names_each_disagreement(tmp_path: Path) -> None:
