@@ -117,13 +117,13 @@ def _refused_at_init(record: dict[str, Any]) -> int:
     and the checkpoint section holds those alone)."""
     checkpoint = record.get("checkpoint_kv", {"cells": {}, "columns": []})
     count = 0
-    for cells, columns in ((record["cells"], record["columns"]), (checkpoint["cells"], checkpoint["columns"])):
+    assert all(not column.startswith("mla") for column in checkpoint["columns"])
+    for cells in (record["cells"], checkpoint["cells"]):
         for key, outcome_ids in cells.items():
             cap, _head, _dtype, kv, _block = key.split("/")
             below = tuple(int(part) for part in cap.split(".")) < (8, 9)
             chosen = [record["outcomes"][oid][0] for oid in outcome_ids]
             count += sum(1 for backend in chosen if backend in TRITON_INIT and below and kv.startswith("fp8"))
-        assert all(not column.startswith("mla") for column in checkpoint["columns"])
     assert count > 0
     return count
 

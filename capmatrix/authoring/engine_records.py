@@ -164,12 +164,13 @@ def _text(value: object) -> str:
 # vLLM
 
 
-def _vllm_choice(kwargs: dict[str, Any], selected: str | None = None) -> tuple[str | None, tuple[str, ...], bool]:
-    """The backend the adapter picks (None when none is valid), the backends it refused, and whether vLLM
-    refuses at engine start after it picked the backend.
+def _vllm_choice(kwargs: dict[str, Any],
+                 selected: str | None = None) -> tuple[str | None, tuple[str, ...], bool]:
+    """The adapter's pick (None: none valid), the backends it refused, and whether vLLM then refuses it.
 
-    There (:class:`vllm.EngineRefused` with ``selected``) the backend it picked is the answer: the recorder
-    asked selection alone, so that is what it recorded. A refusal before selection propagates.
+    Where vLLM refuses at engine start after selection (:class:`vllm.EngineRefused` with ``selected``),
+    the backend it picked is the answer: the recorder asked selection alone, so that is what it recorded.
+    A refusal before selection propagates.
     """
     try:
         return vllm.select_backend(**kwargs, selected=selected), (), False
