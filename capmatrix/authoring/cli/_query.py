@@ -484,8 +484,8 @@ def format_selection(selection: Selection, also: Sequence[Resolution] = (), *,
     """
     lines = [_selection_head(selection, matrix, refusal)]
     whole = engine_refusal(selection, matrix) is not None  # the refusal is the answer: its text uncut
-    shown = (*selection.trace, refusal) if refusal is not None else selection.trace
-    for resolution in shown:
+    answered = (*selection.trace, refusal) if refusal is not None else selection.trace
+    for resolution in answered:
         mark = "=>" if resolution.kernel == selection.kernel else "!!" if resolution is refusal else "  "
         if not explain:
             limit = _NO_LIMIT if whole or resolution is refusal else CANDIDATE_REASON
