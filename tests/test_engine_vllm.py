@@ -20,7 +20,7 @@ from record_spread import spread
 import capmatrix
 from capmatrix.authoring.cli import run
 from capmatrix.authoring.engine_records import compare_record
-from capmatrix.engine.vllm import ROLE, NoValidBackend, backend_order, select_backend
+from capmatrix.engine.vllm import ROLE, EngineRefused, NoValidBackend, backend_order, select_backend
 
 EVIDENCE = Path(__file__).resolve().parent.parent / "capabilities/evidence"
 #: Every recorded release's grid: each is held to its own record (a new release adds its file).
@@ -60,8 +60,11 @@ def _kwargs(key: str, column: str) -> dict[str, Any]:
 
 
 def _forced_valid(kwargs: dict[str, Any], backend: str) -> bool:
+    """Whether vLLM's validation accepts ``backend`` forced: refused only at its init, it was accepted."""
     try:
         select_backend(**kwargs, selected=backend)  # kwargs carry the release
+    except EngineRefused as refused:
+        return refused.selected == backend
     except NoValidBackend:
         return False
     return True
@@ -218,11 +221,15 @@ def test_cli_select_answers_the_same(record: dict[str, Any]) -> None:
     every column (whether that is vLLM's answer is the differential's question, and the data gate's)."""
     keys = sorted(record["cells"])[::613]
     assert len(keys) >= 6
+    stopped = 0
     for key in keys:
         for column in record["columns"]:
             kw = _kwargs(key, column)
+            stage = None  # the check that stops vLLM after it picked ``want``, if any
             try:
                 want: str | None = select_backend(**kw, version=record["vllm"]["version"])
+            except EngineRefused as exc:
+                want, stage = exc.selected, exc.stage
             except NoValidBackend:
                 want = None
             major, minor = kw["capability"]
@@ -237,9 +244,14 @@ def test_cli_select_answers_the_same(record: dict[str, Any]) -> None:
                 argv += ["--block-size", str(kw["block_size"])]
             out, err = io.StringIO(), io.StringIO()
             code = run(argv, out, err)
-            kernel = json.loads(out.getvalue())["kernel"]
+            answer = json.loads(out.getvalue())
+            kernel = answer["kernel"]
             got = kernel and kernel.removeprefix("vllm_").upper()
             assert got == want, (key, column, code, err.getvalue())
+            assert answer.get("engine_start", {}).get("kernel") == stage, (key, column)
+            assert code == (1 if stage or want is None else 0), (key, column)
+            stopped += stage is not None
+    assert stopped > 0  # the spread holds cells vLLM stops at TRITON_ATTN's / TRITON_MLA's init
 
 
 def test_repeated_selection_is_remembered_per_matrix() -> None:
