@@ -131,6 +131,30 @@ def _refused_at_init(record: dict[str, Any]) -> int:
     return count
 
 
+def test_init_refusals_are_compared_by_the_pick(tmp_path: Path) -> None:
+    """A cell whose recorded choice vLLM then refuses at its init: compared by the backend the adapter says
+    vLLM picked (EngineRefused.selected) and counted; a record that says another backend disagrees."""
+    record = json.loads(RECORDS[0].read_text(encoding="utf-8"))
+    key, outcome_ids = next((k, ids) for k, ids in sorted(record["cells"].items())
+                            if any(record["outcomes"][oid][0] in TRITON_INIT for oid in ids)
+                            and k.split("/")[3].startswith("fp8") and k.startswith(("8.0/", "8.6/")))
+    record["cells"] = {key: outcome_ids}
+    one = tmp_path / "one" / RECORDS[0].name
+    one.parent.mkdir()
+    one.write_text(json.dumps(record), encoding="utf-8")
+    result = compare_record(one)
+    assert result.agree, [str(d) for d in result.disagreements]
+    assert result.init_refused == _refused_at_init(record)
+    column = next(i for i, oid in enumerate(outcome_ids) if record["outcomes"][oid][0] in TRITON_INIT)
+    want, order_id, rsets = record["outcomes"][outcome_ids[column]]
+    record["outcomes"].append(["FLEX_ATTENTION", order_id, rsets])
+    record["cells"][key] = [*outcome_ids[:column], len(record["outcomes"]) - 1, *outcome_ids[column + 1:]]
+    lying = tmp_path / RECORDS[0].name
+    lying.write_text(json.dumps(record), encoding="utf-8")
+    told = compare_record(lying)
+    assert [(d.field, d.recorded, d.matrix) for d in told.disagreements] == [("auto", "FLEX_ATTENTION", want)]
+
+
 def test_differential_names_each_disagreement(tmp_path: Path) -> None:
     """A record that says otherwise than the matrix in one cell: the comparison names that cell, what vLLM
     said and what the matrix says, and nothing else."""

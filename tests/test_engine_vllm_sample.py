@@ -198,7 +198,7 @@ def test_sample_0340_differential(tmp_path: Path) -> None:
 TRITON_INIT = {"TRITON_ATTN", "TRITON_MLA"}
 
 
-def _refused_at_init(rows: list[list[dict[str, Any]]]) -> int:
+def _refused_at_init(rows: list[list[dict[str, Any]]], *, allow_none: bool = False) -> int:
     """The records whose recorded automatic or forced choice vLLM then refuses as it builds the layers.
 
     The KV dtype is the one the layer passed (``layer``, from 0.34.0: a checkpoint's reaches non-MLA
@@ -213,8 +213,23 @@ def _refused_at_init(rows: list[list[dict[str, Any]]]) -> int:
         picked = {answer["chosen"], answer["forced"].get("backend") if config["forced"] else None}
         refused = (kv.startswith("fp8") and cap < (8, 9)) or (kv == "bfloat16" and cap < (8, 0))
         count += bool(picked & TRITON_INIT) and refused
-    assert count > 0
+    assert count > 0 or allow_none
     return count
+
+
+def test_start_refusals_are_counted_apart(sample: tuple[dict[str, Any], list[list[dict[str, Any]]]],
+                                         tmp_path: Path) -> None:
+    """A row the worker refuses (bf16 below SM80) is left out as ``start_refused``; a row whose pick
+    TRITON_ATTN's init refuses is compared by the pick and counted as ``init_refused``."""
+    head, rows = sample
+    worker = next(row for row in rows if row[0]["dtype"] == "bf16" and tuple(row[0]["capability"]) < (8, 0))
+    init = next(row for row in rows if _refused_at_init([row], allow_none=True))
+    path = tmp_path / RECORD.name
+    with gzip.open(path, "wt", encoding="utf-8") as out:
+        out.write("\n".join(json.dumps(line) for line in (head, worker, init)) + "\n")
+    result = compare_record(path)
+    assert (result.rows, result.start_refused, result.init_refused) == (2, 1, 1)
+    assert result.agree, [str(d) for d in result.disagreements]
 
 
 def _below_worker_check(rows: list[list[dict[str, Any]]]) -> int:

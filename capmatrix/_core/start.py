@@ -18,10 +18,9 @@ def refused_at_start(resolver: Resolver, kernel: str, query: KernelQuery) -> Res
 
     ``query`` is the one ``kernel`` was chosen for (its ``kernel`` field is replaced): the engine asks
     each such gate the same question when it builds its layers (vLLM's ``TritonAttentionImpl.__init__``),
-    after selection has answered. A kernel without a guard, or a name the matrix lacks, has none.
+    after selection has answered. A kernel without a guard has none.
     """
-    found = resolver.matrix.kernels.get(kernel)
-    guard = None if found is None else found.guards
+    guard = resolver.matrix.kernels[kernel].guards
     if guard is None:
         return None
     for gate in guard.caught_by:

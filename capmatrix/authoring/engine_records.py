@@ -286,7 +286,9 @@ def _vllm_sample(header: dict[str, Any], rows: list[Any], found: _Found, version
                  matrix: Matrix | None) -> tuple[int, int]:
     """Compare every row; return how many were left out: the recorder's artefact, and vLLM's start refusals.
 
-    The recorder never starts a worker, so it asks selection where vLLM stops at engine start.
+    The recorder never starts a worker, so it asks selection where vLLM stops at engine start. A row
+    whose pick vLLM refuses as it builds the backend's layers is compared (by the pick), not left out:
+    ``found`` counts it.
     """
     artefacts = start_refused = 0
     key = order_key(version)
