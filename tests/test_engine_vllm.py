@@ -20,13 +20,17 @@ from record_spread import spread
 import capmatrix
 from capmatrix.authoring.cli import run
 from capmatrix.authoring.engine_records import compare_record
-from capmatrix.engine.vllm import ROLE, NoValidBackend, backend_order, select_backend
+from capmatrix.engine.vllm import ROLE, EngineRefused, NoValidBackend, backend_order, select_backend
 
 EVIDENCE = Path(__file__).resolve().parent.parent / "capabilities/evidence"
 #: Every recorded release's grid: each is held to its own record (a new release adds its file).
 RECORDS = sorted(EVIDENCE.glob("vllm_*_selection.json"))
 #: What 0.33.0's grid holds (a later release's grid may differ; each record says its own shape).
 GRID_0330 = {"cells": 20160, "forced": 20}
+#: vLLM's backends whose layers refuse an FP8 KV cache below SM89 when the engine builds them
+#: (TritonAttentionImpl / TritonMLAImpl.__init__), after selection chose them: the recorder asks
+#: selection alone and records them as chosen.
+TRITON_INIT = {"TRITON_ATTN", "TRITON_MLA"}
 
 
 @pytest.fixture(scope="module", params=RECORDS, ids=[p.name for p in RECORDS])
@@ -56,8 +60,11 @@ def _kwargs(key: str, column: str) -> dict[str, Any]:
 
 
 def _forced_valid(kwargs: dict[str, Any], backend: str) -> bool:
+    """Whether vLLM's validation accepts ``backend`` forced: refused only at its init, it was accepted."""
     try:
         select_backend(**kwargs, selected=backend)  # kwargs carry the release
+    except EngineRefused as refused:
+        return refused.selected == backend
     except NoValidBackend:
         return False
     return True
@@ -100,10 +107,52 @@ def test_differential_every_cell(path: Path, tmp_path: Path) -> None:
     assert result.rows == questions + b12x
     refused = result.checks - b12x - questions * (2 + len(record["forced"]))  # one more where none is valid
     assert 0 < refused < questions
+    assert result.init_refused == _refused_at_init(record)
     assert result.agree, (result.failed, [str(d) for d in result.disagreements])
     if record["vllm"]["version"] == "0.34.0":  # the sections this test exists to hold
         assert checkpoint["cells"]
         assert b12x
+
+
+def _refused_at_init(record: dict[str, Any]) -> int:
+    """The grid's questions whose recorded choice vLLM then refuses at engine start: TRITON_ATTN or
+    TRITON_MLA with an FP8 cache below SM89 (the checkpoint's cache reaches the non-MLA layers only,
+    and the checkpoint section holds those alone)."""
+    checkpoint = record.get("checkpoint_kv", {"cells": {}, "columns": []})
+    count = 0
+    assert all(not column.startswith("mla") for column in checkpoint["columns"])
+    for cells in (record["cells"], checkpoint["cells"]):
+        for key, outcome_ids in cells.items():
+            cap, _head, _dtype, kv, _block = key.split("/")
+            below = tuple(int(part) for part in cap.split(".")) < (8, 9)
+            chosen = [record["outcomes"][oid][0] for oid in outcome_ids]
+            count += sum(1 for backend in chosen if backend in TRITON_INIT and below and kv.startswith("fp8"))
+    assert count > 0
+    return count
+
+
+def test_init_refusals_are_compared_by_the_pick(tmp_path: Path) -> None:
+    """A cell whose recorded choice vLLM then refuses at its init: compared by the backend the adapter says
+    vLLM picked (EngineRefused.selected) and counted; a record that says another backend disagrees."""
+    record = json.loads(RECORDS[0].read_text(encoding="utf-8"))
+    key, outcome_ids = next((k, ids) for k, ids in sorted(record["cells"].items())
+                            if any(record["outcomes"][oid][0] in TRITON_INIT for oid in ids)
+                            and k.split("/")[3].startswith("fp8") and k.startswith(("8.0/", "8.6/")))
+    record["cells"] = {key: outcome_ids}
+    one = tmp_path / "one" / RECORDS[0].name
+    one.parent.mkdir()
+    one.write_text(json.dumps(record), encoding="utf-8")
+    result = compare_record(one)
+    assert result.agree, [str(d) for d in result.disagreements]
+    assert result.init_refused == _refused_at_init(record)
+    column = next(i for i, oid in enumerate(outcome_ids) if record["outcomes"][oid][0] in TRITON_INIT)
+    want, order_id, rsets = record["outcomes"][outcome_ids[column]]
+    record["outcomes"].append(["FLEX_ATTENTION", order_id, rsets])
+    record["cells"][key] = [*outcome_ids[:column], len(record["outcomes"]) - 1, *outcome_ids[column + 1:]]
+    lying = tmp_path / RECORDS[0].name
+    lying.write_text(json.dumps(record), encoding="utf-8")
+    told = compare_record(lying)
+    assert [(d.field, d.recorded, d.matrix) for d in told.disagreements] == [("auto", "FLEX_ATTENTION", want)]
 
 
 def test_differential_names_each_disagreement(tmp_path: Path) -> None:
@@ -196,11 +245,15 @@ def test_cli_select_answers_the_same(record: dict[str, Any]) -> None:
     every column (whether that is vLLM's answer is the differential's question, and the data gate's)."""
     keys = sorted(record["cells"])[::613]
     assert len(keys) >= 6
+    stopped = 0
     for key in keys:
         for column in record["columns"]:
             kw = _kwargs(key, column)
+            stage = None  # the check that stops vLLM after it picked ``want``, if any
             try:
                 want: str | None = select_backend(**kw, version=record["vllm"]["version"])
+            except EngineRefused as exc:
+                want, stage = exc.selected, exc.stage
             except NoValidBackend:
                 want = None
             major, minor = kw["capability"]
@@ -215,9 +268,14 @@ def test_cli_select_answers_the_same(record: dict[str, Any]) -> None:
                 argv += ["--block-size", str(kw["block_size"])]
             out, err = io.StringIO(), io.StringIO()
             code = run(argv, out, err)
-            kernel = json.loads(out.getvalue())["kernel"]
+            answer = json.loads(out.getvalue())
+            kernel = answer["kernel"]
             got = kernel and kernel.removeprefix("vllm_").upper()
             assert got == want, (key, column, code, err.getvalue())
+            assert answer.get("engine_start", {}).get("kernel") == stage, (key, column)
+            assert code == (1 if stage or want is None else 0), (key, column)
+            stopped += stage is not None
+    assert stopped > 0  # the spread holds cells vLLM stops at TRITON_ATTN's / TRITON_MLA's init
 
 
 def test_repeated_selection_is_remembered_per_matrix() -> None:

@@ -107,6 +107,7 @@ def test_sample_differential(
     assert result.rows == len(rows)
     assert result.artefacts == 0  # 0.33.0's recorder has no mm-prefix artefact to leave out
     assert result.start_refused == _below_worker_check(rows)
+    assert result.init_refused == _refused_at_init(rows)
     assert result.agree, (result.failed, [str(d) for d in result.disagreements])
 
 
@@ -188,7 +189,47 @@ def test_sample_0340_differential(tmp_path: Path) -> None:
     assert result.rows == len(rows)
     assert result.artefacts <= sum(1 for config, _answer in rows if recorder_mm_prefix_artefact(config))
     assert result.start_refused == _below_worker_check(rows)
+    assert result.init_refused == _refused_at_init(rows)
     assert result.agree, (result.failed, [str(d) for d in result.disagreements])
+
+
+#: vLLM's backends whose layers refuse an FP8 KV cache below SM89 (and a bfloat16 one below SM80) when
+#: the engine builds them (TritonAttentionImpl / TritonMLAImpl.__init__), after selection chose them.
+TRITON_INIT = {"TRITON_ATTN", "TRITON_MLA"}
+
+
+def _refused_at_init(rows: list[list[dict[str, Any]]], *, allow_none: bool = False) -> int:
+    """The records whose recorded automatic or forced choice vLLM then refuses as it builds the layers.
+
+    The KV dtype is the one the layer passed (``layer``, from 0.34.0: a checkpoint's reaches non-MLA
+    layers only); the worker's refusal (bf16 below SM80) comes first.
+    """
+    count = 0
+    for config, answer in rows:
+        cap = tuple(config["capability"])
+        kv = answer.get("layer", {}).get("kv_cache_dtype", config["kv_cache_dtype"])
+        if config["dtype"] == "bf16" and cap < (8, 0):
+            continue
+        picked = {answer["chosen"], answer["forced"].get("backend") if config["forced"] else None}
+        refused = (kv.startswith("fp8") and cap < (8, 9)) or (kv == "bfloat16" and cap < (8, 0))
+        count += bool(picked & TRITON_INIT) and refused
+    assert count > 0 or allow_none
+    return count
+
+
+def test_start_refusals_are_counted_apart(sample: tuple[dict[str, Any], list[list[dict[str, Any]]]],
+                                         tmp_path: Path) -> None:
+    """A row the worker refuses (bf16 below SM80) is left out as ``start_refused``; a row whose pick
+    TRITON_ATTN's init refuses is compared by the pick and counted as ``init_refused``."""
+    head, rows = sample
+    worker = next(row for row in rows if row[0]["dtype"] == "bf16" and tuple(row[0]["capability"]) < (8, 0))
+    init = next(row for row in rows if _refused_at_init([row], allow_none=True))
+    path = tmp_path / RECORD.name
+    with gzip.open(path, "wt", encoding="utf-8") as out:
+        out.write("\n".join(json.dumps(line) for line in (head, worker, init)) + "\n")
+    result = compare_record(path)
+    assert (result.rows, result.start_refused, result.init_refused) == (2, 1, 1)
+    assert result.agree, [str(d) for d in result.disagreements]
 
 
 def _below_worker_check(rows: list[list[dict[str, Any]]]) -> int:

@@ -1,14 +1,19 @@
-"""vLLM's engine-start refusals: the worker's bf16 check below SM80, through the adapter and the CLI."""
+"""vLLM's engine-start refusals through the adapter and the CLI: the worker's bf16 check below SM80, and
+TRITON_ATTN's init after selection (FP8 below SM89) in ``select``."""
 
 from __future__ import annotations
 
 import io
+import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 import capmatrix
+from capmatrix import KernelQuery
 from capmatrix.authoring.cli import run
+from capmatrix.authoring.cli._query import format_selection, selection_verdict, start_refusal
 from capmatrix.engine.vllm import (
     ROLE,
     EngineRefused,
@@ -17,6 +22,8 @@ from capmatrix.engine.vllm import (
     select_backend,
     valid_backends,
 )
+from capmatrix.query import ANY
+from capmatrix.resolver import Verdict
 
 VERSIONS = capmatrix.default_matrix().releases["vllm"].names
 T4: dict[str, Any] = {"capability": (7, 5), "head_size": 128, "kv_cache_dtype": "auto", "block_size": None,
@@ -107,3 +114,109 @@ def test_select_refuses_on_a_t4() -> None:
     code, out = cli("select", ROLE, "--gpu", "T4", "--dtype", "fp16", "--head-dim", "128",
                     "--kv-cache-dtype", "auto", "--attention", "gqa")
     assert (code, out.splitlines()[0]) == (0, f"{ROLE}: vllm_triton_attn")
+
+
+# ---- after selection: TRITON_ATTN's init refuses an FP8 cache below SM89 (vllm_triton_attn_init) -------
+
+REFUSED = "vllm_triton_attn, then refused at engine start by gate vllm_triton_attn_init"
+T4_FP8 = ("select", ROLE, "--gpu", "T4", "--kv-cache-dtype", "fp8", "--dtype", "fp16", "--model",
+          "llama3_1_8b")
+
+
+def test_select_shows_the_pick_then_the_refusal_at_its_init() -> None:
+    """The winner vLLM's selection picks, then the gate that stops the engine, with vLLM's text whole."""
+    code, out = cli(*T4_FP8)
+    assert code == 1  # as the worker's refusal
+    lines = out.splitlines()
+    flat = " ".join(line.strip() for line in lines)
+    assert flat.startswith(f"{ROLE}: {REFUSED} ")
+    assert "=> vllm_triton_attn: supported" in flat
+    assert "!! vllm_triton_attn_init: unsupported; - vllm_triton_attn_init.fp8_below_sm89" in flat
+    assert "native FP8 (fp8e4nv) requires SM89+. Re-run with --kv-cache-dtype bfloat16." in flat
+    assert flat.index("=> vllm_triton_attn") < flat.index("!! vllm_triton_attn_init")
+
+
+@pytest.mark.parametrize(("kv", "gpu"), [("auto", "T4"), ("fp8", "L4"), ("fp8", "H100")])
+def test_select_without_a_refusal_is_unchanged(kv: str, gpu: str) -> None:
+    """A 16-bit cache on a T4, FP8 from SM89: the winner alone, exit 0, no start check shown."""
+    code, out = cli("select", ROLE, "--gpu", gpu, "--kv-cache-dtype", kv, "--dtype", "fp16", "--model",
+                    "llama3_1_8b")
+    assert code == 0
+    assert "engine start" not in out
+    assert "!!" not in out
+
+
+def test_select_json_carries_the_refusal() -> None:
+    code, out = cli(*T4_FP8, "--json")
+    assert code == 1
+    data = json.loads(out)
+    assert (data["kernel"], data["verdict"]) == ("vllm_triton_attn", "unsupported")
+    assert data["trace"][-1]["verdict"] == "supported"  # selection's own answer is kept
+    start = data["engine_start"]
+    assert (start["kernel"], start["verdict"]) == ("vllm_triton_attn_init", "unsupported")
+    exclusions = [r for r in start["reasons"] if r["kind"] == "exclude"]
+    assert [r["rule"] for r in exclusions] == ["vllm_triton_attn_init.fp8_below_sm89"]
+    assert "Re-run with --kv-cache-dtype" in exclusions[0]["reason"]
+    code, out = cli(*T4_FP8[:-4], "--kv-cache-dtype", "auto", "--dtype", "fp16", "--model", "llama3_1_8b",
+                    "--json")
+    assert code == 0
+    assert "engine_start" not in json.loads(out)
+
+
+def test_select_per_gpu_refuses_below_sm89_only() -> None:
+    """``--gpu all``: the GPUs below SM89 show the pick and the refusal; SM89 and above their winner."""
+    argv = ("select", ROLE, "--gpu", "all", "--kv-cache-dtype", "fp8", "--dtype", "fp16", "--model",
+            "llama3_1_8b", "--json")
+    code, out = cli(*argv)
+    assert code == 3  # some GPUs run, some stop: it depends on the GPU
+    rows = json.loads(out)["gpus"]
+    assert rows
+    for row in rows:
+        if row["kernel"] == "vllm_triton_attn":
+            assert row["sm"] < 89
+            assert row["verdict"] == "unsupported"
+            assert row["answer"] == REFUSED
+            assert row["engine_start"] == {"gate": "vllm_triton_attn_init", "verdict": "unsupported",
+                                           "rule": "vllm_triton_attn_init.fp8_below_sm89"}
+        else:
+            assert row["verdict"] == "supported"
+            assert "engine_start" not in row
+    assert {row["sm"] for row in rows if row["kernel"] == "vllm_triton_attn"} == {75}
+    assert any(row["sm"] >= 89 for row in rows if row["verdict"] == "supported")
+    code, text = cli(*argv[:-1])
+    assert (code, f"  {REFUSED}:" in text.splitlines()) == (3, True)
+
+
+def test_the_start_check_that_depends_says_so() -> None:
+    """A start check left open by the query: the head says it depends and the verdict is depends.
+
+    No shipped query reaches it (the winner reads the axes its checks read), so it is asked directly."""
+    matrix = capmatrix.default_matrix()
+    selection = capmatrix.select(ROLE, KernelQuery(sm=75, dtype="fp16", kv_cache_dtype="auto",
+                                                   attention="gqa", head_dim=128), matrix)
+    assert selection.kernel == "vllm_triton_attn"
+    open_check = capmatrix.resolve(KernelQuery("vllm_triton_attn_init", sm=75, kv_cache_dtype=ANY), matrix)
+    assert open_check.verdict is Verdict.DEPENDS
+    assert selection_verdict(selection, open_check) is Verdict.DEPENDS
+    assert selection_verdict(selection, None) is Verdict.SUPPORTED
+    text = format_selection(selection, matrix=matrix, refusal=open_check)
+    assert text.splitlines()[0] == (f"{ROLE}: vllm_triton_attn, then at engine start gate "
+                                    "vllm_triton_attn_init depends on values the query leaves open")
+    assert "!! vllm_triton_attn_init: depends" in text
+    explained = format_selection(selection, matrix=matrix, refusal=open_check, explain=True)
+    assert "!! vllm_triton_attn_init: depends" in explained
+    assert start_refusal(selection, matrix) is None  # auto: TRITON_ATTN's init admits it
+
+
+def test_a_selection_that_already_depends_keeps_its_verdict() -> None:
+    """An earlier candidate that depends makes the answer depend, whatever the start check says."""
+    matrix = capmatrix.default_matrix()
+    selection = capmatrix.select(ROLE, KernelQuery(sm=75, dtype="fp16", kv_cache_dtype="fp8",
+                                                   attention="gqa", head_dim=128), matrix)
+    refusal = start_refusal(selection, matrix)
+    assert refusal is not None
+    assert refusal.verdict is Verdict.UNSUPPORTED
+    pending = replace(selection, trace=(replace(selection.trace[0], verdict=Verdict.DEPENDS),
+                                        *selection.trace[1:]))
+    assert selection_verdict(pending, refusal) is Verdict.DEPENDS
+    assert selection_verdict(selection, refusal) is Verdict.UNSUPPORTED

@@ -43,6 +43,7 @@ CORE: dict[str, int] = {
     "capmatrix._shipped.payload": 5,
     "capmatrix._core.explain": 6,
     "capmatrix.resolver": 7,
+    "capmatrix._core.start": 8,
     "capmatrix._shipped.artifact": 8,
     "capmatrix.releases": 8,
     "capmatrix._shipped.default": 11,

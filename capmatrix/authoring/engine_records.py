@@ -76,6 +76,11 @@ class RecordComparison:
     #: Rows vLLM refuses at engine start (its worker's dtype check), which the recorder skips: it asks
     #: selection directly, with the capability faked. The adapter refuses them (EngineRefused).
     start_refused: int = 0
+    #: Rows (a grid's cell and column, a sample's line) where vLLM picks or validates a backend and then
+    #: refuses at engine start as it builds that backend's layers (an FP8 cache on TRITON_ATTN below
+    #: SM89). The recorder asked selection alone; the adapter raises EngineRefused, and its ``selected``
+    #: is compared with the recorded choice.
+    init_refused: int = 0
     #: The command that re-records the file from the engine's code (the record's own ``regenerate``).
     regenerate: str
 
@@ -129,6 +134,8 @@ class _Found:
         self.failed = 0
         self.shown: list[RecordDisagreement] = []
         self.checks = 0
+        #: Rows whose automatic or forced choice vLLM refuses at engine start after selection.
+        self.init_refused = 0
 
     def check(self, cell: str, field: str, recorded: object, matrix: object) -> bool:
         self.checks += 1
@@ -143,6 +150,7 @@ class _Found:
     def merge(self, other: _Found) -> None:
         self.checks += other.checks
         self.failed += other.failed
+        self.init_refused += other.init_refused
         self.shown.extend(other.shown[: MAX_SHOWN - len(self.shown)])
 
 
@@ -156,26 +164,41 @@ def _text(value: object) -> str:
 # vLLM
 
 
-def _vllm_choice(kwargs: dict[str, Any], selected: str | None = None) -> tuple[str | None, tuple[str, ...]]:
-    """The backend the adapter picks (None when none is valid) and, then, the backends it refused."""
+def _vllm_choice(kwargs: dict[str, Any],
+                 selected: str | None = None) -> tuple[str | None, tuple[str, ...], bool]:
+    """The adapter's pick (None: none valid), the backends it refused, and whether vLLM then refuses it.
+
+    Where vLLM refuses at engine start after selection (:class:`vllm.EngineRefused` with ``selected``),
+    the backend it picked is the answer: the recorder asked selection alone, so that is what it recorded.
+    A refusal before selection propagates.
+    """
     try:
-        return vllm.select_backend(**kwargs, selected=selected), ()
+        return vllm.select_backend(**kwargs, selected=selected), (), False
+    except vllm.EngineRefused as exc:
+        if exc.selected is None:
+            raise
+        return exc.selected, (), True
     except vllm.NoValidBackend as exc:
-        return None, exc.backends
+        return None, exc.backends, False
 
 
 def _vllm_cell(found: _Found, cell: str, kwargs: dict[str, Any], answer: tuple[Any, list[str], list[Any]],
-               forced: list[str]) -> None:
-    """One vLLM question: the automatic choice, the order, the refused list, each forced backend."""
+               forced: list[str]) -> bool:
+    """One vLLM question: the automatic choice, the order, the refused list, each forced backend.
+
+    Returns whether the automatic choice is one vLLM refuses when it builds its layers.
+    """
     want, order, verdicts = answer
-    got, rejected = _vllm_choice(kwargs)
+    got, rejected, init_refused = _vllm_choice(kwargs)
     found.check(cell, "auto", want, got)
     found.check(cell, "order", list(order), list(vllm.backend_order(**kwargs)))
     if got is None:  # NoValidBackend names every backend in vLLM's order
         found.check(cell, "refused", list(order), list(rejected))
+    # vLLM's validation verdicts: a backend its layers' init refuses later is valid here, as recorded
     mine = vllm.valid_backends(**kwargs, selected=forced)
     for backend, valid in zip(forced, verdicts, strict=True):
         found.check(cell, backend, "valid" if valid else "refused", "valid" if mine[backend] else "refused")
+    return init_refused
 
 
 def _vllm_grid_kwargs(key: str, column: str, version: str, matrix: Matrix | None) -> dict[str, Any]:
@@ -205,8 +228,8 @@ def _vllm_grid(header: dict[str, Any], found: _Found, version: str, matrix: Matr
                 if from_checkpoint:
                     kwargs["checkpoint_kv_cache_dtype"] = kwargs["kv_cache_dtype"]
                     kwargs["kv_cache_dtype"] = "auto"
-                _vllm_cell(found, f"{prefix}{key} {column}", kwargs,
-                           (want, header["orders"][order_id], verdicts), forced)
+                found.init_refused += _vllm_cell(found, f"{prefix}{key} {column}", kwargs,
+                                                 (want, header["orders"][order_id], verdicts), forced)
     # B12X forced with b12x installed (vllm_b12x), where the record asks it: every other answer is the
     # plain cell's.
     b12x = header.get("b12x_installed")
@@ -250,10 +273,12 @@ def _vllm_sample_row(config: dict[str, Any], answer: dict[str, Any], forced: lis
     cell = json.dumps(config, sort_keys=True)
     kwargs = vllm_sample_kwargs(config, version, matrix)
     verdicts = [answer["verdicts"][backend] == [] for backend in forced]
-    _vllm_cell(found, cell, kwargs, (answer["chosen"], answer["order"], verdicts), forced)
+    refused = _vllm_cell(found, cell, kwargs, (answer["chosen"], answer["order"], verdicts), forced)
     if config["forced"] is not None:
-        found.check(cell, f"forced {config['forced']!r}", answer["forced"].get("backend"),
-                    _vllm_choice(kwargs, config["forced"])[0])
+        chosen, _rejected, forced_refused = _vllm_choice(kwargs, config["forced"])
+        found.check(cell, f"forced {config['forced']!r}", answer["forced"].get("backend"), chosen)
+        refused = refused or forced_refused
+    found.init_refused = int(refused)
     return found
 
 
@@ -261,7 +286,9 @@ def _vllm_sample(header: dict[str, Any], rows: list[Any], found: _Found, version
                  matrix: Matrix | None) -> tuple[int, int]:
     """Compare every row; return how many were left out: the recorder's artefact, and vLLM's start refusals.
 
-    The recorder never starts a worker, so it asks selection where vLLM stops at engine start.
+    The recorder never starts a worker, so it asks selection where vLLM stops at engine start. A row
+    whose pick vLLM refuses as it builds the backend's layers is compared (by the pick), not left out:
+    ``found`` counts it.
     """
     artefacts = start_refused = 0
     key = order_key(version)
@@ -382,6 +409,7 @@ def compare_record(path: Path, matrix: Matrix | None = None, *, engine: str | No
     return RecordComparison(path=path.as_posix(), engine=engine, version=version, kind=kind, rows=rows_count,
                             checks=found.checks, failed=found.failed, disagreements=tuple(found.shown),
                             artefacts=artefacts, start_refused=start_refused,
+                            init_refused=found.init_refused,
                             regenerate=str(header.get("regenerate", "")))
 
 

@@ -329,6 +329,9 @@ def _record_one(matrix: Matrix, engine: str, kind: str, path: Path) -> OracleRes
     if result.start_refused:
         note += (f", {result.start_refused} refused at engine start (the recorder asks selection past "
                  "the worker's checks)")
+    if result.init_refused:
+        note += (f", {result.init_refused} refused at engine start after selection (compared by the "
+                 "backend vLLM picked)")
     return OracleResult(oracle="records", item=item, checks=result.checks, failed=result.failed,
                         disagreements=shown[:MAX_SHOWN], note=note)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Mapping, Sequence
 
-from capmatrix._core.answers import ReasonKind
+from capmatrix._core.start import refused_at_start, refusing_reason
 from capmatrix._shipped.default import _resolver
 from capmatrix.errors import CapmatrixError, InvalidArgument, did_you_mean
 from capmatrix.model import NONE
@@ -162,22 +162,38 @@ class NoValidBackend(CapmatrixError, ValueError):
 
 
 class EngineRefused(NoValidBackend):
-    """vLLM stops at engine start, before any backend runs: a start check of the matrix refuses.
+    """vLLM stops at engine start: a start check of the matrix refuses, before or after selection.
 
-    A start check is a gate the role ``vllm_attention`` names as the only candidate of an order (no
-    ``AttentionBackendEnum`` member): ``stage`` is that gate (``vllm_worker_init``), ``rule`` its refusing
-    rule and ``text`` the rule's reason, vLLM's message with its remedy. A forced backend does not get
-    past it either. It is a :class:`NoValidBackend`, with no backend rejected.
+    ``stage`` is the refusing gate, ``rule`` its refusing rule and ``text`` the rule's reason, vLLM's
+    message with its remedy. It is a :class:`NoValidBackend`, with no backend rejected. Two kinds:
+
+    - before selection (``selected`` None): a gate the role ``vllm_attention`` names as the only candidate
+      of an order (no ``AttentionBackendEnum`` member), such as ``vllm_worker_init``; a forced backend does
+      not get past it either;
+    - after selection (``selected`` the backend vLLM picked or validated, ``TRITON_ATTN``): a gate the
+      backend's guard names in ``caught_by``, which vLLM asks when it builds that backend's layers
+      (``vllm_triton_attn_init``: ``TritonAttentionImpl.__init__`` below SM89 with an FP8 cache).
     """
 
-    def __init__(self, stage: str, rule: str, text: str) -> None:
-        super().__init__(f"vLLM refuses at engine start ({stage}, {rule}): {text}", ())
+    def __init__(self, stage: str, rule: str, text: str, selected: str | None = None) -> None:
+        picked = f"selects {selected}, then " if selected is not None else ""
+        super().__init__(f"vLLM {picked}refuses at engine start ({stage}, {rule}): {text}", ())
         self.stage = stage
         self.rule = rule
         self.text = text
+        self.selected = selected
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+def _refusal(resolution: Resolution, selected: str | None = None) -> EngineRefused:
+    """The refusal of a start check that does not admit the query: its rule and vLLM's words."""
+    reason = refusing_reason(resolution)
+    if reason is None:  # pragma: no cover - a refusal always has a reason
+        return EngineRefused(resolution.kernel, "", str(resolution.verdict), selected)
+    return EngineRefused(resolution.kernel, str(reason.rule_id or ""), reason.detail or reason.message,
+                         selected)
 
 
 def _start_check(resolver: Resolver, version: str, query: KernelQuery) -> None:
@@ -185,12 +201,21 @@ def _start_check(resolver: Resolver, version: str, query: KernelQuery) -> None:
     candidates, _decided = resolver.order_for(ROLE, query)
     if len(candidates) != 1 or _backend(candidates[0]) in _words(resolver, _BACKENDS, version):
         return
-    gate = candidates[0]
-    resolution = resolver.resolve(query.with_kernel(gate))
+    resolution = resolver.resolve(query.with_kernel(candidates[0]))
     if resolution:  # pragma: no cover - the data names a start check only where it refuses
         return
-    reason = next(r for r in resolution.reasons if r.kind is ReasonKind.EXCLUDE)
-    raise EngineRefused(gate, str(reason.rule_id), reason.detail or reason.message)
+    raise _refusal(resolution)
+
+
+def _init_check(resolver: Resolver, chosen: Resolution) -> None:
+    """Raise :class:`EngineRefused` where a check vLLM runs as it builds the chosen backend refuses.
+
+    The checks are the ``caught_by`` gates of the backend's guard (the data's, no name here), asked the
+    query the backend was chosen for.
+    """
+    refused = refused_at_start(resolver, chosen.kernel, chosen.query)
+    if refused is not None:
+        raise _refusal(refused, _backend(chosen.kernel))
 
 
 def _backend(kernel: str) -> str:
@@ -384,7 +409,9 @@ def select_backend(
     :raises InvalidArgument: an argument of the wrong type or value (bools must be bools, the capability a
         ``(major, minor)`` tuple of ints), naming the argument.
     :raises BackendNotModelled: ``selected`` is vLLM's but the matrix does not model it.
-    :raises EngineRefused: vLLM stops at engine start before any backend (bf16 below SM80: worker init).
+    :raises EngineRefused: vLLM stops at engine start: before any backend (bf16 below SM80: worker init;
+        ``selected`` None), or after it picked or validated one, when it builds that backend's layers
+        (an FP8 KV cache on TRITON_ATTN or TRITON_MLA below SM89; ``selected`` is the backend picked).
     :raises NoValidBackend: when no backend is valid, or the selected one is not.
     """
     resolver = _resolver(matrix)
@@ -426,9 +453,11 @@ def select_backend(
         known = forced
     else:
         selection = resolver.select(ROLE, query)
-        if selection.kernel is None:
+        if selection.kernel is None or selection.resolution is None:
             raise NoValidBackend("No valid attention backend found.", selection.trace)
+        resolution = selection.resolution
         known = _backend(selection.kernel)
+    _init_check(resolver, resolution)  # vLLM builds the layers of what it chose: refusals are not kept
     if key is not None:  # pragma: no branch - an argument no key holds is refused above
         if len(memo) >= _MEMO_SIZE:
             memo.clear()
@@ -485,15 +514,21 @@ def valid_backends(
 ) -> dict[str, bool]:
     """Each backend of ``selected``: whether vLLM ``version`` accepts it forced (``--attention-backend``).
 
-    ``valid_backends(..., selected=names)[name]`` is whether ``select_backend(..., selected=name)``
-    returns ``name``; the query is built once for all of them (the differential asks every backend of
-    every cell). The arguments are read and checked as :func:`select_backend` reads them; an automatic
-    spelling (``auto``) is not a backend and is refused.
+    ``valid_backends(..., selected=names)[name]`` is vLLM's validation verdict: whether
+    ``select_backend(..., selected=name)`` gets past selection with ``name``; the query is built once for
+    all of them (the differential asks every backend of every cell). The arguments are read and checked
+    as :func:`select_backend` reads them; an automatic spelling (``auto``) is not a backend and is refused.
+
+    A backend vLLM validates and then refuses when it builds its layers (TRITON_ATTN with an FP8 cache
+    below SM89) counts as valid here, as vLLM's validation says; :func:`select_backend` raises
+    :class:`EngineRefused` for it (``selected`` the backend). The engines' records compare this answer
+    with vLLM's recorded validation, so it answers validation only.
 
     :raises InvalidArgument: an argument of the wrong type or value, or an automatic spelling in
         ``selected``.
     :raises BackendNotModelled: a name of ``selected`` is vLLM's but the matrix does not model it.
-    :raises EngineRefused: vLLM stops at engine start, before any backend is validated.
+    :raises EngineRefused: vLLM stops at engine start, before any backend is validated (the worker's
+        check; the checks vLLM runs after validation are not asked here).
     """
     resolver = _resolver(matrix)
     modelled = release(resolver.matrix, ENGINE, version)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from capmatrix._shipped.default import derived_values, resolve, select, suggest
+from capmatrix._core.start import refused_at_start, refusing_reason
+from capmatrix._shipped.default import _resolver, derived_values, resolve, select, suggest
 from capmatrix.authoring.cli import _per_gpu, _sglang
 from capmatrix.authoring.cli._common import (
     EXIT_DEPENDS,
@@ -56,6 +57,8 @@ __all__ = [
     "format_suggestions",
     "option_clashes",
     "read_axes",
+    "selection_verdict",
+    "start_refusal",
 ]
 
 #: Lines of suggestions the text form shows (``--json`` has all of them).
@@ -442,8 +445,33 @@ def engine_refusal(selection: Selection, matrix: Matrix | None) -> str | None:
     return trace[0].kernel
 
 
-def _selection_head(selection: Selection, matrix: Matrix | None = None) -> str:
+def start_refusal(selection: Selection, matrix: Matrix | None) -> Resolution | None:
+    """The check the engine runs at start, after it chose the winner, that does not admit the winner's query.
+
+    Such a check is a gate the winner's guard names in ``caught_by`` (vLLM's
+    ``TritonAttentionImpl.__init__``): the engine picks the winner, then stops as it builds the layers.
+    None when there is no winner, or every such check admits.
+    """
+    if selection.resolution is None or matrix is None:
+        return None
+    return refused_at_start(_resolver(matrix), selection.resolution.kernel, selection.resolution.query)
+
+
+def selection_verdict(selection: Selection, refusal: Resolution | None) -> Verdict:
+    """The selection's verdict, with the engine-start check after it: a refusal (or a depends) wins."""
+    if refusal is None or selection.verdict is not Verdict.SUPPORTED:
+        return selection.verdict
+    return refusal.verdict
+
+
+def _selection_head(selection: Selection, matrix: Matrix | None = None,
+                    refusal: Resolution | None = None) -> str:
     """The answer's first line: the winner, why there is none yet, or that there is none."""
+    if selection.kernel and refusal is not None:
+        picked = f"{selection.role}: {selection.kernel}"
+        if refusal.verdict is Verdict.UNSUPPORTED:
+            return f"{picked}, then refused at engine start by gate {refusal.kernel}"
+        return f"{picked}, then at engine start gate {refusal.kernel} depends on values the query leaves open"
     if selection.kernel:
         return f"{selection.role}: {selection.kernel}"
     gate = engine_refusal(selection, matrix)
@@ -461,17 +489,22 @@ def _selection_head(selection: Selection, matrix: Matrix | None = None) -> str:
 
 
 def format_selection(selection: Selection, also: Sequence[Resolution] = (), *,
-                     matrix: Matrix | None = None, explain: bool = False) -> str:
+                     matrix: Matrix | None = None, explain: bool = False,
+                     refusal: Resolution | None = None) -> str:
     """Human-readable winner, the candidates tried before it and those after it that would also serve.
 
     Short (the default): one line per candidate with its deciding reason; ``explain``: every reason.
+    ``refusal`` is the engine-start check that refuses the winner (:func:`start_refusal`), shown whole
+    after the candidates (``!!``).
     """
-    lines = [_selection_head(selection, matrix)]
+    lines = [_selection_head(selection, matrix, refusal)]
     whole = engine_refusal(selection, matrix) is not None  # the refusal is the answer: its text uncut
-    for resolution in selection.trace:
-        mark = "=>" if resolution.kernel == selection.kernel else "  "
+    answered = (*selection.trace, refusal) if refusal is not None else selection.trace
+    for resolution in answered:
+        mark = "=>" if resolution.kernel == selection.kernel else "!!" if resolution is refusal else "  "
         if not explain:
-            lines.append(f"{mark} {_one_reason(resolution, _NO_LIMIT if whole else CANDIDATE_REASON)}")
+            limit = _NO_LIMIT if whole or resolution is refusal else CANDIDATE_REASON
+            lines.append(f"{mark} {_one_reason(resolution, limit)}")
             continue
         body = format_resolution(resolution).splitlines()
         lines.append(f"{mark} {body[0]}")
@@ -506,15 +539,16 @@ def cmd_select(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextI
     query = query_from_args(args, matrix, None, role=args.role)
     selection = select(args.role, query, matrix)
     also = alternatives(selection, matrix)
+    refusal = start_refusal(selection, matrix)
+    verdict = selection_verdict(selection, refusal)
     if args.json:
-        print_json({**selection.as_dict(),
+        start = {} if refusal is None else {"verdict": str(verdict), "engine_start": refusal.as_dict()}
+        print_json({**selection.as_dict(), **start,
                     "alternatives": [{"kernel": r.kernel, "rules": list(r.rules)} for r in also]}, out)
     else:
-        out.write(wrap(format_selection(selection, also, matrix=matrix, explain=args.explain), columns())
-                  + "\n")
-    return {Verdict.SUPPORTED: EXIT_OK, Verdict.UNSUPPORTED: EXIT_FAIL}.get(
-        selection.verdict, EXIT_DEPENDS
-    )
+        text = format_selection(selection, also, matrix=matrix, explain=args.explain, refusal=refusal)
+        out.write(wrap(text, columns()) + "\n")
+    return _exit_status(verdict)
 
 
 def _winner_of(args: argparse.Namespace, matrix: Matrix) -> tuple[str, int, dict[str, object]]:
@@ -535,9 +569,16 @@ def _winner_of(args: argparse.Namespace, matrix: Matrix) -> tuple[str, int, dict
         return answer, EXIT_FAIL if kernel is None else EXIT_OK, {
             "kernel": kernel, "verdict": data["verdict"], "sglang": data["sglang"]}
     selection = select(args.role, query_from_args(args, matrix, None, role=args.role), matrix)
-    answer = selection.kernel or _selection_head(selection, matrix).split(": ", 1)[1]
-    return answer, _exit_status(selection.verdict), {"kernel": selection.kernel,
-                                                     "verdict": str(selection.verdict)}
+    refusal = start_refusal(selection, matrix)
+    verdict = selection_verdict(selection, refusal)
+    answer = (selection.kernel if refusal is None else None) or (
+        _selection_head(selection, matrix, refusal).split(": ", 1)[1])
+    start = {}
+    if refusal is not None:
+        reason = refusing_reason(refusal)
+        start = {"engine_start": {"gate": refusal.kernel, "verdict": str(refusal.verdict),
+                                  "rule": None if reason is None else reason.rule_id}}
+    return answer, _exit_status(verdict), {"kernel": selection.kernel, "verdict": str(verdict), **start}
 
 
 def _ask_sglang(args: argparse.Namespace, matrix: Matrix) -> tuple[_sglang.SGLangAsk, int, Resolved]:
