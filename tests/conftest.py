@@ -27,9 +27,11 @@ if os.environ.get("CAPMATRIX_TEST_CACHE") == "on":
 else:
     os.environ["CAPMATRIX_CACHE"] = "off"
 
-# Sweeps (every cell of a record, every cell of a kernel) run the same lines thousands of times; they
-# are marked ``no_cover`` (pytest-cov pauses tracing for their call), which halves their time under
-# coverage and loses no line: the other tests reach every line they do.
+# Sweeps (every cell of a record, every cell of a kernel) run the same lines thousands of times, and a
+# whole workflow on a copy of the checkout (a recipe, a render, the gate) runs most of the package once
+# more: they run untraced (``no_cover``: pytest-cov pauses tracing for their call; every ``sweep`` test
+# gets it here, the workflows are marked), which halves their time under coverage; the smaller tests
+# reach their lines (the report's total says what they reach).
 
 SMALL_AXES = """\
 axes:
@@ -129,12 +131,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Skip the ``exhaustive`` tests unless ``make exhaustive`` runs them."""
-    if EXHAUSTIVE:
-        return
+    """``sweep`` tests run untraced (``no_cover``); the ``exhaustive`` ones only under ``make exhaustive``."""
+    untraced = pytest.mark.no_cover
     skip = pytest.mark.skip(reason="long by nature; `make exhaustive` runs it (CAPMATRIX_EXHAUSTIVE=1)")
     for item in items:
-        if item.get_closest_marker("exhaustive") is not None:
+        if item.get_closest_marker("sweep") is not None:
+            item.add_marker(untraced)
+        if not EXHAUSTIVE and item.get_closest_marker("exhaustive") is not None:
             item.add_marker(skip)
 
 

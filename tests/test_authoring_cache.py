@@ -119,6 +119,7 @@ def _parses(monkeypatch: pytest.MonkeyPatch, root: Path) -> int:
     monkeypatch.setattr(loader, "_parse", real)
     return len(calls)
 
+@pytest.mark.no_cover  # a whole workflow; the smaller tests cover its lines
 def test_the_shipped_matrix_from_the_cache_equals_a_cold_load(
     cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

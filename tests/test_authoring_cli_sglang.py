@@ -140,6 +140,7 @@ def test_gb200_deepseek_v3_is_trtllm_mla() -> None:
     assert data["sglang"] == asdict(want)
 
 
+@pytest.mark.no_cover  # a whole workflow; the smaller tests cover its lines
 def test_every_shipped_model_records_its_architecture() -> None:
     """Each entry of models.yaml gives SGLang an architecture, and the same reading as its own config's."""
     matrix = capmatrix.load()

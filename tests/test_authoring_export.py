@@ -399,6 +399,7 @@ def test_an_evidence_device_is_a_problem_entry_read_no_further(write_matrix: Any
     assert entry["problem"].endswith(": not a regular file")
 
 
+@pytest.mark.no_cover  # a whole workflow; the smaller tests cover its lines
 def test_export_is_deterministic(matrix: capmatrix.Matrix) -> None:
     assert dumps(export(matrix)) == dumps(export(capmatrix.load()))
 
@@ -514,6 +515,7 @@ def test_random_complete_queries(
         assert set(resolution.outside) == outside
 
 
+@pytest.mark.no_cover  # a whole workflow; the smaller tests cover its lines
 def test_every_model_kernel_and_sm(
     matrix: capmatrix.Matrix, data: dict[str, Any], evaluator: Evaluator
 ) -> None:

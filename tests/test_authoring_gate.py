@@ -60,6 +60,7 @@ def _edit(path: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new), encoding="utf-8")
 
 
+@pytest.mark.no_cover  # a whole workflow; the smaller tests cover its lines
 def test_a_copy_of_the_checkout_passes_the_fast_oracles(tmp_path: Path) -> None:
     """Expectations, importers, hardware evidence and pages: every item passes, none is skipped (the
     records are compared by the engines' tests, through the same code, and by the test below)."""
@@ -143,6 +144,7 @@ def test_the_evidence_oracle_names_the_probed_case(tmp_path: Path) -> None:
     assert d.refresh.startswith("re-probe on the GPU: ")
 
 
+@pytest.mark.no_cover  # a whole workflow; the smaller tests cover its lines
 def test_the_docs_oracle_names_the_stale_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = copy_checkout(tmp_path)
     page = tmp_path / "docs" / "support-matrix.md"

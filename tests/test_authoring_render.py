@@ -119,6 +119,7 @@ def test_committed_docs_match_the_shipped_matrix(
     )
 
 
+@pytest.mark.no_cover  # a whole workflow; the smaller tests cover its lines
 def test_check_fails_after_a_one_line_yaml_edit(tmp_path: Path, shipped_pages: dict[str, str]) -> None:
     caps = tmp_path / "capabilities"
     shutil.copytree(SHIPPED, caps)
@@ -208,6 +209,7 @@ def test_pages_that_differ_only_in_the_final_newline(
     }
 
 
+@pytest.mark.no_cover  # a whole workflow; the smaller tests cover its lines
 def test_tool_wrapper_checks_and_writes(tmp_path: Path) -> None:
     out = tmp_path / "docs"
     tool = [sys.executable, str(ROOT / "tools" / "render_matrix.py")]

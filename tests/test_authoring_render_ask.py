@@ -176,6 +176,7 @@ def test_role_question_names_the_winner(
     assert got.answer["data-kernel"] == selection.kernel
 
 
+@pytest.mark.no_cover  # a whole workflow; the smaller tests cover its lines
 @browser
 def test_bad_question_is_refused_with_a_message(shipped_html_page: Path, tmp_path: Path) -> None:
     got = _ask(shipped_html_page, tmp_path, target="kernel:xqa", model="no-such/model")
@@ -365,6 +366,7 @@ def _python_answer(matrix: capmatrix.Matrix, q: dict[str, Any]) -> dict[str, Any
     }
 
 
+@pytest.mark.no_cover  # a whole workflow; the smaller tests cover its lines
 @browser
 def test_evaluator_agrees_with_python(
     matrix: capmatrix.Matrix, shipped_pages: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -442,6 +444,7 @@ class _Hidden(html.parser.HTMLParser):
             self._models = None
 
 
+@pytest.mark.no_cover  # a whole workflow; the smaller tests cover its lines
 @browser
 def test_filters_hide_what_does_not_match(
     matrix: capmatrix.Matrix, shipped_html_page: Path, tmp_path: Path

@@ -321,6 +321,7 @@ def test_resolve_reads_the_default_once(
                for reason in r.reasons)
 
 
+@pytest.mark.no_cover  # a whole workflow; the smaller tests cover its lines
 def test_concurrent_loads_of_good_and_hostile_matrices(
     write_matrix: Callable[..., Path], tmp_path: Path, fast_switching: None
 ) -> None:

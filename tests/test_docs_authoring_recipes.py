@@ -107,6 +107,7 @@ def _failing(report: GateReport) -> dict[str, set[str]]:
     return {r.item: {d.refresh for d in r.disagreements} for r in report.failed}
 
 
+@pytest.mark.no_cover  # a whole workflow; the smaller tests cover its lines
 def test_recipe_a_new_gpu(tmp_path: Path) -> None:
     """A GPU of a known SM: one entry in gpus.yaml, then `make docs`; the gate is green after."""
     root = copy_checkout(tmp_path)
@@ -126,6 +127,7 @@ def test_recipe_a_new_gpu(tmp_path: Path) -> None:
     assert {r.oracle for r in report.results if r.status == "PASS"} == set(FAST)
 
 
+@pytest.mark.no_cover  # a whole workflow; the smaller tests cover its lines
 def test_recipe_a_new_model(tmp_path: Path) -> None:
     """A model: one entry in models.yaml (axes and the recorded config), an expectation case, `make docs`."""
     root = copy_checkout(tmp_path)
