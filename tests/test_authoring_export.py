@@ -11,7 +11,9 @@ the semantics of docs/export.md; it shares no code with the resolver. It is chec
 - every model (and one Hugging Face id of each) with every kernel and SM, leaving open what the model
   leaves open (supported / unsupported / depends);
 - every role with every model, SM and speculative-decoding mode, and random complete queries: the
-  chosen kernel and the selection's verdict.
+  chosen kernel and the selection's verdict;
+- the start checks (step 6) of vLLM's roles and kernels over SMs, KV-cache dtypes and models: the
+  refusing gate and the verdict after it, as ``capmatrix select`` answers them.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ import capmatrix
 from capmatrix import ANY, KernelQuery, Verdict
 from capmatrix.authoring.cli import main
 from capmatrix.authoring.export import FORMAT_VERSION, SCHEMA_PATH, dumps, export
+from capmatrix._core.start import refused_at_start
+from capmatrix._shipped.default import _resolver
 from capmatrix.resolver import CLOSEST_GRANTS
 
 #: The open part of a block is at most this many cells (by default; tests/test_authoring_codegen_cpp.py's
@@ -260,6 +264,30 @@ class Evaluator:
                 winner = candidate
                 break
         return winner, "depends" if depends else "supported" if winner else "unsupported"
+
+    def start_refusal(self, kernel: str, given: dict[str, Value], model: str | None,
+                      role_axes: dict[str, Value] | None = None) -> tuple[str, str] | None:
+        """Step 6: the first start check of ``kernel`` that is not supported, with its verdict; or None.
+
+        Each check is asked alone with the same question: its own axes fill what the query and the
+        role's axes leave unset.
+        """
+        for gate in self.kernels[kernel].get("start_checks", ()):
+            pins = {**self.kernels[gate].get("axes", {}), **(role_axes or {})}
+            verdict = self.resolve(gate, self.values(given, model, pins))
+            if verdict != "supported":
+                return gate, verdict
+        return None
+
+    def select_at_start(
+        self, role: str, given: dict[str, Value], model: str | None
+    ) -> tuple[str | None, str, str | None]:
+        """``select`` with the winner's start checks after it: winner, verdict, refusing gate."""
+        winner, verdict = self.select(role, given, model)
+        refusal = None if winner is None else self.start_refusal(winner, given, model, self.roles[role]["axes"])
+        if refusal is None:
+            return winner, verdict, None
+        return winner, refusal[1] if verdict == "supported" else verdict, refusal[0]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -586,3 +614,56 @@ def test_artifact_carries_classes_spellings_and_aliases(
     assert data["axes"]["sm"]["classes"][0] == {"value": 48, "text": "[10, 49]"}
     assert data["axes"]["dtype"]["spellings"]["bfloat16"] == "bf16"
     assert data["axes"]["tokens_per_block"]["aliases"] == {"block_size": "vllm"}
+
+
+def test_artifact_carries_start_checks(matrix: capmatrix.Matrix, data: dict[str, Any]) -> None:
+    """Each kernel whose guard names ``caught_by`` lists them; each is a gate of the artifact."""
+    carried = {name: entry["start_checks"] for name, entry in data["kernels"].items() if "start_checks" in entry}
+    expected = {name: list(k.guards.caught_by) for name, k in matrix.kernels.items()
+                if k.guards is not None and k.guards.caught_by}
+    assert carried == expected
+    assert carried["vllm_triton_attn"] == ["vllm_triton_attn_init"]
+    assert all(data["kernels"][gate]["kind"] == "gate" for gates in carried.values() for gate in gates)
+
+
+def _python_at_start(role: str, given: dict[str, Value], model: str | None,
+                     matrix: capmatrix.Matrix) -> tuple[str | None, str, str | None]:
+    """What ``capmatrix select`` answers: the selection, then the winner's refusing start check."""
+    selection = capmatrix.select(role, KernelQuery(model=model, **given), matrix)
+    if selection.resolution is None:
+        return selection.kernel, str(selection.verdict), None
+    refusal = refused_at_start(_resolver(matrix), selection.resolution.kernel, selection.resolution.query)
+    if refusal is None:
+        return selection.kernel, str(selection.verdict), None
+    verdict = refusal.verdict if selection.verdict is Verdict.SUPPORTED else selection.verdict
+    return selection.kernel, str(verdict), refusal.kernel
+
+
+def test_start_checks_answer_as_python(
+    matrix: capmatrix.Matrix, data: dict[str, Any], evaluator: Evaluator
+) -> None:
+    """vLLM's TRITON_ATTN and TRITON_MLA picked, then refused at start for FP8 below SM89 (T4, A100)."""
+    roles = [r for r, e in data["roles"].items()
+             if any("start_checks" in data["kernels"][k] for k in e["candidates"])]
+    assert roles
+    refused: set[tuple[str, str]] = set()
+    kernels: set[str] = set()
+    for role, model, sm, kv, dtype in itertools.product(
+        roles, ["llama3_1_8b", "deepseek_v3", None], data["axes"]["sm"]["values"],
+        ["fp8", "fp8_e5m2", "auto", "fp16"], ["fp16", "bf16"],
+    ):
+        given: dict[str, Value] = {"sm": sm, "kv_cache_dtype": kv, "dtype": dtype}
+        expected = _python_at_start(role, given, model, matrix)
+        assert evaluator.select_at_start(role, given, model) == expected, (role, model, given)
+        if expected[2] is not None:
+            refused.add((str(expected[0]), expected[2]))
+        # The winner asked alone: its own verdict, then its checks as a kernel question asks them.
+        if expected[0] is not None:
+            query = KernelQuery(expected[0], model=model, **given)
+            resolution = capmatrix.resolve(query, matrix)
+            check = refused_at_start(_resolver(matrix), expected[0], resolution.query)
+            got = evaluator.start_refusal(expected[0], given, model)
+            assert got == (None if check is None else (check.kernel, str(check.verdict))), (query, got)
+            kernels.add(expected[0])
+    assert ("vllm_triton_attn", "vllm_triton_attn_init") in refused
+    assert len(kernels) >= 2

@@ -2,7 +2,8 @@
 
 :func:`export` turns a :class:`~capmatrix.matrix.Matrix` into plain JSON data: the axes with their
 universes, every kernel's rules as boxes (per named axis, the known values the rule admits) with the
-structured condition for values outside the universe, reason, source and status, the roles, the model
+structured condition for values outside the universe, reason, source and status, the checks an engine
+asks at start once it chose a kernel (``start_checks``), the roles, the model
 families and a summary of the evidence. ``capmatrix/schema/export.schema.json`` describes it and
 ``docs/export.md`` gives the evaluation semantics and the compatibility rules of ``format_version``.
 
@@ -31,7 +32,7 @@ __all__ = ["FORMAT", "FORMAT_VERSION", "SCHEMA_PATH", "dumps", "export"]
 FORMAT = "capmatrix-export"
 #: ``MAJOR.MINOR``: MINOR grows when fields are added (readers ignore fields they do not know);
 #: MAJOR grows when a field changes meaning or goes away (readers refuse a MAJOR they do not know).
-FORMAT_VERSION = "1.4"
+FORMAT_VERSION = "1.5"
 #: The JSON Schema of the artifact, shipped in the package.
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schema" / "export.schema.json"
 
@@ -214,6 +215,9 @@ def export(matrix: Matrix) -> dict[str, Any]:
             entry["axes"] = pins
         if kernel.source is not None:
             entry["source"] = _text(kernel.source)
+        if kernel.guards is not None and kernel.guards.caught_by:
+            # Asked by the engine at start after it chose this kernel (docs/export.md, step 6).
+            entry["start_checks"] = list(kernel.guards.caught_by)
         kernels[kernel.name] = entry
     roles: dict[str, object] = {}
     for role in matrix.roles.values():
