@@ -32,10 +32,10 @@ from conftest import stride
 
 import capmatrix
 from capmatrix import ANY, KernelQuery, Verdict
-from capmatrix.authoring.cli import main
-from capmatrix.authoring.export import FORMAT_VERSION, SCHEMA_PATH, dumps, export
 from capmatrix._core.start import refused_at_start
 from capmatrix._shipped.default import _resolver
+from capmatrix.authoring.cli import main
+from capmatrix.authoring.export import FORMAT_VERSION, SCHEMA_PATH, dumps, export
 from capmatrix.resolver import CLOSEST_GRANTS
 
 #: The open part of a block is at most this many cells (by default; tests/test_authoring_codegen_cpp.py's
@@ -284,7 +284,8 @@ class Evaluator:
     ) -> tuple[str | None, str, str | None]:
         """``select`` with the winner's start checks after it: winner, verdict, refusing gate."""
         winner, verdict = self.select(role, given, model)
-        refusal = None if winner is None else self.start_refusal(winner, given, model, self.roles[role]["axes"])
+        role_axes = self.roles[role]["axes"]
+        refusal = None if winner is None else self.start_refusal(winner, given, model, role_axes)
         if refusal is None:
             return winner, verdict, None
         return winner, refusal[1] if verdict == "supported" else verdict, refusal[0]
@@ -618,7 +619,8 @@ def test_artifact_carries_classes_spellings_and_aliases(
 
 def test_artifact_carries_start_checks(matrix: capmatrix.Matrix, data: dict[str, Any]) -> None:
     """Each kernel whose guard names ``caught_by`` lists them; each is a gate of the artifact."""
-    carried = {name: entry["start_checks"] for name, entry in data["kernels"].items() if "start_checks" in entry}
+    carried = {name: entry["start_checks"] for name, entry in data["kernels"].items()
+               if "start_checks" in entry}
     expected = {name: list(k.guards.caught_by) for name, k in matrix.kernels.items()
                 if k.guards is not None and k.guards.caught_by}
     assert carried == expected
@@ -629,7 +631,7 @@ def test_artifact_carries_start_checks(matrix: capmatrix.Matrix, data: dict[str,
 def _python_at_start(role: str, given: dict[str, Value], model: str | None,
                      matrix: capmatrix.Matrix) -> tuple[str | None, str, str | None]:
     """What ``capmatrix select`` answers: the selection, then the winner's refusing start check."""
-    selection = capmatrix.select(role, KernelQuery(model=model, **given), matrix)
+    selection = capmatrix.select(role, KernelQuery(model=model).replace(**given), matrix)
     if selection.resolution is None:
         return selection.kernel, str(selection.verdict), None
     refusal = refused_at_start(_resolver(matrix), selection.resolution.kernel, selection.resolution.query)
@@ -659,7 +661,7 @@ def test_start_checks_answer_as_python(
             refused.add((str(expected[0]), expected[2]))
         # The winner asked alone: its own verdict, then its checks as a kernel question asks them.
         if expected[0] is not None:
-            query = KernelQuery(expected[0], model=model, **given)
+            query = KernelQuery(expected[0], model=model).replace(**given)
             resolution = capmatrix.resolve(query, matrix)
             check = refused_at_start(_resolver(matrix), expected[0], resolution.query)
             got = evaluator.start_refusal(expected[0], given, model)

@@ -13,7 +13,13 @@ import pytest
 import capmatrix
 from capmatrix import KernelQuery
 from capmatrix.authoring.cli import run
-from capmatrix.authoring.cli._query import format_selection, selection_verdict, start_refusal
+from capmatrix.authoring.cli._query import (
+    _start_lines,
+    format_selection,
+    kernel_start_refusal,
+    selection_verdict,
+    start_refusal,
+)
 from capmatrix.engine.vllm import (
     ROLE,
     EngineRefused,
@@ -220,3 +226,82 @@ def test_a_selection_that_already_depends_keeps_its_verdict() -> None:
                                         *selection.trace[1:]))
     assert selection_verdict(pending, refusal) is Verdict.DEPENDS
     assert selection_verdict(selection, refusal) is Verdict.UNSUPPORTED
+
+
+# ---- a kernel question: the kernel's verdict, then the start check that refuses it ------------------
+
+QUERY_T4_FP8 = ("query", "vllm_triton_attn", *T4_FP8[2:])
+
+
+@pytest.mark.parametrize("explain", [(), ("--explain",)])
+def test_query_keeps_the_kernels_verdict_then_names_the_refusing_check(explain: tuple[str, ...]) -> None:
+    """``query vllm_triton_attn`` on a T4 with FP8: supported, then refused at start; exit 1 as select."""
+    code, out = cli(*QUERY_T4_FP8, *explain)
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[0] == "vllm_triton_attn: supported"
+    assert lines[1] == "  then refused at engine start by gate vllm_triton_attn_init"
+    assert lines[2].startswith(
+        "  !! vllm_triton_attn_init: unsupported; - vllm_triton_attn_init.fp8_below_sm89")
+    flat = " ".join(line.strip() for line in lines)
+    assert "native FP8 (fp8e4nv) requires SM89+. Re-run with --kv-cache-dtype bfloat16." in flat
+    assert "vllm_triton_attn.base" in flat  # the kernel's own reasons follow
+
+
+def test_query_json_carries_the_refusal_beside_the_kernels_verdict() -> None:
+    code, out = cli(*QUERY_T4_FP8, "--json")
+    assert code == 1
+    data = json.loads(out)
+    assert (data["kernel"], data["verdict"]) == ("vllm_triton_attn", "supported")
+    start = data["engine_start"]
+    assert (start["kernel"], start["verdict"]) == ("vllm_triton_attn_init", "unsupported")
+    assert [r["rule"] for r in start["reasons"] if r["kind"] == "exclude"] == [
+        "vllm_triton_attn_init.fp8_below_sm89"]
+
+
+@pytest.mark.parametrize(("kv", "gpu"), [("auto", "T4"), ("fp16", "T4"), ("fp8", "L4"), ("fp8", "H100")])
+def test_query_without_a_refusal_is_unchanged(kv: str, gpu: str) -> None:
+    code, out = cli("query", "vllm_triton_attn", "--gpu", gpu, "--kv-cache-dtype", kv, "--dtype", "fp16",
+                    "--model", "llama3_1_8b")
+    assert (code, out.splitlines()[0]) == (0, "vllm_triton_attn: supported")
+    assert "engine start" not in out
+    code, out = cli("query", "vllm_triton_attn", "--gpu", gpu, "--kv-cache-dtype", kv, "--dtype", "fp16",
+                    "--model", "llama3_1_8b", "--json")
+    assert "engine_start" not in json.loads(out)
+
+
+def test_an_unsupported_kernel_is_asked_no_start_check() -> None:
+    """A head below 32 is no TRITON_ATTN layer at all: its own exclusion, never the init's."""
+    code, out = cli(*QUERY_T4_FP8, "--head-dim", "16")
+    assert (code, out.splitlines()[0]) == (1, "vllm_triton_attn: unsupported")
+    assert "engine start" not in out
+
+
+def test_query_per_gpu_names_the_check_below_sm89() -> None:
+    argv = ("query", "vllm_triton_attn", "--gpu", "all", "--kv-cache-dtype", "fp8", "--dtype", "fp16",
+            "--model", "llama3_1_8b", "--json")
+    code, out = cli(*argv)
+    assert code == 3  # refused on some GPUs, run on others
+    rows = json.loads(out)["gpus"]
+    refused = {row["sm"] for row in rows if "engine_start" in row}
+    assert refused
+    assert all(sm < 89 for sm in refused)
+    running = {row["sm"] for row in rows if row["verdict"] == "supported" and "engine_start" not in row}
+    assert running >= {89, 90}
+    row = next(row for row in rows if "engine_start" in row)
+    assert row["engine_start"] == {"gate": "vllm_triton_attn_init", "verdict": "unsupported",
+                                   "rule": "vllm_triton_attn_init.fp8_below_sm89"}
+    assert row["verdict"] == "supported"  # the kernel's own, as the text's first words
+    assert row["answer"].startswith("supported (vllm_triton_attn.base), then refused at engine start by gate "
+                                    "vllm_triton_attn_init (vllm_triton_attn_init.fp8_below_sm89)")
+
+
+def test_a_start_check_left_open_says_it_depends() -> None:
+    matrix = capmatrix.default_matrix()
+    open_check = capmatrix.resolve(KernelQuery("vllm_triton_attn_init", sm=75, kv_cache_dtype=ANY), matrix)
+    assert _start_lines(open_check)[0] == (
+        "  then at engine start gate vllm_triton_attn_init depends on values the query leaves open")
+    resolution = capmatrix.resolve(KernelQuery("vllm_triton_attn", sm=75, kv_cache_dtype=ANY,
+                                               model="llama3_1_8b"), matrix)
+    assert resolution.verdict is Verdict.DEPENDS
+    assert kernel_start_refusal(resolution, matrix) is None  # not supported: no check is asked

@@ -55,6 +55,7 @@ __all__ = [
     "format_selection",
     "format_short",
     "format_suggestions",
+    "kernel_start_refusal",
     "option_clashes",
     "read_axes",
     "selection_verdict",
@@ -305,8 +306,32 @@ def _add_explain_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def kernel_start_refusal(resolution: Resolution, matrix: Matrix) -> Resolution | None:
+    """The engine-start check (a gate of the kernel's ``caught_by``) that refuses a supported kernel's query.
+
+    A kernel that is not supported is never chosen, so it is asked no check (None).
+    """
+    if resolution.verdict is not Verdict.SUPPORTED:
+        return None
+    return refused_at_start(_resolver(matrix), resolution.kernel, resolution.query)
+
+
+def _start_lines(refusal: Resolution) -> list[str]:
+    """After a kernel's verdict: the start check that refuses it, with the reason whole."""
+    if refusal.verdict is Verdict.UNSUPPORTED:
+        head = f"  then refused at engine start by gate {refusal.kernel}"
+    else:
+        head = f"  then at engine start gate {refusal.kernel} depends on values the query leaves open"
+    return [head, f"  !! {_one_reason(refusal, _NO_LIMIT)}"]
+
+
 def cmd_query(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextIO) -> int:
-    """Resolve one query; exit 0 supported, 1 unsupported, 3 depends."""
+    """Resolve one query; exit 0 supported, 1 unsupported, 3 depends.
+
+    A supported kernel that an engine-start check refuses (:func:`kernel_start_refusal`) keeps its
+    verdict, followed by the refusal; the exit status is then the check's (1, or 3 for depends), as
+    ``select`` answers the same winner.
+    """
     announce_matrix(choose_matrix(args.matrix), err, matrix)
     gpus = _per_gpu.gpus_asked(args, matrix)
     if gpus is not None:
@@ -316,10 +341,12 @@ def cmd_query(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextIO
     resolution = resolve(query, matrix)
     found = suggest(query, matrix, args.vary)
     reasons = resolution.explain(closest=args.closest)
+    refusal = kernel_start_refusal(resolution, matrix)
     if args.json:
+        start = {} if refusal is None else {"engine_start": refusal.as_dict()}
         print_json({**resolution.as_dict(), "reasons": [r.as_dict() for r in reasons],
                     "suggestions": [s.as_dict() for s in found],
-                    "suggestions_truncated": found.truncated}, out)
+                    "suggestions_truncated": found.truncated, **start}, out)
     else:
         shown_defaults = read_axes(matrix, [resolution.kernel], reasons)
         foreign = foreign_axes(matrix, read_axes(matrix, [resolution.kernel]))
@@ -331,10 +358,11 @@ def cmd_query(args: argparse.Namespace, matrix: Matrix, out: TextIO, err: TextIO
             text = format_short(resolution, reasons, found, shown_defaults=shown_defaults,
                                 vary=bool(args.vary), grants=len(matrix.kernels[resolution.kernel].grants),
                                 foreign=foreign)
+        if refusal is not None:  # right after the kernel's own verdict line
+            first, _, rest = text.partition("\n")
+            text = "\n".join([first, *_start_lines(refusal), *([rest] if rest else [])])
         out.write(wrap(text, columns()) + "\n")
-    return {Verdict.SUPPORTED: EXIT_OK, Verdict.UNSUPPORTED: EXIT_FAIL}.get(
-        resolution.verdict, EXIT_DEPENDS
-    )
+    return _exit_status(resolution.verdict if refusal is None else refusal.verdict)
 
 
 def _exit_status(verdict: Verdict) -> int:
@@ -349,7 +377,17 @@ def _verdict_of(args: argparse.Namespace, matrix: Matrix) -> tuple[str, int, dic
     else:
         decided = [r.rule_id for r in resolution.reasons if r.kind is ReasonKind.EXCLUDE and r.rule_id]
     answer = str(resolution.verdict) + (f" ({', '.join(decided)})" if decided else "")
-    return answer, _exit_status(resolution.verdict), {"verdict": str(resolution.verdict), "rules": decided}
+    data: dict[str, object] = {"verdict": str(resolution.verdict), "rules": decided}
+    refusal = kernel_start_refusal(resolution, matrix)
+    if refusal is None:
+        return answer, _exit_status(resolution.verdict), data
+    reason = refusing_reason(refusal)
+    rule = None if reason is None else reason.rule_id
+    refused = refusal.verdict is Verdict.UNSUPPORTED
+    answer += (f", then refused at engine start by gate {refusal.kernel}" if refused
+               else f", then at engine start gate {refusal.kernel} depends") + (f" ({rule})" if rule else "")
+    data["engine_start"] = {"gate": refusal.kernel, "verdict": str(refusal.verdict), "rule": rule}
+    return answer, _exit_status(refusal.verdict), data
 
 
 def _print_per_gpu(args: argparse.Namespace, table: _per_gpu.PerGPU, out: TextIO) -> int:
