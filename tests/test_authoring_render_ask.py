@@ -30,6 +30,7 @@ import capmatrix
 from capmatrix import KernelQuery, Verdict
 from capmatrix.authoring import _suggest, render
 from capmatrix.authoring.render import HTML_NAME, Document, build, render_html, render_markdown
+from capmatrix.authoring.cli._query import kernel_start_refusal, selection_verdict, start_refusal
 from capmatrix.authoring.render._build import COMMON_MODELS, COMMON_SETTINGS
 from capmatrix.errors import InvalidQuery, InvalidValue
 from capmatrix.resolver import ReasonKind
@@ -201,12 +202,14 @@ _HARNESS = """
     try {
       if (q.op === 'resolve') {
         var r = ask.resolveKernel(q.kernel, q.given, q.model);
+        var stop = r.verdict === 'supported' ? ask.startRefusal(q.kernel, q.given, q.model, null) : null;
         return {verdict: r.verdict, grants: r.grants.map(function (x) { return x.id; }),
-                excludes: r.excludes.map(function (x) { return x.id; })};
+                excludes: r.excludes.map(function (x) { return x.id; }),
+                start: stop ? [stop.kernel, stop.verdict] : null};
       }
       if (q.op === 'select') {
         var s = ask.select(q.role, q.given, q.model);
-        return {kernel: s.kernel, verdict: s.verdict};
+        return {kernel: s.kernel, verdict: s.verdict, start: s.start ? s.start.kernel : null};
       }
       return {suggestions: ask.suggest(q.kernel, q.given, q.model)};
     } catch (e) {
@@ -340,6 +343,18 @@ def _questions(matrix: capmatrix.Matrix) -> list[dict[str, Any]]:
         role = rng.choice(list(matrix.roles))
         given = {_name(matrix, a, rng): _value(matrix, a, rng) for a in matrix.axes if rng.random() < 0.3}
         out.append({"op": "select", "role": role, "given": given, "model": rng.choice([None, *models])})
+    # The engine-start checks (vLLM's TRITON_ATTN and TRITON_MLA init: FP8 below SM89), by role and by
+    # the kernels that have them.
+    checked = [k for k, kernel in matrix.kernels.items() if kernel.guards is not None and kernel.guards.caught_by]
+    for role in (r for r, entry in matrix.roles.items() if set(entry.candidates) & set(checked)):
+        for model, sm, kv in itertools.product(["llama3_1_8b", "deepseek_v3"], matrix.axes["sm"].known,
+                                               ["fp8", "fp8_e5m2", "auto"]):
+            out.append({"op": "select", "role": role, "model": model,
+                        "given": {"sm": sm, "kv_cache_dtype": kv, "dtype": "fp16"}})
+    for kernel, sm, kv in itertools.product(checked, matrix.axes["sm"].known, ["fp8", "auto"]):
+        out.append({"op": "resolve", "kernel": kernel, "model": None,
+                    "given": {"sm": sm, "kv_cache_dtype": kv, "dtype": "fp16", "head_dim": 576,
+                              "attention": "mla" if "mla" in kernel else "gqa"}})
     return out
 
 
@@ -351,18 +366,22 @@ def _python(matrix: capmatrix.Matrix, q: dict[str, Any]) -> dict[str, Any]:
 
 
 def _python_answer(matrix: capmatrix.Matrix, q: dict[str, Any]) -> dict[str, Any]:
-    if q["op"] == "select":
+    if q["op"] == "select":  # as `capmatrix select` answers: the selection, then the winner's start checks
         selection = capmatrix.select(q["role"], KernelQuery(model=q["model"], **q["given"]), matrix)
-        return {"kernel": selection.kernel, "verdict": str(selection.verdict)}
+        refusal = start_refusal(selection, matrix)
+        return {"kernel": selection.kernel, "verdict": str(selection_verdict(selection, refusal)),
+                "start": None if refusal is None else refusal.kernel}
     query = KernelQuery(q["kernel"], model=q["model"], **q["given"])
     if q["op"] == "suggest":
         found = capmatrix.suggest(query, matrix)
         return {"suggestions": [dict(s.changes) for s in found], "truncated": found.truncated}
     resolution = capmatrix.resolve(query, matrix)
+    stop = kernel_start_refusal(resolution, matrix)  # as `capmatrix query` asks them
     return {
         "verdict": str(resolution.verdict),
         "grants": {r.rule_id for r in resolution.reasons if r.kind is ReasonKind.GRANT},
         "excludes": [r.rule_id for r in resolution.reasons if r.kind is ReasonKind.EXCLUDE],
+        "start": None if stop is None else [stop.kernel, str(stop.verdict)],
     }
 
 
@@ -375,6 +394,7 @@ def test_evaluator_agrees_with_python(
     answers = _run_harness(questions, tmp_path, shipped_pages[HTML_NAME])
     verdicts: set[str] = set()
     suggested = refused = 0
+    stopped: set[str] = set()
     for q, got in zip(questions, answers, strict=True):
         assert "crash" not in got, (q, got)
         expected = _python(matrix, q)
@@ -385,12 +405,15 @@ def test_evaluator_agrees_with_python(
         assert "error" not in got, (q, got)
         if q["op"] == "resolve":
             assert got["verdict"] == expected["verdict"], (q, got["verdict"], expected["verdict"])
+            assert got["start"] == expected["start"], (q, got["start"], expected["start"])
             verdicts.add(got["verdict"])
             if len(q["given"]) == len(matrix.axes):  # complete: the deciding rules match too
                 assert expected["grants"] <= set(got["grants"]), q
                 assert got["excludes"] == expected["excludes"], q
         elif q["op"] == "select":
             assert got == expected, q
+            if got["start"] is not None:
+                stopped.add(f"{got['kernel']}:{got['start']}")
         else:
             if expected.pop("truncated"):  # Python stopped at its budget of pairs; the page has none
                 with monkeypatch.context() as patch:
@@ -400,6 +423,7 @@ def test_evaluator_agrees_with_python(
             assert got == expected, q
             suggested += bool(expected["suggestions"])
     assert verdicts == {"supported", "unsupported", "depends"}  # the sample reaches every verdict
+    assert "vllm_triton_attn:vllm_triton_attn_init" in stopped  # a winner refused at engine start
     assert suggested >= SUGGESTED // 4
     assert refused >= 10
 
@@ -738,8 +762,10 @@ const out = JSON.parse(cases).map(function (c) {
     if (c.op === 'resolve') { return {value: ask.resolve(c.kernel, ask.values({}, null, null)).verdict}; }
     if (c.op === 'kernel') { return {value: ask.resolveKernel(c.kernel, c.given, c.model).verdict}; }
     if (c.op === 'ask') {
-      var a = ask.ask({target: 'kernel:' + c.kernel, model: c.model, given: c.given});
-      return {value: a.verdict, values: a.values, suggestions: a.suggestions};
+      var a = ask.ask({target: (c.role ? 'role:' + c.role : 'kernel:' + c.kernel), model: c.model, given: c.given});
+      return {value: a.verdict, values: a.values, suggestions: a.suggestions, kernel: a.kernel,
+              start: a.start ? a.start.kernel : null,
+              start_excludes: a.start ? a.start.excludes.map(function (x) { return x.id; }) : []};
     }
     return {value: ask.select(c.role, {}, null).verdict};
   } catch (e) {
@@ -887,3 +913,71 @@ def test_other_names_and_spellings_read_as_python_reads_them(
     with pytest.raises(InvalidQuery, match="given twice"):
         capmatrix.resolve(KernelQuery("xqa", block_size=16, tokens_per_block=16), matrix)
     assert "given twice" in got[-1]["error"]
+
+
+#: The engine-start cases: vLLM's TRITON_ATTN is chosen on a T4 and its init refuses an FP8 cache below
+#: SM89; on an L4 (SM89) it starts; a 16-bit cache on a T4 starts.
+_START_CASES: list[tuple[str, dict[str, Value]]] = [
+    ("T4 FP8", {"sm": 75, "kv_cache_dtype": "fp8", "dtype": "fp16"}),
+    ("L4 FP8", {"sm": 89, "kv_cache_dtype": "fp8", "dtype": "fp16"}),
+    ("T4 auto", {"sm": 75, "kv_cache_dtype": "auto", "dtype": "fp16"}),
+    ("T4 FP16", {"sm": 75, "kv_cache_dtype": "fp16", "dtype": "fp16"}),
+]
+
+
+@pytest.mark.skipif(NODE is None, reason="node not found")
+def test_the_form_asks_the_start_checks_as_the_command_line_does(
+    matrix: capmatrix.Matrix, ask_data: str, tmp_path: Path
+) -> None:
+    """A role whose winner's init refuses, and that kernel asked alone: not supported, the gate named."""
+    asked = [(label, target, given) for label, given in _START_CASES
+             for target in ("vllm_attention", "vllm_triton_attn")]
+    cases: list[dict[str, Any]] = [
+        {"op": "ask", "role" if target == "vllm_attention" else "kernel": target, "given": given,
+         "model": "llama3_1_8b"} for _, target, given in asked]
+    got = {(label, target): answer for (label, target, _), answer
+           in zip(asked, _node(ask_data, cases, tmp_path), strict=True)}
+    for label, target, given in asked:
+        answer = got[label, target]
+        assert "crash" not in answer, (label, target, answer)
+        if target == "vllm_attention":
+            selection = capmatrix.select(target, KernelQuery(model="llama3_1_8b").replace(**given), matrix)
+            refusal = start_refusal(selection, matrix)
+            assert answer["kernel"] == selection.kernel, label
+            assert answer["value"] == str(selection_verdict(selection, refusal)), label
+        else:
+            resolution = capmatrix.resolve(KernelQuery(target, model="llama3_1_8b").replace(**given), matrix)
+            refusal = kernel_start_refusal(resolution, matrix)
+            assert answer["value"] == str(resolution.verdict if refusal is None else refusal.verdict), label
+        assert answer["start"] == (None if refusal is None else refusal.kernel), (label, target)
+        if refusal is not None:
+            assert answer["start_excludes"] == [r.rule_id for r in refusal.reasons
+                                                if r.kind is ReasonKind.EXCLUDE], label
+    stop = "vllm_triton_attn_init"
+    refused = got["T4 FP8", "vllm_attention"]
+    assert (refused["kernel"], refused["value"], refused["start"]) == ("vllm_triton_attn", "unsupported", stop)
+    assert refused["start_excludes"] == ["vllm_triton_attn_init.fp8_below_sm89"]
+    assert {"kv_cache_dtype": "auto"} in refused["suggestions"]  # a 16-bit cache starts
+    alone = got["T4 FP8", "vllm_triton_attn"]
+    assert (alone["value"], alone["start"]) == ("unsupported", stop)
+    assert {"kv_cache_dtype": "auto"} in alone["suggestions"]
+    for label in ("L4 FP8", "T4 auto", "T4 FP16"):
+        assert got[label, "vllm_triton_attn"]["value"] == "supported", label
+        assert got[label, "vllm_triton_attn"]["start"] is None, label
+        assert got[label, "vllm_attention"]["start"] is None, label
+        assert got[label, "vllm_attention"]["value"] == "supported", label
+
+
+@pytest.mark.no_cover  # a whole workflow; the smaller tests cover its lines
+@browser
+def test_the_page_shows_the_refusal_at_engine_start(shipped_html_page: Path, tmp_path: Path) -> None:
+    """As ``capmatrix select`` prints it: the pick, then the refusing gate with its reason."""
+    fields = {"model": "llama3_1_8b", "sm": "75", "kv_cache_dtype": "fp8", "dtype": "fp16"}
+    for target in ("role:vllm_attention", "kernel:vllm_triton_attn"):
+        got = _ask(shipped_html_page, tmp_path, target=target, **fields)
+        assert got.answer["data-verdict"] == "unsupported", target
+        assert got.answer["data-start-gate"] == "vllm_triton_attn_init", target
+        text = " ".join("".join(got.text).split())
+        assert "then refused at engine start by gate vllm_triton_attn_init" in text, target
+        assert "requires SM89+" in text, target
+        assert ("exclude", "vllm_triton_attn_init.fp8_below_sm89") in got.reasons, target

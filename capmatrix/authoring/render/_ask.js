@@ -3,7 +3,8 @@
  * The evaluator answers from the export artifact embedded in the page (<script id="ask-data">),
  * following docs/export.md: effective values (query, role or kernel axes, model, axis default, else
  * open; aliases and spellings read as their axis and value), rule boxes, open axes decided over the
- * universe (an open int axis over its listed values and its classes), roles tried in order. It shares no code with the
+ * universe (an open int axis over its listed values and its classes), roles tried in order, the chosen
+ * kernel's engine-start checks after it (step 6). It shares no code with the
  * Python resolver; tests/test_authoring_render_ask.py checks it against resolve/select/suggest in Chromium.
  * window.capmatrixAsk exposes it: values, resolve, select, suggest, ask.
  */
@@ -304,6 +305,21 @@
     return {list: [], decided: true};
   }
 
+  /* The engine-start checks (docs/export.md, step 6) of a kernel the engine chose: the first of its
+   * start_checks that is not supported, asked alone with the same question (the gate's own axes under
+   * the role's, if any), or null when every one admits. */
+  function startRefusal(kernel, given, model, roleAxes) {
+    var checks = KERNELS[kernel].start_checks || [];
+    for (var i = 0; i < checks.length; i++) {
+      var pins = Object.assign({}, kernelAxes(checks[i]) || {}, roleAxes || {});
+      var r = resolve(checks[i], values(given, model, pins));
+      if (r.verdict !== 'supported') { return r; }
+    }
+    return null;
+  }
+
+  /* A role's answer: the first supported candidate, then its start checks (a refusal, or a check
+   * that depends, is the verdict unless the selection already depends). */
   function select(role, given, model) {
     var entry = own(ROLES, role) ? ROLES[role] : null;
     if (!entry) { throw new QueryError('unknown role ' + JSON.stringify(role)); }
@@ -316,9 +332,11 @@
       depends = depends || r.verdict === 'depends';
       if (r.verdict === 'supported') { winner = choice.list[i]; break; }
     }
+    var start = winner ? startRefusal(winner, given, model, entry.axes) : null;
+    var verdict = depends ? 'depends' : winner ? 'supported' : 'unsupported';
     return {
-      role: role, kernel: winner, decided: choice.decided, trace: trace, values: vals,
-      verdict: depends ? 'depends' : winner ? 'supported' : 'unsupported'
+      role: role, kernel: winner, decided: choice.decided, trace: trace, values: vals, start: start,
+      verdict: start && verdict === 'supported' ? start.verdict : verdict
     };
   }
 
@@ -385,6 +403,17 @@
     if (resolve(kernel, vals).verdict === 'supported') { return []; }
     return search(vals, vary || defaultVary(model), KERNELS[kernel].relevant_axes,
                   function (v) { return resolve(kernel, v).verdict === 'supported'; }, data.max_changes);
+  }
+
+  /* For a kernel its start checks refuse: the changes that make the kernel supported and every check
+   * admit (the checks' axes may change too). */
+  function suggestAtStart(kernel, given, model, vary) {
+    var vals = values(given, model, kernelAxes(kernel));
+    var relevant = KERNELS[kernel].relevant_axes.slice();
+    (KERNELS[kernel].start_checks || []).forEach(function (g) { relevant = relevant.concat(KERNELS[g].relevant_axes); });
+    return search(vals, vary || defaultVary(model), relevant, function (v) {
+      return resolve(kernel, v).verdict === 'supported' && startRefusal(kernel, v, null, null) === null;
+    }, data.max_changes);
   }
 
   /* For a role: one-axis changes only (the candidates' axes and those its orders read). */
@@ -521,13 +550,16 @@
       var sel = select(name, q.given, model);
       var decisive = sel.kernel ? sel.trace[sel.trace.length - 1] : null;
       return {kind: kind, name: name, verdict: sel.verdict, kernel: sel.kernel, values: sel.values,
-              trace: sel.trace, decided: sel.decided, result: decisive,
+              trace: sel.trace, decided: sel.decided, result: decisive, start: sel.start,
               suggestions: sel.verdict === 'supported' ? [] : suggestRole(name, q.given, model)};
     }
     var r = resolveKernel(name, q.given, model);
     var vals = values(q.given, model, kernelAxes(name));
-    return {kind: kind, name: name, verdict: r.verdict, kernel: name, values: vals, trace: [r], result: r,
-            suggestions: r.verdict === 'supported' ? [] : suggest(name, q.given, model)};
+    var start = r.verdict === 'supported' ? startRefusal(name, q.given, model, null) : null;
+    return {kind: kind, name: name, verdict: start ? start.verdict : r.verdict, own: r.verdict, kernel: name,
+            values: vals, trace: [r], result: r, start: start,
+            suggestions: start ? suggestAtStart(name, q.given, model) :
+              r.verdict === 'supported' ? [] : suggest(name, q.given, model)};
   }
 
   function reasonItem(rule, kind) {
@@ -567,6 +599,11 @@
     }
   }
 
+  function startWords(r) {
+    return r.verdict === 'unsupported' ? 'then refused at engine start by gate ' + r.kernel :
+      'then at engine start gate ' + r.kernel + ' depends on values the question leaves open';
+  }
+
   function show(answerBox, q, link) {
     answerBox.textContent = '';
     var a;
@@ -586,9 +623,13 @@
     head.appendChild(document.createTextNode(' ' + a.kind + ' ' + a.name + ': '));
     head.appendChild(el('b', {'class': 'word'}, a.verdict));
     if (a.kind === 'role') {
-      head.appendChild(document.createTextNode(a.kernel ? ' (' + a.kernel + ' serves it)' :
+      head.appendChild(document.createTextNode(a.start ? ' (' + a.kernel + ' is chosen, ' + startWords(a.start) + ')' :
+        a.kernel ? ' (' + a.kernel + ' serves it)' :
         a.decided ? ' (no candidate serves it)' : ' (the candidate order depends on an open axis)'));
+    } else if (a.start) {
+      head.appendChild(document.createTextNode(' (the kernel itself is ' + a.own + ', ' + startWords(a.start) + ')'));
     }
+    answerBox.setAttribute('data-start-gate', a.start ? a.start.kernel : '');
     answerBox.appendChild(head);
     answerBox.appendChild(el('h3', {}, 'Why'));
     var why = el('ul', {'class': 'reasons'});
@@ -603,6 +644,13 @@
         explain(why, r);
       }
     });
+    if (a.start) {  // as the command line's !! line: the check that stops the engine, its reason whole
+      var stop = el('li', {'class': 'start-check', 'data-kernel': a.start.kernel}, startWords(a.start) + ':');
+      var reasons = el('ul');
+      explain(reasons, a.start);
+      stop.appendChild(reasons);
+      why.appendChild(stop);
+    }
     answerBox.appendChild(why);
     if (a.verdict !== 'supported') {
       answerBox.appendChild(el('h3', {}, 'What would work'));
@@ -824,7 +872,7 @@
   }
 
   window.capmatrixAsk = {values: values, resolve: resolve, resolveKernel: resolveKernel, select: select,
-                         suggest: suggest,
+                         suggest: suggest, startRefusal: startRefusal, suggestAtStart: suggestAtStart,
                          suggestRole: suggestRole, ask: ask, modelKey: modelKey, parseValue: parseValue,
                          QueryError: QueryError};
   setupAsk();
