@@ -41,6 +41,7 @@ from test_authoring_export import ROUND_TRIP_BLOCK_CELLS, _blocks, _residual_bit
 
 import capmatrix
 from capmatrix import ANY, KernelQuery
+from capmatrix._core.start import refused_at_start
 from capmatrix.authoring.cli import run
 from capmatrix.authoring.codegen import CodegenError, cpp_header
 from capmatrix.authoring.codegen.cpp import _camel, _comment, _constant, _method, _type
@@ -825,3 +826,151 @@ def test_more_kernels_than_the_enum_holds_are_refused(
     monkeypatch.setattr("capmatrix.authoring.codegen.cpp.MAX_KERNELS", 2)
     with pytest.raises(CodegenError, match="3 kernels, 0 roles; a header holds at most 2 of each"):
         cpp_header(data, list(data["kernels"])[:3])
+
+
+# ---- engine-start checks: start_check() and Selection::start ------------------------------------------
+
+
+def _compile_and_run(header: str, lines: list[str], tmp_path: Path, *, roles: bool) -> list[str]:
+    """``lines`` of C++ in main(), against ``header`` (with ``roles``: its Selection); the output lines."""
+    selection = [
+        "static void pick(const Selection& s) {",
+        '  std::cout << (s.found ? to_string(s.kernel) : "-") << " " << to_string(s.verdict) << " "',
+        '            << (s.start.refused ? to_string(s.start.gate) : "-") << "\\n";',
+        "}",
+    ]
+    (tmp_path / "gen.h").write_text(header, encoding="utf-8")
+    source = [
+        '#include "gen.h"', "#include <iostream>", "using namespace capmatrix;",
+        "[[maybe_unused]] static void check(Verdict own, const StartCheck& c) {",
+        '  std::cout << to_string(own) << " " << (c.refused ? to_string(c.gate) : "-") << " "',
+        '            << to_string(c.verdict) << "\\n";',
+        "}", *(selection if roles else []), "int main() {", *lines, "  return 0;", "}",
+    ]
+    (tmp_path / "main.cpp").write_text("\n".join(source) + "\n", encoding="utf-8")
+    assert GXX is not None
+    subprocess.run([GXX, "-std=c++17", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O0",
+                    str(tmp_path / "main.cpp"), "-o", str(tmp_path / "main")],
+                   check=True, capture_output=True, text=True, timeout=600)
+    return subprocess.run([str(tmp_path / "main")], check=True, capture_output=True, text=True,
+                          timeout=60).stdout.splitlines()
+
+
+def _setter(data: dict[str, Any], axis: str, value: object) -> str:
+    if value is ANY:
+        return f".open(AxisId::{_constant(axis)})"
+    if data["axes"][axis]["type"] == "enum":
+        return f".{_method(axis)}({_type(axis)}::{_constant(str(value))})"
+    return f".{_method(axis)}({'kNone' if value == 'none' else int(value)})"  # type: ignore[call-overload]
+
+
+def _start_answer(matrix: capmatrix.Matrix, kernel: str, query: KernelQuery) -> str:
+    """Python's: the kernel's verdict, then its first start check that does not admit (or -)."""
+    resolution = capmatrix.resolve(query, matrix)
+    refusal = refused_at_start(compile_matrix(matrix), kernel, resolution.query)
+    stop = "- supported" if refusal is None else f"{refusal.kernel} {refusal.verdict}"
+    return f"{resolution.verdict} {stop}"
+
+
+@needs_gxx
+def test_start_check_answers_like_python(
+    matrix: capmatrix.Matrix, data: dict[str, Any], tmp_path: Path
+) -> None:
+    """vLLM's TRITON_ATTN and TRITON_MLA: their init gates join the header; FP8 below SM89 is refused."""
+    kernels = ["vllm_triton_attn", "vllm_triton_mla"]
+    header = cpp_header(data, kernels, command="test")
+    assert "Kernel::kVllmTritonAttnInit" in header  # named by start_checks alone
+    shapes = {"vllm_triton_attn": {"attention": "gqa", "head_dim": 128},
+              "vllm_triton_mla": {"attention": "mla", "head_dim": 576}}
+    lines, expected = [], []
+    for kernel, sm, kv, dtype in itertools.product(
+        kernels, data["axes"]["sm"]["values"], [*data["axes"]["kv_cache_dtype"]["values"], ANY],
+        ["fp16", "bf16"],
+    ):
+        values: dict[str, object] = {**shapes[kernel], "sm": sm, "kv_cache_dtype": kv, "dtype": dtype}
+        calls = "".join(_setter(data, a, v) for a, v in values.items())
+        lines.append(f"  check(resolve(Kernel::{_constant(kernel)}, Query(){calls}), "
+                     f"start_check(Kernel::{_constant(kernel)}, Query(){calls}));")
+        expected.append(_start_answer(matrix, kernel, KernelQuery(kernel).replace(**values)))
+    got = _compile_and_run(header, lines, tmp_path, roles=False)
+    assert got == expected
+    assert "supported vllm_triton_attn_init unsupported" in got  # picked, then refused at start
+    assert "supported vllm_triton_mla_init unsupported" in got
+    assert "supported - supported" in got  # SM89 and up, or a 16-bit cache
+    assert any(line.endswith("_init depends") for line in got)  # the cache dtype left open
+
+
+_START_MATRIX = {
+    "axes.yaml": """\
+axes:
+  sm: {type: int, description: an SM, values: [75, 80, 89, 90]}
+  kv: {type: enum, description: a cache dtype, values: [auto, fp8]}
+  page:
+    type: int
+    optional: true
+    default: 32
+    description: a page size
+    values: [16, 32]
+    engine_defaults: {vllm: 16}
+""",
+    "kernels/k.yaml": """\
+kernels:
+  target:
+    description: what the engine's choice sends queries to
+    rules:
+      - {id: target.g, grant: {sm: ">=75"}, reason: r, source: s, status: untested}
+  picked:
+    kind: gate
+    description: the engine's choice, asked again at start
+    guards:
+      targets: [target]
+      caught_by: [init]
+    rules:
+      - {id: picked.g, grant: {sm: ">=75"}, reason: r, source: s, status: untested}
+  init:
+    kind: gate
+    engine: vllm
+    description: the check at start (its engine's page default is 16)
+    rules:
+      - {id: init.g, grant: {kv: [auto, fp8]}, reason: r, source: s, status: untested}
+      - {id: init.fp8, exclude: {kv: fp8, sm: "<89"}, reason: r, source: s, status: untested}
+      - {id: init.page, exclude: {page: 16, sm: 75}, reason: r, source: s, status: untested}
+  fallback:
+    description: the next candidate
+    rules:
+      - {id: fallback.g, grant: {sm: ">=75"}, reason: r, source: s, status: untested}
+roles:
+  pick: {description: r, candidates: [picked, fallback]}
+  pick_page: {description: the role's page over the check's default, candidates: [picked, fallback],
+              axes: {page: 32}}
+""",
+}
+
+
+@needs_gxx
+def test_selection_carries_the_winners_start_check(write_matrix: Any, tmp_path: Path) -> None:
+    """select() asks its winner's checks with the role's axes (over the check's engine defaults)."""
+    m = capmatrix.load(write_matrix(_START_MATRIX, base=False))
+    data = export(m)
+    assert data["kernels"]["picked"]["start_checks"] == ["init"]
+    header = cpp_header(data, [], ["pick", "pick_page"], command="test")
+    resolver = compile_matrix(m)
+    lines, expected = [], []
+    for role, sm, kv, page in itertools.product(["pick", "pick_page"], [75, 80, 89, 90], ["auto", "fp8", ANY],
+                                                [None, 16, 32, "none"]):
+        values: dict[str, object] = {"sm": sm, "kv": kv}
+        if page is not None:
+            values["page"] = page
+        calls = "".join(_setter(data, a, v) for a, v in values.items())
+        lines.append(f"  pick(select(Role::{_constant(role)}, Query(){calls}));")
+        selection = capmatrix.select(role, KernelQuery().replace(**values), m)
+        refusal = None if selection.resolution is None else refused_at_start(
+            resolver, selection.resolution.kernel, selection.resolution.query)
+        stop = "-" if refusal is None else refusal.kernel
+        expected.append(f"{selection.kernel or '-'} {selection.verdict} {stop}")
+    got = _compile_and_run(header, lines, tmp_path, roles=True)
+    assert got == expected
+    assert "picked supported init" in got
+    # sm 75, auto, page unset: the check's own default (16) refuses for pick; pick_page's 32 wins over it.
+    first = {role: got[i] for i, role in ((0, "pick"), (len(got) // 2, "pick_page"))}
+    assert first == {"pick": "picked supported init", "pick_page": "picked supported -"}

@@ -29,8 +29,8 @@ from test_authoring_render_html import CHROMIUM, TOOL
 import capmatrix
 from capmatrix import KernelQuery, Verdict
 from capmatrix.authoring import _suggest, render
-from capmatrix.authoring.render import HTML_NAME, Document, build, render_html, render_markdown
 from capmatrix.authoring.cli._query import kernel_start_refusal, selection_verdict, start_refusal
+from capmatrix.authoring.render import HTML_NAME, Document, build, render_html, render_markdown
 from capmatrix.authoring.render._build import COMMON_MODELS, COMMON_SETTINGS
 from capmatrix.errors import InvalidQuery, InvalidValue
 from capmatrix.resolver import ReasonKind
@@ -345,7 +345,8 @@ def _questions(matrix: capmatrix.Matrix) -> list[dict[str, Any]]:
         out.append({"op": "select", "role": role, "given": given, "model": rng.choice([None, *models])})
     # The engine-start checks (vLLM's TRITON_ATTN and TRITON_MLA init: FP8 below SM89), by role and by
     # the kernels that have them.
-    checked = [k for k, kernel in matrix.kernels.items() if kernel.guards is not None and kernel.guards.caught_by]
+    checked = [k for k, kernel in matrix.kernels.items()
+               if kernel.guards is not None and kernel.guards.caught_by]
     for role in (r for r, entry in matrix.roles.items() if set(entry.candidates) & set(checked)):
         for model, sm, kv in itertools.product(["llama3_1_8b", "deepseek_v3"], matrix.axes["sm"].known,
                                                ["fp8", "fp8_e5m2", "auto"]):
@@ -762,7 +763,8 @@ const out = JSON.parse(cases).map(function (c) {
     if (c.op === 'resolve') { return {value: ask.resolve(c.kernel, ask.values({}, null, null)).verdict}; }
     if (c.op === 'kernel') { return {value: ask.resolveKernel(c.kernel, c.given, c.model).verdict}; }
     if (c.op === 'ask') {
-      var a = ask.ask({target: (c.role ? 'role:' + c.role : 'kernel:' + c.kernel), model: c.model, given: c.given});
+      var target = c.role ? 'role:' + c.role : 'kernel:' + c.kernel;
+      var a = ask.ask({target: target, model: c.model, given: c.given});
       return {value: a.verdict, values: a.values, suggestions: a.suggestions, kernel: a.kernel,
               start: a.start ? a.start.kernel : null,
               start_excludes: a.start ? a.start.excludes.map(function (x) { return x.id; }) : []};
@@ -955,7 +957,8 @@ def test_the_form_asks_the_start_checks_as_the_command_line_does(
                                                 if r.kind is ReasonKind.EXCLUDE], label
     stop = "vllm_triton_attn_init"
     refused = got["T4 FP8", "vllm_attention"]
-    assert (refused["kernel"], refused["value"], refused["start"]) == ("vllm_triton_attn", "unsupported", stop)
+    picked = (refused["kernel"], refused["value"], refused["start"])
+    assert picked == ("vllm_triton_attn", "unsupported", stop)
     assert refused["start_excludes"] == ["vllm_triton_attn_init.fp8_below_sm89"]
     assert {"kv_cache_dtype": "auto"} in refused["suggestions"]  # a 16-bit cache starts
     alone = got["T4 FP8", "vllm_triton_attn"]

@@ -1,15 +1,17 @@
 """The fixed C++ of a generated header: the functions that answer from its tables.
 
 ``capmatrix.authoring.codegen.cpp`` writes the tables of the chosen kernels and roles; what reads
-them is the same for every header and lives here, as lines of C++: the per-cell test, pins, ``resolve`` and
-``supported`` (:data:`CORE`), and for a header with roles the order test and ``select`` (:data:`ROLES`).
+them is the same for every header and lives here, as lines of C++: the per-cell test, pins, ``resolve``,
+``supported`` and ``start_check`` (:data:`CORE`), and for a header with roles the order test and
+``select`` (:data:`ROLES`).
 """
 
 from __future__ import annotations
 
 __all__ = ["CORE", "ROLES"]
 
-#: The tables' readers: condition_holds, cell_supported, pinned, resolve_rules, resolve, supported.
+#: The tables' readers: condition_holds, cell_supported, pinned, resolve_rules, resolve, supported, and
+#: the engine-start checks (StartCheck, start_checks, start_check).
 CORE: tuple[str, ...] = (
     "namespace detail {",
     "",
@@ -112,6 +114,40 @@ CORE: tuple[str, ...] = (
     "  return resolve(kernel, query) == Verdict::kSupported;",
     "}",
     "",
+    "/// The first engine-start check of a kernel that does not admit a query (docs/export.md, step 6).",
+    "struct StartCheck {",
+    "  bool refused;      // false: every check admits (or the kernel has none)",
+    "  Kernel gate;       // the check that does not admit, where refused",
+    "  Verdict verdict;   // kUnsupported, or kDepends where it needs an open axis; else kSupported",
+    "};",
+    "",
+    "namespace detail {",
+    "",
+    "/// The checks of `k` asked of `query`: each gate alone, its own engine defaults under the",
+    "/// pins [begin, end) (a role's axes), both where the caller set no value.",
+    "inline StartCheck start_checks(const KernelRules& k, const Query& query, Index begin,",
+    "                               Index end) noexcept {",
+    "  for (Index c = k.checks_begin; c < k.checks_end; ++c) {",
+    "    const Kernel gate = kStartChecks[c];",
+    "    const KernelRules& g = kKernels[static_cast<std::size_t>(gate)];",
+    "    // pinned() sets no given_ flag: the role's pins, applied last, win over the gate's.",
+    "    const Query asked = pinned(pinned(query, g.pins_begin, g.pins_end), begin, end);",
+    "    const Verdict v = resolve_rules(g, asked);",
+    "    if (v != Verdict::kSupported) { return {true, gate, v}; }",
+    "  }",
+    "  return {false, Kernel{}, Verdict::kSupported};",
+    "}",
+    "",
+    "}  // namespace detail",
+    "",
+    "/// The engine-start checks of `kernel` (gates its guard names in caught_by, which the engine",
+    "/// asks once it chose the kernel: vLLM's TritonAttentionImpl.__init__): the first that does",
+    "/// not admit `query`. Ask it of a kernel resolve() answers kSupported: `refused` then means",
+    "/// the engine picks the kernel and stops at start.",
+    "inline StartCheck start_check(Kernel kernel, const Query& query) noexcept {",
+    "  return detail::start_checks(detail::kKernels[static_cast<std::size_t>(kernel)], query, 0, 0);",
+    "}",
+    "",
 )
 
 #: With roles: in_when (an order's 'when'), Selection and select.
@@ -153,6 +189,8 @@ ROLES: tuple[str, ...] = (
     "  bool found;",
     "  Kernel kernel;",
     "  Verdict verdict;  // kDepends when a candidate tried depended on an open axis",
+    "  StartCheck start;  // the winner's start checks, with the role's axes: refused, the",
+    "                     // engine picks `kernel` and stops at start (not refused when !found)",
     "};",
     "",
     "inline Selection select(Role role, const Query& query) noexcept {",
@@ -160,6 +198,7 @@ ROLES: tuple[str, ...] = (
     "  // The role's axes (over its engine's defaults) apply; its candidates' own engine",
     "  // defaults do not.",
     "  const Query pinned = detail::pinned(query, row.pins_begin, row.pins_end);",
+    "  const StartCheck admitted = {false, Kernel{}, Verdict::kSupported};",
     "  detail::Index begin = row.candidates_begin;",
     "  detail::Index end = row.candidates_end;",
     "  if (row.orders_begin != row.orders_end) {",
@@ -169,7 +208,7 @@ ROLES: tuple[str, ...] = (
     "    for (detail::Index o = row.orders_begin; o < row.orders_end; ++o) {",
     "      const detail::Order& order = detail::kOrders[o];",
     "      const int inside = detail::in_when(order, pinned);",
-    "      if (inside < 0) { return {false, Kernel{}, Verdict::kDepends}; }",
+    "      if (inside < 0) { return {false, Kernel{}, Verdict::kDepends, admitted}; }",
     "      if (inside > 0) {",
     "        begin = order.candidates_begin;",
     "        end = order.candidates_end;",
@@ -183,10 +222,11 @@ ROLES: tuple[str, ...] = (
     "    const Verdict v = detail::resolve_rules(detail::kKernels[k], pinned);",
     "    if (v == Verdict::kDepends) { depends = true; }",
     "    if (v == Verdict::kSupported) {",
-    "      return {true, detail::kCandidates[c], depends ? Verdict::kDepends : Verdict::kSupported};",
+    "      return {true, detail::kCandidates[c], depends ? Verdict::kDepends : Verdict::kSupported,",
+    "              detail::start_checks(detail::kKernels[k], query, row.pins_begin, row.pins_end)};",
     "    }",
     "  }",
-    "  return {false, Kernel{}, depends ? Verdict::kDepends : Verdict::kUnsupported};",
+    "  return {false, Kernel{}, depends ? Verdict::kDepends : Verdict::kUnsupported, admitted};",
     "}",
     "",
 )

@@ -21,7 +21,12 @@ candidates in order and its pinned axes. Its answers follow docs/export.md, as `
 - ``select(Role, Query)`` tries the candidates in order (the role's axes apply where the query
   did not set them) and returns the first supported one, with ``kDepends`` as the verdict when an
   earlier candidate depended on an open axis; a role with orders takes the first order whose
-  ``when`` holds (undecided, ``kDepends``, when one reads an open axis first).
+  ``when`` holds (undecided, ``kDepends``, when one reads an open axis first);
+- ``start_check(Kernel, Query)`` asks a kernel's engine-start checks (the artifact's ``start_checks``,
+  docs/export.md step 6: gates the engine asks once it chose the kernel, vLLM's
+  ``TritonAttentionImpl.__init__``) and returns the first that does not admit the query
+  (``refused``, ``gate``, ``verdict``); ``select`` fills ``Selection::start`` for its winner the same
+  way, with the role's axes. The checks' gates join the header's kernels.
 """
 
 from __future__ import annotations
@@ -55,7 +60,7 @@ _KEYWORDS = frozenset([
     "requires", "return", "short", "signed", "sizeof", "static", "static_assert", "static_cast",
     "struct", "switch", "template", "this", "thread_local", "throw", "true", "try", "typedef",
     "typeid", "typename", "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t",
-    "while", "xor", "xor_eq", "open", "resolve", "select", "value", "given",
+    "while", "xor", "xor_eq", "open", "resolve", "select", "start_check", "value", "given",
     # Query's other members, and the names its bodies qualify
     "set_index", "set_int", "detail", "std",
     # lowercase macros: predefined in GNU modes (-std=gnu++17) on common targets, or defined by the
@@ -68,7 +73,7 @@ _KEYWORDS = frozenset([
 #: Query's data members: a setter mangled with a trailing underscore must not become one.
 _MEMBERS = frozenset(["index_", "value_", "given_"])
 #: Names the header declares in its namespace: an enum axis's type must be none of them.
-_OWN_TYPES = frozenset(["Verdict", "AxisId", "Kernel", "Role", "Query", "Selection"])
+_OWN_TYPES = frozenset(["Verdict", "AxisId", "Kernel", "Role", "Query", "Selection", "StartCheck"])
 
 
 class CodegenError(CapmatrixError):
@@ -190,9 +195,11 @@ class _Header:
         chosen = list(dict.fromkeys(kernels))
         for role in roles:
             chosen.extend(c for c in data["roles"][role]["candidates"] if c not in chosen)
-        for kernel in chosen:
+        for kernel in chosen:  # grows as it goes: a check's own checks join too
             if kernel not in data["kernels"]:
                 raise CodegenError(f"unknown kernel {kernel!r}; known: {', '.join(data['kernels'])}")
+            # The gates the engine asks at start once it chose the kernel (start_check answers them).
+            chosen.extend(g for g in data["kernels"][kernel].get("start_checks", ()) if g not in chosen)
             for rule in data["kernels"][kernel]["rules"]:
                 # A class condition (a rule on a derived axis, expanded) answers an int no list names
                 # by its signature over the axis's cuts, which the tables do not hold: refused rather
@@ -291,6 +298,8 @@ class _Header:
             "// tries a role's candidates in order with the role's axes (over its engine's defaults)",
             "// applied where the query did not set them; the first supported candidate wins. An optional",
             "// axis's none (not given, not checked) is a value like any other: kNone on an int axis.",
+            "// start_check() asks a chosen kernel's engine-start checks (gates the engine asks once it",
+            "// chose the kernel); select() asks them of its winner into Selection::start.",
             f"#ifndef {guard}",
             f"#define {guard}",
             "",
@@ -352,6 +361,7 @@ class _Header:
         rules: list[str] = []
         kernel_rows: list[str] = []
         pins: list[str] = []  # the kernels' (their engine's defaults), then the roles'
+        checks: list[str] = []  # per kernel, its start checks (gates of the header)
         def box_row(box: dict[str, list[Any]], by_axis: dict[str, Any]) -> str:
             """A box as a ``Rule`` row's named bits, masks and condition references."""
             masks, conds = [], []
@@ -410,8 +420,11 @@ class _Header:
                     f"{_comment(rule['location']['file'])}:{rule['location'].get('line', '?')})\n"
                     f"  {{{grant}, {box_row(rule['box'], rule['conditions'])}}},"
                 )
+            c0 = len(checks)
+            checks.extend(f"Kernel::{_constant(g)}" for g in entry.get("start_checks", ()))
             kernel_rows.append(
-                f"  {{{begin}, {len(rules)}, 0x{relevant:x}ull, {p0}, {len(pins)}}},  // {kernel}"
+                f"  {{{begin}, {len(rules)}, 0x{relevant:x}ull, {p0}, {len(pins)}, {c0}, {len(checks)}}},"
+                f"  // {kernel}"
             )
         sizes = ", ".join(str(len(self.spec(a)["values"])) for a in self.axes)
         int_begin: list[str] = []
@@ -435,7 +448,7 @@ class _Header:
             for r in self.roles
         )
         longest = max(len(values), len(intervals), len(conditions), len(rules), len(moduli),
-                      len(int_values), role_rows)
+                      len(int_values), role_rows, len(checks))
         index = "std::uint16_t" if longest < 1 << 16 else "std::uint32_t"
         cond_ref = "std::int16_t" if len(conditions) < 1 << 15 else "std::int32_t"
         self.emit(
@@ -468,7 +481,12 @@ class _Header:
             "};",
             "/// A value a kernel (its engine's default) or a role is asked with where the query sets none.",
             "struct Pin { std::uint8_t axis; std::int16_t index; std::int64_t value; };",
-            "struct KernelRules { Index begin, end; std::uint64_t relevant; Index pins_begin, pins_end; };",
+            "/// A kernel's rules [begin, end), pins and engine-start checks (kStartChecks) [begin, end).",
+            "struct KernelRules {",
+            "  Index begin, end;",
+            "  std::uint64_t relevant;",
+            "  Index pins_begin, pins_end, checks_begin, checks_end;",
+            "};",
             "struct Default { std::int16_t index; std::int64_t value; };",
             "",
             f"constexpr std::uint8_t kAxisSize[kAxisCount] = {{{sizes}}};",
@@ -487,6 +505,8 @@ class _Header:
             "constexpr Rule kRules[] = {",
             *rules,
             "};",
+            "/// The gates the engine asks at start once it chose a kernel (its guard's caught_by).",
+            f"constexpr Kernel kStartChecks[] = {{{', '.join(checks) or 'Kernel{}'}}};",
             "constexpr KernelRules kKernels[kKernelCount] = {",
             *kernel_rows,
             "};",
