@@ -77,6 +77,7 @@ def test_help_of_each_command_ends_with_its_examples(command: str) -> None:
         assert words[:2] == ["capmatrix", command]
 
 
+@pytest.mark.no_cover  # whole commands (render, check, export) once more: the commands' tests cover them
 @pytest.mark.parametrize(
     "line",
     [line for examples in EXAMPLES.values() for line in examples
