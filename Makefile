@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # torch is optional for users; the tests exercise the engine edge with the CPU build, always pinned.
 TORCH_PIN := torch==2.13.0
 
-.PHONY: venv dev run test lint unit docs bench fuzz exhaustive clean
+.PHONY: venv dev run test lint unit data docs bench fuzz exhaustive clean
 
 # pip as the venv bundles it is used as is when it can install an editable hatchling project (21.3 and
 # later): a requirement already met costs no download, where `--upgrade pip` fetched a pip on every
@@ -47,10 +47,12 @@ lint: dev
 # failures are printed in full at the end.
 #
 # What each target runs (docs/ci.md has the costs):
-#   make test        lint (ruff, mypy), then every test: the data gate once over every cell of every
-#                    oracle (tests/test_authoring_cli_main.py), the `sweep` tests over a spread of cells or over
-#                    value classes, the Hypothesis tests at their profile's example count; the
-#                    `exhaustive` tests are skipped, naming `make exhaustive`.
+#   make test        lint (ruff, mypy), then every test: the data gate once with every oracle, the engines'
+#                    records over every 8th question (tests/test_authoring_cli_main.py), the `sweep` tests
+#                    over a spread of cells or over value classes, the Hypothesis tests at their profile's
+#                    example count; the `exhaustive` tests are skipped, naming `make exhaustive`.
+#   make data        the data gate (`capmatrix test`) over every question of every oracle; CI runs it after
+#                    make test.
 #   make exhaustive  the `sweep` tests over every cell and the `exhaustive` tests (CAPMATRIX_EXHAUSTIVE=1).
 #   make fuzz        every fuzz target of tests/fuzz_main.py for FUZZ_EXAMPLES inputs each.
 JOBS ?= auto
@@ -68,6 +70,11 @@ test: dev
 	$(MAKE) --no-print-directory unit; tests=$$?; \
 	wait $$mypy; typed=$$?; echo "mypy:"; cat $(MYPY_OUT); \
 	[ $$tests -eq 0 ] && [ $$typed -eq 0 ]
+
+# The data gate over everything: every expectation, legacy conditional, importer, evidence file, page and
+# every question of every engine record (about a minute on two cores).
+data: venv
+	$(VENV)/bin/capmatrix test
 
 # Regenerate docs/support-matrix.{md,html} and docs/findings.md from capabilities/ (tests fail while
 # the committed Markdown pages are stale; the HTML page is a build output, ignored by git).

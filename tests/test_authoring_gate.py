@@ -267,3 +267,39 @@ def test_an_unknown_oracle_is_refused() -> None:
     code, _out, err = _cli("test", "--jobs", "0", "--only", "expect")
     assert code == 2
     assert "--jobs" in err
+
+
+# --------------------------------------------------------------------------------------------------
+# --records-every: a quick gate over a spread of each record's questions
+
+
+def test_records_every_compares_a_spread_and_says_so() -> None:
+    """Every 50th question of each record: fewer questions, each record named with the spread it took."""
+    results = {r.item: r for r in run_gate(capmatrix.load(ROOT / "capabilities"), only=("records",),
+                                           records_every=50).results}
+    assert results
+    assert all(r.status == "PASS" and r.checks > 0 for r in results.values())
+    assert all("(every 50th: --records-every 50)" in r.note for r in results.values())
+    for name in ("vllm_0.33.0_selection.json", "vllm_0.34.0_selection.json"):
+        record = json.loads((ROOT / "capabilities" / "evidence" / name).read_text(encoding="utf-8"))
+        main = len(record["cells"]) * len(record["columns"])
+        if "checkpoint_kv" in record:
+            main += len(record["checkpoint_kv"]["cells"]) * len(record["checkpoint_kv"]["columns"])
+        b12x = len((record.get("b12x_installed") or {}).get("cells", {})) * len(record["columns"])
+        (result,) = [r for item, r in results.items() if item.startswith(name)]
+        asked = int(result.note.split(" recorded questions", 1)[0].replace(",", ""))
+        assert asked == -(-main // 50) + -(-b12x // 50), name  # each section from its first question
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "x", "1.5"])
+def test_records_every_refuses_what_is_no_whole_number_from_1(value: str) -> None:
+    code, _out, err = _cli("test", str(ROOT / "capabilities"), "--only", "records", "--records-every", value)
+    assert code == 2
+    assert "--records-every" in err
+
+
+@pytest.mark.parametrize("value", [0, -1, True, 2.0, "8"])
+def test_run_gate_refuses_a_records_every_below_one_or_not_an_int(value: object) -> None:
+    with pytest.raises(CapmatrixError, match="records_every"):
+        run_gate(capmatrix.load(ROOT / "capabilities"), only=("expect",), records_every=value)  # type: ignore[arg-type]
+

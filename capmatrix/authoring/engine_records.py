@@ -14,6 +14,7 @@ import gzip
 import json
 import re
 from dataclasses import asdict, dataclass
+from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -210,7 +211,9 @@ def _vllm_grid_kwargs(key: str, column: str, version: str, matrix: Matrix | None
             "has_sink": column.endswith("+sink"), "version": version, "matrix": matrix}
 
 
-def _vllm_grid(header: dict[str, Any], found: _Found, version: str, matrix: Matrix | None) -> None:
+def _vllm_grid(header: dict[str, Any], found: _Found, version: str, matrix: Matrix | None,
+               every: int = 1) -> int:
+    """Compare every ``every``-th question of the grid (a cell's column); return how many were compared."""
     reason_sets, forced = header["reason_sets"], header["forced"]
     sections = [("", header["cells"], header["columns"], False)]
     # 0.34.0 and later: the cells of a quantized KV dtype once more with that dtype from the checkpoint
@@ -218,27 +221,34 @@ def _vllm_grid(header: dict[str, Any], found: _Found, version: str, matrix: Matr
     checkpoint = header.get("checkpoint_kv")
     if checkpoint is not None:
         sections.append(("checkpoint ", checkpoint["cells"], checkpoint["columns"], True))
-    for prefix, cells, columns, from_checkpoint in sections:
-        for key, outcome_ids in cells.items():
-            for column, oid in zip(columns, outcome_ids, strict=True):
-                want, order_id, rsets = header["outcomes"][oid]
-                # [] = valid; a list of reasons, or {"raises": ...} where vLLM crashed: not valid
-                verdicts = [reason_sets[rs] == [] for rs in rsets]
-                kwargs = _vllm_grid_kwargs(key, column, version, matrix)
-                if from_checkpoint:
-                    kwargs["checkpoint_kv_cache_dtype"] = kwargs["kv_cache_dtype"]
-                    kwargs["kv_cache_dtype"] = "auto"
-                found.init_refused += _vllm_cell(found, f"{prefix}{key} {column}", kwargs,
-                                                 (want, header["orders"][order_id], verdicts), forced)
+    questions = ((prefix, key, column, oid, from_checkpoint)
+                 for prefix, cells, columns, from_checkpoint in sections
+                 for key, outcome_ids in cells.items()
+                 for column, oid in zip(columns, outcome_ids, strict=True))
+    asked = 0
+    for prefix, key, column, oid, from_checkpoint in islice(questions, 0, None, every):
+        asked += 1
+        want, order_id, rsets = header["outcomes"][oid]
+        # [] = valid; a list of reasons, or {"raises": ...} where vLLM crashed: not valid
+        verdicts = [reason_sets[rs] == [] for rs in rsets]
+        kwargs = _vllm_grid_kwargs(key, column, version, matrix)
+        if from_checkpoint:
+            kwargs["checkpoint_kv_cache_dtype"] = kwargs["kv_cache_dtype"]
+            kwargs["kv_cache_dtype"] = "auto"
+        found.init_refused += _vllm_cell(found, f"{prefix}{key} {column}", kwargs,
+                                         (want, header["orders"][order_id], verdicts), forced)
     # B12X forced with b12x installed (vllm_b12x), where the record asks it: every other answer is the
     # plain cell's.
-    b12x = header.get("b12x_installed")
-    for key, reason_ids in (b12x or {}).get("cells", {}).items():
-        for column, rs in zip(header["columns"], reason_ids, strict=True):
-            kwargs = {**_vllm_grid_kwargs(key, column, version, matrix), "extra": {"vllm_b12x": True}}
-            mine = vllm.valid_backends(**kwargs, selected=["B12X"])["B12X"]
-            found.check(f"b12x installed {key} {column}", "B12X",
-                        "valid" if reason_sets[rs] == [] else "refused", "valid" if mine else "refused")
+    b12x = (header.get("b12x_installed") or {}).get("cells", {})
+    forced_b12x = ((key, column, rs) for key, reason_ids in b12x.items()
+                   for column, rs in zip(header["columns"], reason_ids, strict=True))
+    for key, column, rs in islice(forced_b12x, 0, None, every):
+        asked += 1
+        kwargs = {**_vllm_grid_kwargs(key, column, version, matrix), "extra": {"vllm_b12x": True}}
+        mine = vllm.valid_backends(**kwargs, selected=["B12X"])["B12X"]
+        found.check(f"b12x installed {key} {column}", "B12X",
+                    "valid" if reason_sets[rs] == [] else "refused", "valid" if mine else "refused")
+    return asked
 
 
 def vllm_sample_kwargs(config: dict[str, Any], version: str, matrix: Matrix | None = None) -> dict[str, Any]:
@@ -375,10 +385,11 @@ def _version(engine: str, header: dict[str, Any]) -> str:
 
 
 def compare_record(path: Path, matrix: Matrix | None = None, *, engine: str | None = None,
-                   kind: str | None = None) -> RecordComparison:
-    """Ask the adapter every question of the record at ``path``, as the record's release.
+                   kind: str | None = None, every: int = 1) -> RecordComparison:
+    """Ask the adapter every question (or every ``every``-th) of the record at ``path``, as its release.
 
-    ``engine`` and ``kind`` default to what the file name says (:data:`PATTERNS`).
+    ``engine`` and ``kind`` default to what the file name says (:data:`PATTERNS`). ``rows`` of the result
+    counts the questions compared.
 
     :raises ValueError: when the file is not a record of a known format or name.
     """
@@ -392,18 +403,16 @@ def compare_record(path: Path, matrix: Matrix | None = None, *, engine: str | No
     version = _version(engine, header)
     found = _Found()
     artefacts = start_refused = 0
+    if type(every) is not int or every < 1:
+        raise ValueError(f"every: a whole number >= 1, got {every!r}")
     if engine == "vllm" and kind == "grid":
-        _vllm_grid(header, found, version, matrix)
-        rows_count = len(header["cells"]) * len(header["columns"])
-        if "checkpoint_kv" in header:
-            section = header["checkpoint_kv"]
-            rows_count += len(section["cells"]) * len(section["columns"])
-        if "b12x_installed" in header:
-            rows_count += len(header["b12x_installed"]["cells"]) * len(header["columns"])
+        rows_count = _vllm_grid(header, found, version, matrix, every)
     elif engine == "vllm":
+        rows = rows[::every]
         artefacts, start_refused = _vllm_sample(header, rows, found, version, matrix)
         rows_count = len(rows)
     else:
+        rows = rows[::every]
         _sglang(header, rows, found, matrix)
         rows_count = len(rows)
     return RecordComparison(path=path.as_posix(), engine=engine, version=version, kind=kind, rows=rows_count,

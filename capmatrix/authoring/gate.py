@@ -289,15 +289,16 @@ def _legacy_one(matrix: Matrix, check: LegacyCheck, checkout: Path) -> OracleRes
 _ENGINES = {"vllm": "vLLM", "sglang": "SGLang"}
 
 
-def _records(matrix: Matrix, evidence: Path, pool: Executor | None) -> list[Callable[[], OracleResult]]:
+def _records(matrix: Matrix, evidence: Path, pool: Executor | None,
+             every: int) -> list[Callable[[], OracleResult]]:
     found = find_records(evidence)
     if not found:
         return [lambda: OracleResult(oracle="records", item="engine selections",
                                      skipped=f"no recorded engine selection in {evidence.as_posix()}")]
     if pool is None:
-        return [lambda e=e, k=k, p=p: _timed(lambda: _record_one(matrix, e, k, p))  # type: ignore[misc]
+        return [lambda e=e, k=k, p=p: _timed(lambda: _record_one(matrix, e, k, p, every))  # type: ignore[misc]
                 for e, k, p in found]
-    futures = [pool.submit(_record_task, matrix.root, e, k, p) for e, k, p in found]
+    futures = [pool.submit(_record_task, matrix.root, e, k, p, every) for e, k, p in found]
     return [f.result for f in futures]
 
 
@@ -305,17 +306,17 @@ def _records(matrix: Matrix, evidence: Path, pool: Executor | None) -> list[Call
 _WORKER_MATRIX: dict[str, Matrix] = {}
 
 
-def _record_task(root: str, engine: str, kind: str, path: Path) -> OracleResult:
+def _record_task(root: str, engine: str, kind: str, path: Path, every: int) -> OracleResult:
     """One record, compared in a worker process (the matrix is loaded there from ``root``)."""
     matrix = _WORKER_MATRIX.get(root)
     if matrix is None:
         matrix = _WORKER_MATRIX[root] = load(root)
-    return _timed(lambda: _record_one(matrix, engine, kind, path))
+    return _timed(lambda: _record_one(matrix, engine, kind, path, every))
 
 
-def _record_one(matrix: Matrix, engine: str, kind: str, path: Path) -> OracleResult:
+def _record_one(matrix: Matrix, engine: str, kind: str, path: Path, every: int) -> OracleResult:
     try:
-        result = _compare_record(path, matrix, engine=engine, kind=kind)
+        result = _compare_record(path, matrix, engine=engine, kind=kind, every=every)
     except (ValueError, KeyError, TypeError, OSError, CapmatrixError) as exc:
         return OracleResult(oracle="records", item=path.name, broken=f"{path.as_posix()}: {exc!r}")
     item = f"{path.name} ({_ENGINES[engine]} {result.version} {kind})"
@@ -324,6 +325,8 @@ def _record_one(matrix: Matrix, engine: str, kind: str, path: Path) -> OracleRes
     shown = tuple(Disagreement(oracle="records", cell=f"{d.cell} [{d.field}]", oracle_says=d.recorded,
                                matrix_says=d.matrix, refresh=refresh) for d in result.disagreements)
     note = f"{result.rows:,} recorded questions"
+    if every > 1:
+        note += f" (every {_ordinal(every)}: --records-every {every})"
     if result.artefacts:
         note += f", {result.artefacts} left out as the recorder's mm-prefix artefact"
     if result.start_refused:
@@ -528,6 +531,7 @@ def run_gate(
     only: Iterable[str] | None = None,
     progress: Callable[[OracleResult], None] | None = None,
     jobs: int = 1,
+    records_every: int = 1,
 ) -> GateReport:
     """Run every oracle (or those of ``only``, names of :data:`ORACLES`) against ``matrix``.
 
@@ -535,9 +539,13 @@ def run_gate(
     directory's parent. ``progress`` is called with each item's result, in the order of
     :data:`ORACLES`. With ``jobs`` > 1 the records are compared in that many worker processes (each
     loads the matrix from its directory) and the legacy comparisons run side by side.
+    ``records_every`` > 1 compares every that-many-th question of each record (a quick gate; the
+    default compares them all).
 
-    :raises CapmatrixError: for an unknown oracle name.
+    :raises CapmatrixError: for an unknown oracle name, or a ``records_every`` below 1.
     """
+    if type(records_every) is not int or records_every < 1:
+        raise CapmatrixError(f"records_every: a whole number >= 1, got {records_every!r}")
     chosen = tuple(ORACLES) if only is None else tuple(only)
     unknown = [name for name in chosen if name not in ORACLES]
     if unknown:
@@ -559,7 +567,7 @@ def run_gate(
         # the slow oracles start first, in the pools; each item is then awaited in the order of ORACLES
         pending: dict[str, Sequence[OracleResult | Callable[[], OracleResult]]] = {}
         if "records" in chosen:
-            pending["records"] = _records(matrix, evidence, pool)
+            pending["records"] = _records(matrix, evidence, pool, records_every)
         if "legacy" in chosen:
             pending["legacy"] = _legacy(matrix, cases, checkout, threads)
         steps: dict[str, Callable[[], Sequence[OracleResult | Callable[[], OracleResult]]]] = {
@@ -586,3 +594,9 @@ def run_gate(
 def oracle_names() -> Sequence[str]:
     """The oracles' names, in their order."""
     return ORACLES
+
+
+def _ordinal(n: int) -> str:
+    """``8th``, ``2nd``, ``23rd``, ``11th``."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"

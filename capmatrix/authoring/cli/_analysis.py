@@ -600,6 +600,11 @@ def configure_test(parser: argparse.ArgumentParser, _argv: Sequence[str]) -> Non
         "-j", "--jobs", type=int, default=max(1, min(os.cpu_count() or 1, 4)), metavar="N",
         help="compare the engines' records in N worker processes (default: the cores, at most 4)",
     )
+    parser.add_argument(
+        "--records-every", type=int, default=1, metavar="N",
+        help="compare every N-th question of each engine record, a quick gate while editing (default 1: "
+             "every question, as CI runs it)",
+    )
     chosen = parser.add_mutually_exclusive_group()
     chosen.add_argument("--only", action="append", choices=ORACLES, metavar="ORACLE",
                         help=f"run only this oracle (repeatable; one of {', '.join(ORACLES)})")
@@ -686,8 +691,11 @@ def cmd_test(args: argparse.Namespace, _prepared: None, out: TextIO, err: TextIO
 
     if args.jobs < 1:
         raise InvalidArgument("--jobs", args.jobs, "a positive number of worker processes")
+    if args.records_every < 1:
+        raise InvalidArgument("--records-every", args.records_every, "a whole number >= 1 (1: all)")
     gate = run_gate(matrix, expect=Path(args.expect) if args.expect else None, only=only,
-                    progress=None if args.json else progress, jobs=args.jobs)
+                    progress=None if args.json else progress, jobs=args.jobs,
+                    records_every=args.records_every)
     if args.json:
         print_json(gate.as_dict(), out)
     elif gate.expect is not None:
