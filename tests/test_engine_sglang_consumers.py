@@ -29,7 +29,7 @@ from capmatrix.authoring import render
 from capmatrix.authoring.cli import run
 from capmatrix.authoring.codegen import cpp_header
 from capmatrix.authoring.codegen.cpp import _constant, _method, _type
-from capmatrix.authoring.engine_records import read_record, sglang_cell
+from capmatrix.authoring.engine_records import read_record, resolve_cell, sglang_cell
 from capmatrix.authoring.export import export
 from capmatrix.engine import sglang
 
@@ -186,18 +186,7 @@ def record(matrix: Matrix) -> tuple[dict[str, Any], list[tuple[dict[str, Any], d
 
 def _resolved(cell: dict[str, Any], spec: dict[str, Any], model: sglang.SGLangModel,
               matrix: Matrix | None) -> sglang.Resolved:
-    forced = cell["forced"]
-    backends: dict[str, Any] = {}
-    if "+" in forced:
-        backends["prefill_attention_backend"], backends["decode_attention_backend"] = forced.split("+")
-    elif forced != "-":
-        backends["attention_backend"] = forced
-    major, minor = (int(p) for p in cell["capability"].split("."))
-    return sglang.resolve(capability=(major, minor), model=model, kv_cache_dtype=cell["kv_cache_dtype"],
-                          page_size=cell["page_size"],
-                          speculative_algorithm=spec.get("speculative_algorithm"),
-                          speculative_eagle_topk=spec.get("speculative_eagle_topk"), matrix=matrix,
-                          **backends)
+    return resolve_cell(cell, spec, model, matrix)
 
 
 def _kv_pass(values: dict[str, Any], chosen: str | None, resolved: str) -> bool:

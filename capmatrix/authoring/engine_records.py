@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from capmatrix.matrix import Matrix
 
 __all__ = ["RecordComparison", "RecordDisagreement", "compare_record", "find_records", "read_record",
-           "recorder_mm_prefix_artefact"]
+           "recorder_mm_prefix_artefact", "resolve_cell"]
 
 #: File names of the records, by engine and kind (``{version}`` is the release).
 PATTERNS = (("vllm", "grid", "vllm_*_selection.json"), ("vllm", "sample", "vllm_*_sample.json.gz"),
@@ -340,10 +340,9 @@ def sglang_cell(key: str) -> dict[str, Any]:
             "page_size": None if page == "-" else int(page), "forced": forced}
 
 
-def sglang_answer(header: dict[str, Any], models: dict[str, sglang.SGLangModel], cell: dict[str, Any],
-                  matrix: Matrix | None = None) -> dict[str, Any]:
-    """Capmatrix's answer to a recorded SGLang cell, in the record's form."""
-    spec = dict(header["specs"][cell["spec"]])
+def resolve_cell(cell: dict[str, Any], spec: dict[str, Any], model: sglang.SGLangModel,
+                 matrix: Matrix | None = None, version: str | None = None) -> sglang.Resolved:
+    """SGLang's resolution (``sglang.resolve``) of a recorded cell (:func:`sglang_cell`), spec and model."""
     forced = cell["forced"]
     split: dict[str, Any] = {}
     if "+" in forced:
@@ -351,11 +350,18 @@ def sglang_answer(header: dict[str, Any], models: dict[str, sglang.SGLangModel],
     elif forced != "-":
         split["attention_backend"] = forced
     major, minor = cell["capability"].split(".")
-    got = sglang.resolve(capability=(int(major), int(minor)), model=models[cell["model"]],
-                         kv_cache_dtype=cell["kv_cache_dtype"], page_size=cell["page_size"],
-                         speculative_algorithm=spec.get("speculative_algorithm"),
-                         speculative_eagle_topk=spec.get("speculative_eagle_topk"),
-                         version=header["sglang"]["version"], matrix=matrix, **split)
+    return sglang.resolve(capability=(int(major), int(minor)), model=model,
+                          kv_cache_dtype=cell["kv_cache_dtype"], page_size=cell["page_size"],
+                          speculative_algorithm=spec.get("speculative_algorithm"),
+                          speculative_eagle_topk=spec.get("speculative_eagle_topk"),
+                          version=version, matrix=matrix, **split)
+
+
+def sglang_answer(header: dict[str, Any], models: dict[str, sglang.SGLangModel], cell: dict[str, Any],
+                  matrix: Matrix | None = None) -> dict[str, Any]:
+    """Capmatrix's answer to a recorded SGLang cell, in the record's form."""
+    got = resolve_cell(cell, dict(header["specs"][cell["spec"]]), models[cell["model"]], matrix,
+                       header["sglang"]["version"])
     values = {k: v for k, v in asdict(got).items() if k != "refused"}
     if got.refused is None:
         return values
