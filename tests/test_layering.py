@@ -30,6 +30,7 @@ CORE: dict[str, int] = {
     "capmatrix._core": 0,
     "capmatrix._shipped": 0,
     "capmatrix.errors": 0,
+    "capmatrix._core.nesting": 0,
     "capmatrix._core.classes": 1,
     "capmatrix._core.record": 1,
     "capmatrix.model": 2,

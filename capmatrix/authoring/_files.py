@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import stat
 
+from capmatrix._core.nesting import depth
 from capmatrix.errors import CapabilityError, CapabilityErrors, InvalidFile
 
 TYPE_CHECKING = False  # not typing's: importing typing would add to every cold start
@@ -109,7 +110,7 @@ def read_json(path: str | Path, name: str, *, hint: str | None = None) -> object
                           hint=hint) from None
     except ValueError as exc:  # an integer of more digits than Python converts
         raise InvalidFile(name, f"not JSON capmatrix reads ({exc})", hint=hint) from None
-    if _depth(data) > MAX_JSON_DEPTH:
+    if depth(data, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
         raise InvalidFile(name, f"objects and arrays nested deeper than {MAX_JSON_DEPTH} levels", hint=hint)
     return data
 
@@ -123,17 +124,3 @@ def _finite(text: str) -> float:
     if value in (_INFINITY, -_INFINITY):
         raise _Refused(f"not valid JSON ({text[:20]} is too large for a number)")
     return value
-
-
-def _depth(data: object) -> int:
-    """How deeply objects and arrays nest (1: an object of scalars), up to past the bound; no recursion."""
-    deepest = 0
-    stack: list[tuple[object, int]] = [(data, 1)]
-    while stack:
-        value, level = stack.pop()
-        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
-        stack.extend((child, level + 1) for child in children if isinstance(child, dict | list))
-        deepest = max(deepest, level)
-        if deepest > MAX_JSON_DEPTH:
-            break
-    return deepest

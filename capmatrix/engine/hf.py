@@ -6,6 +6,7 @@ import numbers
 import os
 from collections.abc import Mapping
 
+from capmatrix._core.nesting import depth
 from capmatrix._shipped.default import default_matrix
 from capmatrix.errors import InvalidQuery, UnknownName
 from capmatrix.model import AxisType, format_value
@@ -412,7 +413,7 @@ def read_hf_config(path: str | os.PathLike[str]) -> dict[str, object]:
         raise InvalidQuery(f"{where}: not a config.json ({what})") from None
     if not isinstance(data, dict):
         raise InvalidQuery(f"{where}:1:1: a config.json holds one JSON object, got {_json_kind(data)}")
-    if _depth(data) > MAX_CONFIG_DEPTH:
+    if depth(data, MAX_CONFIG_DEPTH) > MAX_CONFIG_DEPTH:
         raise InvalidQuery(
             f"{where}: objects and arrays nested deeper than {MAX_CONFIG_DEPTH} levels, which no "
             "config.json is"
@@ -431,20 +432,6 @@ def _json_kind(value: object) -> str:
     if isinstance(value, bool):
         return "a boolean"
     return "a number"
-
-
-def _depth(data: object) -> int:
-    """How deeply objects and arrays nest in parsed JSON (1: an object of scalars); no recursion."""
-    deepest = 0
-    stack: list[tuple[object, int]] = [(data, 1)]
-    while stack:
-        value, level = stack.pop()
-        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
-        stack.extend((child, level + 1) for child in children if isinstance(child, dict | list))
-        deepest = max(deepest, level)
-        if deepest > MAX_CONFIG_DEPTH:
-            break
-    return deepest
 
 
 #: Axes the config derives as "the engine's default" (the KV cache follows the model dtype), so that an
