@@ -25,7 +25,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,9 +36,19 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import profiles, releases, sglang_select, shapes, synth, vllm_select  # noqa: E402
+from benchmarks import heap, profiles, releases, sglang_select, shapes, synth, vllm_select  # noqa: E402
 from benchmarks.report import Row, Section, fmt_bytes, fmt_time, fmt_timing, ratio  # noqa: E402
-from benchmarks.timing import Timing, per_call  # noqa: E402
+from benchmarks.timing import (  # noqa: E402
+    Spawned,
+    Timing,
+    compile_bytecode,
+    finished,
+    per_call,
+    run_timings,
+    spawn,
+    spawn_alternating,
+    spawn_many,
+)
 from capmatrix.resolver import CLOSEST_GRANTS  # noqa: E402
 
 #: The gate that holds TensorRT-LLM's attention_need_spec_dec_mode in the shipped matrix.
@@ -419,57 +428,6 @@ BEFORE = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Spawned:
-    """One finished child process: wall and CPU seconds (user + system) and its peak RSS in bytes."""
-
-    wall: float
-    cpu: float
-    peak_rss: int
-
-
-def _finished(argv: list[str], start: float, status: int, usage: Any, ok: tuple[int, ...]) -> Spawned:
-    """A child reaped by ``wait4``: its wall time since ``start``, CPU time and peak RSS; an exit status
-    outside ``ok`` raises."""
-    code = os.waitstatus_to_exitcode(status)
-    if code not in ok:
-        msg = f"{' '.join(argv)} exited {code}"
-        raise RuntimeError(msg)
-    return Spawned(time.perf_counter() - start, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024)
-
-
-def spawn(argv: list[str], *, env: dict[str, str] | None = None, ok: tuple[int, ...] = (0, 1, 3),
-          cwd: Path = ROOT) -> Spawned:
-    """Run ``argv`` to completion (output discarded) and read its own resource usage (``wait4``)."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
-    _pid, status, usage = os.wait4(proc.pid, 0)
-    return _finished(argv, start, status, usage, ok)
-
-
-def spawn_many(argv: list[str], repeat: int, **kw: Any) -> tuple[Timing, Timing, int]:
-    """Wall and CPU timings (min, median) of ``repeat`` runs, and the largest peak RSS among them."""
-    return _timings([spawn(argv, **kw) for _ in range(repeat)])
-
-
-def _timings(runs: list[Spawned]) -> tuple[Timing, Timing, int]:
-    walls, cpus = [r.wall for r in runs], [r.cpu for r in runs]
-    return (Timing(min(walls), statistics.median(walls), 1, len(runs)),
-            Timing(min(cpus), statistics.median(cpus), 1, len(runs)), max(r.peak_rss for r in runs))
-
-
-def spawn_alternating(
-    baseline: list[str], argv: list[str], repeat: int, **kw: Any
-) -> tuple[tuple[Timing, Timing, int], tuple[Timing, Timing, int]]:
-    """:func:`spawn_many` of ``baseline`` and of ``argv`` (with ``kw``), their runs alternating.
-
-    A difference of two medians taken minutes apart reads the machine's drift as the difference; runs
-    taken in turns see the same machine.
-    """
-    pairs = [(spawn(baseline), spawn(argv, **kw)) for _ in range(repeat)]
-    return _timings([a for a, _b in pairs]), _timings([b for _a, b in pairs])
-
-
 _LOAD_CHILD = """
 import json, resource, sys, time
 t0 = time.perf_counter()
@@ -506,13 +464,6 @@ def bench_env(cache: Path | None) -> dict[str, str]:
         env.pop("CAPMATRIX_CACHE", None)
         env["CAPMATRIX_CACHE_DIR"] = str(cache)
     return env
-
-
-def compile_bytecode() -> None:
-    """Byte-compile the package, as installing a wheel does (with PYTHONDONTWRITEBYTECODE set, every
-    fresh interpreter would otherwise compile the sources again)."""
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "capmatrix")], check=True,
-                   capture_output=True)
 
 
 def _load_runs(path: str | None, repeat: int, cache: Path | None = None) -> dict[str, Any]:
@@ -711,8 +662,8 @@ def _installed_rows(sec: Section, runs: int) -> None:
         pairs = [(spawn([py, "-c", "pass"], cwd=home),
                   spawn([py, "-c", "import capmatrix; capmatrix.load()"], env=env(), ok=(0,), cwd=home))
                  for _ in range(2 * runs + 1)]
-        bare_c = _timings([a for a, _b in pairs])[1]
-        whole_w, whole_c, whole_rss = _timings([b for _a, b in pairs])
+        bare_c = run_timings([a for a, _b in pairs])[1]
+        whole_w, whole_c, whole_rss = run_timings([b for _a, b in pairs])
         over = whole_c.median - bare_c.median
         sec.rows.append(Row(
             "`python -c 'import capmatrix; capmatrix.load()'`, fresh install (no cache entry), over bare "
@@ -722,7 +673,7 @@ def _installed_rows(sec: Section, runs: int) -> None:
         ))
         _engine_start_row(sec, site, home, runs)
         argv = [py, "-c", _CLI_CHILD, *_QUERY]
-        end_w, end_c, end_rss = _timings([spawn(argv, env=env(), ok=(0,), cwd=home) for _ in range(runs)])
+        end_w, end_c, end_rss = run_timings([spawn(argv, env=env(), ok=(0,), cwd=home) for _ in range(runs)])
         sec.rows.append(Row(
             f"`capmatrix {' '.join(_QUERY)}`, fresh install (no cache entry)", fmt_timing(end_c),
             target="<= 120 ms", met=end_c.median <= 0.120, over=end_c.median / 0.120,
@@ -742,8 +693,8 @@ def _engine_start_row(sec: Section, site: Path, home: Path, runs: int) -> None:
     pairs = [(spawn([py, "-c", "pass"], cwd=home),
               spawn([py, "-c", ENGINE_START], env=env, ok=(0,), cwd=home))
              for _ in range(2 * runs + 1)]
-    bare_w, bare_c, _bare_rss = _timings([a for a, _b in pairs])
-    start_w, start_c, start_rss = _timings([b for _a, b in pairs])
+    bare_w, bare_c, _bare_rss = run_timings([a for a, _b in pairs])
+    start_w, start_c, start_rss = run_timings([b for _a, b in pairs])
     over = start_c.median - bare_c.median
     sec.rows.append(Row(
         "engine start from the wheel (`import` + shipped matrix + `bind_spec_dec`), over bare Python",
@@ -971,7 +922,7 @@ def spawn_bounded(argv: list[str], timeout: float, ok: tuple[int, ...] = (0, 1),
             proc.returncode = -9
             return None
         time.sleep(0.02)
-    return _finished(argv, start, status, usage, ok)
+    return finished(argv, start, status, usage, ok)
 
 
 def _cli_analysis_rows(sec: Section, quick: bool) -> None:
@@ -1359,6 +1310,7 @@ SECTIONS = {
     "vllm-select": vllm_select.section_vllm,
     "sglang-select": sglang_select.section_sglang,
     "releases": releases.section_releases,
+    "heap": heap.section_heap,
 }
 
 

@@ -6,15 +6,23 @@ import json
 import os
 import statistics
 import subprocess
+import sys
 import time
 import timeit
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-__all__ = ["Timing", "engine_bench", "per_call", "process_wall", "repeat_wall"]
+#: The checkout: child processes run in it.
+ROOT = Path(__file__).resolve().parent.parent
+
+__all__ = [
+    "Spawned", "Timing", "compile_bytecode", "engine_bench", "finished", "per_call", "process_wall",
+    "repeat_wall", "run_timings", "spawn", "spawn_alternating", "spawn_many",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,3 +89,61 @@ def engine_bench(tool: str, python_var: str, src_var: str, src_flag: str) -> dic
                           check=True, timeout=900)
     data: dict[str, Any] = json.loads(done.stdout)
     return data
+
+
+@dataclass(frozen=True, slots=True)
+class Spawned:
+    """One finished child process: wall and CPU seconds (user + system) and its peak RSS in bytes."""
+
+    wall: float
+    cpu: float
+    peak_rss: int
+
+
+def finished(argv: list[str], start: float, status: int, usage: Any, ok: tuple[int, ...]) -> Spawned:
+    """A child reaped by ``wait4``: its wall time since ``start``, CPU time and peak RSS; an exit status
+    outside ``ok`` raises."""
+    code = os.waitstatus_to_exitcode(status)
+    if code not in ok:
+        msg = f"{' '.join(argv)} exited {code}"
+        raise RuntimeError(msg)
+    return Spawned(time.perf_counter() - start, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024)
+
+
+def spawn(argv: list[str], *, env: dict[str, str] | None = None, ok: tuple[int, ...] = (0, 1, 3),
+          cwd: Path = ROOT) -> Spawned:
+    """Run ``argv`` to completion (output discarded) and read its own resource usage (``wait4``)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    return finished(argv, start, status, usage, ok)
+
+
+def spawn_many(argv: list[str], repeat: int, **kw: Any) -> tuple[Timing, Timing, int]:
+    """Wall and CPU timings (min, median) of ``repeat`` runs, and the largest peak RSS among them."""
+    return run_timings([spawn(argv, **kw) for _ in range(repeat)])
+
+
+def run_timings(runs: list[Spawned]) -> tuple[Timing, Timing, int]:
+    walls, cpus = [r.wall for r in runs], [r.cpu for r in runs]
+    return (Timing(min(walls), statistics.median(walls), 1, len(runs)),
+            Timing(min(cpus), statistics.median(cpus), 1, len(runs)), max(r.peak_rss for r in runs))
+
+
+def spawn_alternating(
+    baseline: list[str], argv: list[str], repeat: int, **kw: Any
+) -> tuple[tuple[Timing, Timing, int], tuple[Timing, Timing, int]]:
+    """:func:`spawn_many` of ``baseline`` and of ``argv`` (with ``kw``), their runs alternating.
+
+    A difference of two medians taken minutes apart reads the machine's drift as the difference; runs
+    taken in turns see the same machine.
+    """
+    pairs = [(spawn(baseline), spawn(argv, **kw)) for _ in range(repeat)]
+    return run_timings([a for a, _b in pairs]), run_timings([b for _a, b in pairs])
+
+
+def compile_bytecode() -> None:
+    """Byte-compile the package, as installing a wheel does (with PYTHONDONTWRITEBYTECODE set, every
+    fresh interpreter would otherwise compile the sources again)."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "capmatrix")], check=True,
+                   capture_output=True)

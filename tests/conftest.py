@@ -18,6 +18,7 @@ import file_progress
 import pytest
 
 import capmatrix
+from capmatrix.authoring._heap import tune as tune_collector
 from capmatrix.authoring.render import HTML_NAME, MARKDOWN_NAME, Document, build, render_html, render_markdown
 
 # The compiled-matrix cache is on, as users run it, in a fresh directory of this process's own (child
@@ -32,6 +33,11 @@ else:
     _CACHE_DIR = tempfile.mkdtemp(prefix="capmatrix-test-cache-")
     os.environ["CAPMATRIX_CACHE_DIR"] = _CACHE_DIR
     atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
+
+# The test processes keep the session's fixtures, matrices and memos, a heap that CPython's default
+# collector thresholds walk again and again; they collect as the `capmatrix` command does
+# (capmatrix/authoring/_heap.py): the suite ran in about three quarters of the time.
+tune_collector()
 
 # Sweeps (every cell of a record, every cell of a kernel) run the same lines thousands of times, and a
 # whole workflow on a copy of the checkout (a recipe, a render, the gate) runs most of the package once

@@ -106,9 +106,74 @@ class _Answer(html.parser.HTMLParser):
             self.text.append(data)
 
 
-def _ask(page: Path, tmp_path: Path, **fields: str) -> _Answer:
+#: Every question the tests below ask through the form, asked in one page load (a load costs seconds):
+#: the first in the address the page is opened at, each next one by changing the address's fragment
+#: (the page's hashchange path) after the answer before it was cleared.
+FORM_QUESTIONS: tuple[dict[str, str], ...] = (
+    {"target": "kernel:xqa", "model": "llama", "sm": "120", "spec_dec": "one_model"},
+    {"target": "kernel:xqa", "model": "DEEPSEEK-AI/DEEPSEEK-V3", "sm": "120", "spec_dec": "one_model",
+     "dtype": "bf16"},
+    {"target": "role:trtllm_generation", "model": "deepseek_v3", "sm": "120", "spec_dec": "one_model"},
+    {"target": "kernel:xqa", "model": "no-such/model"},
+    {"target": "kernel:xqa", "more": "attention=sparse"},
+    {"target": "role:vllm_attention", "model": "llama3_1_8b", "sm": "75", "kv_cache_dtype": "fp8",
+     "dtype": "fp16"},
+)
+
+_FORM_HARNESS = """
+<pre id="form-out"></pre>
+<script>
+(function () {
+  var fragments = JSON.parse(document.getElementById('form-questions').textContent);
+  var out = [];
+  function shown() {
+    var a = document.getElementById('ask-answer');
+    return a && a.hasAttribute('data-verdict') ? a.outerHTML : '';
+  }
+  function next(i) {
+    out.push(shown());
+    if (i === fragments.length) {
+      document.getElementById('form-out').textContent = JSON.stringify(out);
+      return;
+    }
+    var a = document.getElementById('ask-answer');
+    if (a) { a.removeAttribute('data-verdict'); a.innerHTML = ''; }
+    window.location.hash = fragments[i];
+    setTimeout(function () { next(i + 1); }, 200);
+  }
+  window.addEventListener('load', function () { setTimeout(function () { next(1); }, 200); });
+})();
+</script>
+"""
+
+
+def _fragment(fields: dict[str, str]) -> str:
+    return "#ask?" + urlencode(fields)
+
+
+@pytest.fixture(scope="module")
+def form_answers(shipped_html_page: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The form's answer (``#ask-answer``'s HTML) to each of :data:`FORM_QUESTIONS`, by fragment."""
+    fragments = [_fragment(q) for q in FORM_QUESTIONS]
+    assert len(set(fragments)) == len(fragments)  # a repeated fragment would change nothing
+    tmp = tmp_path_factory.mktemp("form")
+    payload = json.dumps(fragments).replace("</", "<\\/")
+    extra = f'<script type="application/json" id="form-questions">{payload}</script>{_FORM_HARNESS}'
+    page = tmp / "form.html"
+    text = shipped_html_page.read_text(encoding="utf-8")
+    page.write_text(text.replace("</body>", extra + "</body>", 1), encoding="utf-8")
+    dom = _dump(page, tmp, fragments[0], budget=30000)
+    found = re.search(r'<pre id="form-out">(.*?)</pre>', dom, re.DOTALL)
+    assert found, "the harness wrote no answers"
+    answers: list[str] = json.loads(html.unescape(found.group(1)))
+    assert len(answers) == len(fragments)
+    return dict(zip(fragments, answers, strict=True))
+
+
+def _ask(form_answers: dict[str, str], **fields: str) -> _Answer:
+    """The form's answer to ``fields`` (one of :data:`FORM_QUESTIONS`)."""
     parsed = _Answer()
-    parsed.feed(_dump(page, tmp_path, "#ask?" + urlencode(fields)))
+    parsed.feed(form_answers[_fragment(fields)])
     assert parsed.answer, "the page shows no answer"
     return parsed
 
@@ -118,14 +183,11 @@ def _ask(page: Path, tmp_path: Path, **fields: str) -> _Answer:
 
 
 @browser
-def test_seed_question_llama_is_supported(
-    matrix: capmatrix.Matrix, shipped_html_page: Path, tmp_path: Path
-) -> None:
+def test_seed_question_llama_is_supported(matrix: capmatrix.Matrix, form_answers: dict[str, str]) -> None:
     query = KernelQuery("xqa", model="llama", sm=120, spec_dec="one_model")
     expected = capmatrix.resolve(query, matrix)
     assert expected.verdict is Verdict.SUPPORTED
-    got = _ask(shipped_html_page, tmp_path, target="kernel:xqa", model="llama", sm="120",
-               spec_dec="one_model")
+    got = _ask(form_answers, target="kernel:xqa", model="llama", sm="120", spec_dec="one_model")
     assert got.answer["data-verdict"] == str(expected.verdict) == "supported"
     cited = {r.rule_id for r in expected.reasons if r.kind is ReasonKind.GRANT}
     assert cited <= {rule for kind, rule in got.reasons if kind == "grant"}
@@ -139,15 +201,14 @@ def test_seed_question_llama_is_supported(
 
 @browser
 def test_seed_question_deepseek_is_unsupported_because_of_mla(
-    matrix: capmatrix.Matrix, shipped_html_page: Path, tmp_path: Path
+    matrix: capmatrix.Matrix, form_answers: dict[str, str]
 ) -> None:
     query = KernelQuery("xqa", model="deepseek_v3", sm=120, spec_dec="one_model", dtype="bf16")
     expected = capmatrix.resolve(query, matrix)
     assert expected.verdict is Verdict.UNSUPPORTED
     # The Hugging Face id of the model, as a user would type it.
     hf_id = matrix.models["deepseek_v3"].hf_ids[0].upper()
-    got = _ask(shipped_html_page, tmp_path, target="kernel:xqa", model=hf_id, sm="120",
-               spec_dec="one_model", dtype="bf16")
+    got = _ask(form_answers, target="kernel:xqa", model=hf_id, sm="120", spec_dec="one_model", dtype="bf16")
     assert got.answer["data-verdict"] == "unsupported"
     excluded = [r.rule_id for r in expected.reasons
                 if r.kind is ReasonKind.EXCLUDE and r.rule_id is not None]
@@ -165,13 +226,11 @@ def test_seed_question_deepseek_is_unsupported_because_of_mla(
 
 
 @browser
-def test_role_question_names_the_winner(
-    matrix: capmatrix.Matrix, shipped_html_page: Path, tmp_path: Path
-) -> None:
+def test_role_question_names_the_winner(matrix: capmatrix.Matrix, form_answers: dict[str, str]) -> None:
     selection = capmatrix.select(
         "trtllm_generation", KernelQuery(model="deepseek_v3", sm=120, spec_dec="one_model"), matrix
     )
-    got = _ask(shipped_html_page, tmp_path, target="role:trtllm_generation", model="deepseek_v3", sm="120",
+    got = _ask(form_answers, target="role:trtllm_generation", model="deepseek_v3", sm="120",
                spec_dec="one_model")
     assert got.answer["data-verdict"] == str(selection.verdict)
     assert got.answer["data-kernel"] == selection.kernel
@@ -179,11 +238,11 @@ def test_role_question_names_the_winner(
 
 @pytest.mark.no_cover  # a whole workflow; the smaller tests cover its lines
 @browser
-def test_bad_question_is_refused_with_a_message(shipped_html_page: Path, tmp_path: Path) -> None:
-    got = _ask(shipped_html_page, tmp_path, target="kernel:xqa", model="no-such/model")
+def test_bad_question_is_refused_with_a_message(form_answers: dict[str, str]) -> None:
+    got = _ask(form_answers, target="kernel:xqa", model="no-such/model")
     assert got.answer["data-verdict"] == "error"
     assert "unknown model" in "".join(got.text)
-    got = _ask(shipped_html_page, tmp_path, target="kernel:xqa", more="attention=sparse")
+    got = _ask(form_answers, target="kernel:xqa", more="attention=sparse")
     assert got.answer["data-verdict"] == "error"
     assert "sparse" in "".join(got.text)
 
@@ -973,12 +1032,13 @@ def test_the_form_asks_the_start_checks_as_the_command_line_does(
 
 @pytest.mark.no_cover  # a whole workflow; the smaller tests cover its lines
 @browser
-def test_the_page_shows_the_refusal_at_engine_start(shipped_html_page: Path, tmp_path: Path) -> None:
+def test_the_page_shows_the_refusal_at_engine_start(form_answers: dict[str, str]) -> None:
     """As ``capmatrix select`` prints it: the pick, then the refusing gate with its reason.
 
-    One page load (a few seconds each); the kernel question's answer is checked through node above.
+    Asked through the form (:data:`FORM_QUESTIONS`); the kernel question's answer is checked through
+    node above.
     """
-    got = _ask(shipped_html_page, tmp_path, target="role:vllm_attention", model="llama3_1_8b", sm="75",
+    got = _ask(form_answers, target="role:vllm_attention", model="llama3_1_8b", sm="75",
                kv_cache_dtype="fp8", dtype="fp16")
     assert got.answer["data-verdict"] == "unsupported"
     assert got.answer["data-kernel"] == "vllm_triton_attn"

@@ -283,7 +283,8 @@ def test_hardcoded_conditional_equals_the_gate_and_the_bound_decision() -> None:
 
 
 def test_growth_baseline_is_the_median_draw() -> None:
-    from benchmarks.run import Spawned, _median_run
+    from benchmarks.run import _median_run
+    from benchmarks.timing import Spawned
 
     def run(cpu: float) -> Spawned:
         return Spawned(cpu=cpu, wall=cpu, peak_rss=1)

@@ -54,6 +54,7 @@ CORE: dict[str, int] = {
     "capmatrix.authoring._validate": 0,
     "capmatrix.authoring._yaml": 0,
     "capmatrix.authoring._atomic": 1,
+    "capmatrix.authoring._heap": 1,
     "capmatrix.authoring._files": 1,
     "capmatrix.authoring._validate.hints": 1,
     "capmatrix.authoring._versions": 1,

@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from capmatrix._shipped.default import resolve
+from capmatrix.authoring._heap import thresholds as collector_thresholds
+from capmatrix.authoring._heap import tune as tune_collector
 from capmatrix.authoring._yaml import read as _yaml
 from capmatrix.authoring.analysis import (
     DEFAULT_TIMEOUT,
@@ -561,8 +563,10 @@ def run_gate(
     with contextlib.ExitStack() as stack:
         pool = threads = None
         if jobs > 1:
+            collector_thresholds()  # a bad CAPMATRIX_GC is refused here, not in each worker
             spawn = multiprocessing.get_context("spawn")
-            pool = stack.enter_context(ProcessPoolExecutor(jobs, mp_context=spawn))
+            pool = stack.enter_context(
+                ProcessPoolExecutor(jobs, mp_context=spawn, initializer=tune_collector))
             threads = stack.enter_context(ThreadPoolExecutor(jobs))
         # the slow oracles start first, in the pools; each item is then awaited in the order of ORACLES
         pending: dict[str, Sequence[OracleResult | Callable[[], OracleResult]]] = {}

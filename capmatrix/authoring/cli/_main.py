@@ -10,6 +10,7 @@ import contextlib
 import importlib
 import sys
 
+from capmatrix.authoring._heap import tune as tune_collector
 from capmatrix.authoring.cli._common import (
     EXIT_ERROR,
     EXIT_OK,
@@ -235,6 +236,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
+    try:
+        tune_collector()  # the command's process is ours: see capmatrix/authoring/_heap.py
+    except CapmatrixError as exc:
+        sys.stderr.write(f"capmatrix: error: {exc}\n")
+        return EXIT_ERROR
     try:
         return run(sys.argv[1:] if argv is None else argv, sys.stdout, sys.stderr)
     except KeyboardInterrupt:
