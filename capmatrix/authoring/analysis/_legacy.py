@@ -48,8 +48,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from capmatrix._core.partition import partition
-from capmatrix.authoring._heap import thresholds as collector_thresholds
-from capmatrix.authoring._heap import tune as tune_collector
 from capmatrix.authoring.analysis._boxes import Area, KernelBoxes, areas, reduce_kernel
 from capmatrix.errors import CapmatrixError, InvalidValue, UnknownName, echo
 from capmatrix.model import AxisType, format_value
@@ -507,7 +505,6 @@ def compare_legacy_file(
     where = _one_release(matrix, kernel, where)
     root = _root(matrix, where)
     deadline = time.monotonic() + timeout
-    collector_thresholds()  # a bad CAPMATRIX_GC is refused here, not in the predicate's process
     context = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory(prefix="capmatrix-legacy-") as tmp:
         out_path, err_path = Path(tmp) / "stdout", Path(tmp) / "stderr"
@@ -584,7 +581,6 @@ def _output(out_path: Path, err_path: Path) -> PredicateOutput:
 
 def _serve(connection: Any, spec: str, names: list[str], out_path: str, err_path: str) -> None:  # noqa: ANN401
     """The child: import the predicate, send its signature, then run the plan it is sent."""
-    tune_collector()  # a process of capmatrix's own (capmatrix/authoring/_heap.py)
     for fd, path in ((1, out_path), (2, err_path)):
         target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(target, fd)
