@@ -36,7 +36,7 @@ else:
 
 # The test processes keep the session's fixtures, matrices and memos, a heap that CPython's default
 # collector thresholds walk again and again; they collect as the `capmatrix` command does
-# (capmatrix/authoring/_heap.py): the suite ran in about three quarters of the time.
+# (capmatrix/authoring/_heap.py): pytest took 459 s instead of 513 (docs/ci.md).
 tune_collector()
 
 # Sweeps (every cell of a record, every cell of a kernel) run the same lines thousands of times, and a

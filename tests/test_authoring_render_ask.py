@@ -156,17 +156,9 @@ def form_answers(shipped_html_page: Path, tmp_path_factory: pytest.TempPathFacto
     """The form's answer (``#ask-answer``'s HTML) to each of :data:`FORM_QUESTIONS`, by fragment."""
     fragments = [_fragment(q) for q in FORM_QUESTIONS]
     assert len(set(fragments)) == len(fragments)  # a repeated fragment would change nothing
-    tmp = tmp_path_factory.mktemp("form")
-    payload = json.dumps(fragments).replace("</", "<\\/")
-    extra = f'<script type="application/json" id="form-questions">{payload}</script>{_FORM_HARNESS}'
-    page = tmp / "form.html"
     text = shipped_html_page.read_text(encoding="utf-8")
-    page.write_text(text.replace("</body>", extra + "</body>", 1), encoding="utf-8")
-    dom = _dump(page, tmp, fragments[0], budget=30000)
-    found = re.search(r'<pre id="form-out">(.*?)</pre>', dom, re.DOTALL)
-    assert found, "the harness wrote no answers"
-    answers: list[str] = json.loads(html.unescape(found.group(1)))
-    assert len(answers) == len(fragments)
+    answers: list[str] = _run_harness(fragments, tmp_path_factory.mktemp("form"), text, harness=_FORM_HARNESS,
+                                      name="form", fragment=fragments[0], budget=30000)
     return dict(zip(fragments, answers, strict=True))
 
 
@@ -282,15 +274,18 @@ _HARNESS = """
 """
 
 
-def _run_harness(questions: list[dict[str, Any]], tmp_path: Path, text: str) -> list[dict[str, Any]]:
+def _run_harness(questions: list[Any], tmp_path: Path, text: str, *, harness: str = _HARNESS,
+                 name: str = "harness", fragment: str = "", budget: int = 60000) -> list[Any]:
+    """``harness`` run in the page ``text`` (opened at ``fragment``): it reads ``questions`` from the
+    element ``{name}-questions`` and writes one answer per question, as JSON, into ``{name}-out``."""
     payload = json.dumps(questions).replace("</", "<\\/")
-    extra = f'<script type="application/json" id="harness-questions">{payload}</script>{_HARNESS}'
-    page = tmp_path / "harness.html"
+    extra = f'<script type="application/json" id="{name}-questions">{payload}</script>{harness}'
+    page = tmp_path / f"{name}.html"
     page.write_text(text.replace("</body>", extra + "</body>", 1), encoding="utf-8")
-    dom = _dump(page, tmp_path, budget=60000)
-    found = re.search(r'<pre id="harness-out">(.*?)</pre>', dom, re.DOTALL)
+    dom = _dump(page, tmp_path, fragment, budget=budget)
+    found = re.search(rf'<pre id="{name}-out">(.*?)</pre>', dom, re.DOTALL)
     assert found, "the harness wrote no answers"
-    answers: list[dict[str, Any]] = json.loads(html.unescape(found.group(1)))
+    answers: list[Any] = json.loads(html.unescape(found.group(1)))
     assert len(answers) == len(questions)
     return answers
 
