@@ -81,3 +81,27 @@ def test_the_gate_refuses_a_bad_setting_before_its_workers_start(monkeypatch: py
     monkeypatch.setenv(_heap.ENV, "sometimes")
     with pytest.raises(CapmatrixError, match="CAPMATRIX_GC='sometimes': not a setting"):
         run_gate(capmatrix.load(), only=["records"], jobs=2)
+
+
+def test_an_empty_setting_reads_as_unset(
+    interpreter_default: tuple[int, int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(_heap.ENV, "")
+    _heap.tune()
+    assert gc.get_threshold() == _heap.THRESHOLDS
+
+
+@pytest.mark.parametrize("value", ["x" * 5000, "défaut\tnull", "default\n"])
+def test_a_long_or_odd_value_is_echoed_cut_and_printable(
+    interpreter_default: tuple[int, int, int], monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv(_heap.ENV, value)
+    with pytest.raises(CapmatrixError) as info:
+        _heap.tune()
+    message = str(info.value)
+    assert message.startswith("CAPMATRIX_GC=")
+    assert message.endswith("set it to 'default' to keep the interpreter's garbage-collector thresholds, "
+                            "or unset it")
+    assert len(message) < 400
+    assert message.isprintable()
+    assert gc.get_threshold() == interpreter_default
